@@ -1,0 +1,50 @@
+# Radar Pipeline. `make run` and `make test` are the two commands; each bootstraps .venv.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
+export RADAR_VAULT ?= $(CURDIR)/data/vault
+export RADAR_DB ?= $(CURDIR)/data/radar.duckdb
+
+.PHONY: run test test-fast test-slow lint typecheck ui bench faults clean-venv
+
+# Recreated when missing or stale (the lock or pyproject changed since it was installed).
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $(STAMP)
+
+$(DAGSTER_HOME):
+	@mkdir -p $(DAGSTER_HOME)
+	@test -f $(DAGSTER_HOME)/dagster.yaml || cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
+
+run: $(STAMP) $(DAGSTER_HOME)
+	$(BIN)/radar collect --all
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check radar_pipeline radar_pipeline_tests benchmarks
+	$(BIN)/ruff check radar_pipeline radar_pipeline_tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow"
+
+test-slow: $(STAMP)
+	$(BIN)/pytest -q -m slow
+
+test: lint typecheck $(STAMP)
+	$(BIN)/pytest -q
+
+ui: $(STAMP) $(DAGSTER_HOME)
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

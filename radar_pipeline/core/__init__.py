@@ -1,0 +1,1 @@
+"""The domain: registry, acquisition, parsing, identity, vault and store. No Dagster here."""

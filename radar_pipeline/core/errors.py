@@ -1,0 +1,94 @@
+"""Every error the Radar raises, by stage.
+
+    RadarError                  base; `stage` names where it happened, the message says the fix
+    ├── ConfigError             bad environment or settings (stage "config")
+    ├── RegistryError           a Source file cannot become a Source (stage "registry")
+    ├── FetchError              the fetch stage refused or failed (stage "fetch");
+    │                           `error_class` is one of FETCH_ERROR_CLASSES
+    ├── ParseError              the bytes are not a usable feed (stage "parse")
+    ├── VaultError              a vault path or file is unsafe or unwritable (stage "vault")
+    ├── CleanupRefused          the weekly close refuses to touch a path (stage "cleanup")
+    └── StoreError              the DuckDB store failed or stayed locked too long (stage "store")
+
+Library errors (httpx, duckdb, yaml, OS) are translated at one boundary with `raise ... from exc`.
+"""
+
+from __future__ import annotations
+
+FETCH_ERROR_CLASSES = (
+    "timeout",
+    "network",
+    "http-4xx",
+    "http-5xx",
+    "rate-limited",
+    "challenge",
+    "gone",
+    "too-large",
+    "not-a-feed",
+    "invalid-xml",
+    "policy",
+)
+
+
+class RadarError(Exception):
+    """Base of every Radar error."""
+
+    stage = "radar"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.stage}: {self.message}"
+
+
+class ConfigError(RadarError):
+    stage = "config"
+
+
+class RegistryError(RadarError):
+    stage = "registry"
+
+
+class FetchError(RadarError):
+    """A fetch failed; `error_class` is one of FETCH_ERROR_CLASSES."""
+
+    stage = "fetch"
+
+    def __init__(
+        self, error_class: str, message: str, *, retry_after_s: float | None = None
+    ) -> None:
+        if error_class not in FETCH_ERROR_CLASSES:
+            raise ValueError(f"unknown fetch error class {error_class!r}")
+        super().__init__(message)
+        self.error_class = error_class
+        self.retry_after_s = retry_after_s
+
+    def __str__(self) -> str:
+        return f"fetch: {self.error_class}: {self.message}"
+
+
+class ParseError(RadarError):
+    """The body is not a usable feed; `error_class` is `not-a-feed` or `invalid-xml`."""
+
+    stage = "parse"
+
+    def __init__(self, error_class: str, message: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+
+    def __str__(self) -> str:
+        return f"parse: {self.error_class}: {self.message}"
+
+
+class VaultError(RadarError):
+    stage = "vault"
+
+
+class CleanupRefused(RadarError):
+    stage = "cleanup"
+
+
+class StoreError(RadarError):
+    stage = "store"

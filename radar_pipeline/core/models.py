@@ -1,0 +1,93 @@
+"""Frozen value types passed between the stages of one Source check.
+
+fetch -> FetchResult -> parse -> ParsedFeed (ItemCandidate / Rejection) -> dedupe -> materialize.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+FetchOutcome = Literal["ok", "not-modified", "failed", "skipped"]
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    """Everything the fetch stage needs for one Source check."""
+
+    source_id: str
+    url: str  # absolute http(s) URL, or for fixtures a vault-relative path
+    collection_method: str  # rss | atom | fixture
+    etag: str | None = None  # sent as If-None-Match when `conditional`
+    last_modified: str | None = None  # sent as If-Modified-Since when `conditional`
+    conditional: bool = True  # False forces the daily unconditional fetch
+    auth_token: str | None = None  # bearer token value; never logged or stored
+    previous_body_sha256: str | None = None  # a 200 with this hash counts as unchanged
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """What one bounded request produced. `body` is None unless outcome is "ok"."""
+
+    source_id: str
+    requested_url: str
+    final_url: str
+    outcome: FetchOutcome
+    fetched_at: datetime
+    status: int | None = None
+    body: bytes | None = None
+    content_type: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    body_sha256: str | None = None
+    bytes_received: int = 0
+    duration_s: float = 0.0
+    redirects: int = 0
+    conditional: bool = False  # whether validators were sent
+    unchanged_body: bool = False  # 200 whose body hash equals the previous one
+    error_class: str | None = None  # one of errors.FETCH_ERROR_CLASSES when failed
+    error_message: str | None = None  # redacted, one line
+    retry_after_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ItemCandidate:
+    """One feed item that can be identified, ready for dedupe."""
+
+    source_item_id: str
+    title: str  # plain text, sanitised
+    link: str  # as given by the feed, resolved to absolute
+    canonical_url: str  # canonicalised (identity input)
+    identity: str  # 16 hex: hash(source id, canonical URL, source item id)
+    observed_at: datetime | None  # the feed's own date, UTC; None if missing/unparseable
+    observed_field: str | None  # "published" | "updated" | None
+    future_dated: bool  # observed_at lies beyond the tolerance in the future
+    summary: str  # plain text, sanitised and bounded
+    content: str | None  # full text from the feed (only used under Temporary Content)
+    content_hash: str  # sha256 hex of the normalised summary/content
+    title_key: str  # normalised title (for title + day secondary key)
+    simhash: int  # 64-bit simhash of title + summary
+    position: int  # index of the item in the feed
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A feed item that was not accepted, with the reason (never dropped silently)."""
+
+    reason: str  # e.g. "unidentifiable", "outside-coverage", "over-limit"
+    detail: str
+    source_item_id: str | None = None
+    position: int | None = None
+
+
+@dataclass(frozen=True)
+class ParsedFeed:
+    """The result of parsing one FetchResult body."""
+
+    source_id: str
+    candidates: tuple[ItemCandidate, ...] = ()
+    rejections: tuple[Rejection, ...] = ()
+    feed_title: str | None = None
+    bozo: str | None = None  # feedparser's complaint, if the feed was ill-formed but usable
+    warnings: tuple[str, ...] = field(default_factory=tuple)
