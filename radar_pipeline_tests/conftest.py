@@ -28,3 +28,19 @@ def feed_server() -> Iterator[FeedServer]:
 def allow_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     """Let the fetcher reach the loopback test server (refused by default)."""
     monkeypatch.setenv("RADAR_ALLOWED_PRIVATE_HOSTS", "127.0.0.1,localhost")
+
+
+@pytest.fixture
+def radar_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A temp vault, DuckDB file and (empty) Dagster home, exported like a user would."""
+    vault = tmp_path / "vault"
+    (vault / "Radar" / "Sources").mkdir(parents=True)
+    (vault / "Site Content").mkdir(parents=True)
+    db = tmp_path / "radar.duckdb"
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("RADAR_VAULT", str(vault))
+    monkeypatch.setenv("RADAR_DB", str(db))
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("RADAR_ALLOWED_PRIVATE_HOSTS", "127.0.0.1,localhost")
+    return {"vault": vault, "db": db, "home": home, "root": tmp_path}

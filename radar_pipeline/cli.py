@@ -1,0 +1,165 @@
+"""`radar`: the command line, a thin layer over the same Dagster definitions and instance."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from radar_pipeline.core.config import REPO_ROOT, RadarPaths, default_dagster_home
+from radar_pipeline.core.errors import RadarError
+from radar_pipeline.core.schedule import format_utc, parse_utc
+
+EXIT_OK, EXIT_ERROR, EXIT_SOURCE_FAILED = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad input on the command line: one clear line on stderr, exit 1."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.handler(args)
+        return code
+    except (UsageError, RadarError) as exc:
+        print(f"radar: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="radar", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sources = sub.add_parser("sources", help="the Source Registry")
+    sources_sub = sources.add_subparsers(dest="action", required=True)
+    validate = sources_sub.add_parser("validate", help="validate every Source file")
+    validate.add_argument("--json", action="store_true")
+    validate.set_defaults(handler=cmd_sources_validate)
+
+    collect = sub.add_parser("collect", help="one collection (default: due Sources)")
+    collect.add_argument("--source", action="append", default=[], metavar="ID")
+    collect.add_argument("--all", action="store_true", help="every eligible Source now")
+    collect.add_argument("--as-of", metavar="TS", help="ISO-8601 time replacing the clock")
+    collect.add_argument("--json", action="store_true")
+    collect.set_defaults(handler=cmd_collect)
+
+    report = sub.add_parser("report", help="the evidence snapshot")
+    report.add_argument("--json", action="store_true")
+    report.set_defaults(handler=cmd_report)
+
+    idx = sub.add_parser("index", help="the DuckDB Signal index")
+    idx_sub = idx.add_subparsers(dest="action", required=True)
+    rebuild = idx_sub.add_parser("rebuild", help="rebuild the Signal index from the vault")
+    rebuild.add_argument("--json", action="store_true")
+    rebuild.set_defaults(handler=cmd_index_rebuild)
+    return parser
+
+
+# ---- helpers -------------------------------------------------------------------------------
+
+
+def _as_of(value: str | None) -> datetime:
+    if not value:
+        return datetime.now(UTC)
+    try:
+        return parse_utc(value)
+    except ValueError as exc:
+        raise UsageError(f"--as-of {value!r} is not an ISO-8601 time: {exc}") from exc
+
+
+def _emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
+    if args.json:
+        print(json.dumps(payload, indent=2, sort_keys=False))
+    else:
+        print(text)
+
+
+def dagster_instance() -> Any:
+    """The Dagster instance in DAGSTER_HOME (default: the repository's data/dagster_home)."""
+    import dagster as dg
+
+    home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home())
+    os.environ["DAGSTER_HOME"] = str(home.absolute())
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        shutil.copyfile(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    return dg.DagsterInstance.get()
+
+
+# ---- commands ------------------------------------------------------------------------------
+
+
+def cmd_sources_validate(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.registry import load_registry
+
+    snapshot = load_registry(RadarPaths.from_env().vault)
+    payload = snapshot.to_json()
+    lines = [f"{s['id']:<28} {'active' if s['active'] else 'inactive':<9} {s['path']}"
+             for s in payload["sources"]]
+    lines += [f"ISSUE {i['code']}: {i['path']}: {i['message']}" for i in payload["issues"]]
+    lines.append(f"{len(payload['sources'])} valid Sources, {len(payload['issues'])} issues")
+    _emit(args, payload, "\n".join(lines))
+    return EXIT_ERROR if payload["issues"] else EXIT_OK
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from radar_pipeline.defs.launch import launch_collection
+
+    as_of = _as_of(args.as_of)
+    if args.source and args.all:
+        raise UsageError("collect: use either --source or --all, not both")
+    mode = "explicit" if args.source else ("all" if args.all else "due")
+    report = launch_collection(dagster_instance(), RadarPaths.from_env(), mode,
+                               tuple(args.source), as_of, trigger="cli")
+    _emit(args, report, _collect_text(report))
+    return EXIT_SOURCE_FAILED if report["failed"] else EXIT_OK
+
+
+def _collect_text(report: dict[str, Any]) -> str:
+    lines = [
+        f"collection as of {report['asOf']}: due {report['due']}, overdue {report['overdue']}, "
+        f"passed {report['passed']}, failed {report['failed']}, skipped {report['skipped']}",
+        f"created {report['created']}, reused {report['reused']}, updated {report['updated']}, "
+        f"duplicates {report['duplicates']}, rejected {report['rejected']}",
+    ]
+    for src in report["sources"]:
+        extra = f"  ({src['error']})" if src["error"] else ""
+        lines.append(
+            f"  {src['id']:<28} {src['outcome']:<13} http {src['httpStatus'] or '-':<4} "
+            f"created {src['created']} reused {src['reused']} updated {src['updated']} "
+            f"duplicates {src['duplicates']} rejected {src['rejected']}{extra}"
+        )
+    return "\n".join(lines)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.evidence import evidence_snapshot
+
+    payload = evidence_snapshot(RadarPaths.from_env(), datetime.now(UTC))
+    text = "\n".join(f"{k}: {v}" for k, v in payload.items() if k != "lastCollection")
+    _emit(args, payload, text)
+    return EXIT_OK
+
+
+def cmd_index_rebuild(args: argparse.Namespace) -> int:
+    from radar_pipeline.core import index
+    from radar_pipeline.core.store import Store
+
+    paths = RadarPaths.from_env()
+    repair = index.rebuild(Store(paths.db), paths.vault)
+    payload = {"indexed": repair.indexed, "unreadable": list(repair.unreadable),
+               "at": format_utc(datetime.now(UTC))}
+    _emit(args, payload, f"indexed {repair.indexed} Signals; unreadable {len(repair.unreadable)}")
+    return EXIT_ERROR if repair.unreadable else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

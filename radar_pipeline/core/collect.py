@@ -1,0 +1,559 @@
+"""One collection, stage by stage: plan -> fetch -> parse -> dedupe -> materialize.
+
+Each stage is a method the Dagster ops call in turn (the CLI and the UI go through them). The
+commit rule (design invariant 6): Signal files are written first, then one DuckDB transaction
+records the index rows, observations and the new feed state (validators, watermark) together;
+a crash in between leaves files without rows, which the next dedupe stage indexes (reconcile).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import uuid
+from collections import Counter
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from radar_pipeline.core import index
+from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.dedupe import PENDING_PREFIX, ItemDecision, decide
+from radar_pipeline.core.errors import ParseError, RegistryError
+from radar_pipeline.core.fetch import Fetcher, FetchSettings, fetch_many
+from radar_pipeline.core.frontmatter import update_frontmatter_keys
+from radar_pipeline.core.identity import IDENTITY_VERSION
+from radar_pipeline.core.models import FetchResult, ItemCandidate, ParsedFeed
+from radar_pipeline.core.parse import parse_feed
+from radar_pipeline.core.plan import (
+    CollectionPlan,
+    CollectionSpec,
+    LockBook,
+    PlannedCheck,
+    plan_collection,
+)
+from radar_pipeline.core.registry import load_registry
+from radar_pipeline.core.schedule import format_utc, next_backoff
+from radar_pipeline.core.signals import (
+    SIGNALS_DIR,
+    SignalDocument,
+    create_signal_file,
+    make_signal_id,
+)
+from radar_pipeline.core.state import FeedState, load_states, save_state
+from radar_pipeline.core.store import Store, to_json_text
+from radar_pipeline.core.temporary import write_temporary_text
+
+log = logging.getLogger(__name__)
+
+COUNT_KEYS = ("created", "reused", "updated", "duplicates", "rejected")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A planned check after fetch and parse: either items to dedupe or a classified failure."""
+
+    check: PlannedCheck
+    fetch: FetchResult | None = None
+    parsed: ParsedFeed | None = None
+    error_stage: str | None = None
+    error_class: str | None = None
+    error_message: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error_class is not None
+
+
+@dataclass(frozen=True)
+class DedupedCheck:
+    result: CheckResult
+    decisions: tuple[ItemDecision, ...] = ()
+
+
+class Collector:
+    """The pipeline over one vault and one DuckDB file."""
+
+    def __init__(
+        self,
+        paths: RadarPaths,
+        store: Store | None = None,
+        fetch_settings: FetchSettings | None = None,
+        max_workers: int = 16,
+    ) -> None:
+        self.paths = paths
+        self.store = store or Store(paths.db)
+        self.fetch_settings = fetch_settings or FetchSettings.from_env()
+        self.max_workers = max_workers
+        self.locks = LockBook(paths.locks_dir)
+
+    # ---- stages ----------------------------------------------------------------------------
+
+    def plan(self, spec: CollectionSpec) -> CollectionPlan:
+        snapshot = load_registry(self.paths.vault)
+        with self.store.transaction() as con:
+            states = load_states(con)
+            row = con.execute("SELECT max(as_of) FROM collections").fetchone()
+        last = row[0] if row else None
+        return plan_collection(spec, snapshot, states, last, self.locks)
+
+    def fetch(self, plan: CollectionPlan) -> tuple[FetchResult | None, ...]:
+        """Fetch every planned request concurrently; record each attempt in DuckDB."""
+        wanted = [c.request for c in plan.checks if c.request is not None and c.failure is None]
+        with Fetcher(self.fetch_settings, self.paths.vault) as fetcher:
+            results = fetch_many(fetcher, wanted, plan.spec.as_of, max_workers=self.max_workers)
+        by_source = {r.source_id: r for r in results}
+        with self.store.transaction() as con:
+            states = load_states(con)
+            for result in results:
+                _record_attempt(con, plan.spec.collection_id, result, states.get(result.source_id))
+        return tuple(by_source.get(c.source_id) for c in plan.checks)
+
+    def parse(
+        self, plan: CollectionPlan, fetched: tuple[FetchResult | None, ...]
+    ) -> tuple[CheckResult, ...]:
+        return tuple(
+            _parse_one(check, result, plan.spec.as_of)
+            for check, result in zip(plan.checks, fetched, strict=True)
+        )
+
+    def dedupe(self, results: tuple[CheckResult, ...]) -> tuple[DedupedCheck, ...]:
+        """Repair the index from the vault, then classify every candidate."""
+        out: list[DedupedCheck] = []
+        with self.store.transaction() as con:
+            repair = index.reconcile(con, self.paths.vault)
+            if repair.indexed:
+                log.info("index: %d Signal files had no index row; indexed", repair.indexed)
+            for res in results:
+                cands = res.parsed.candidates if res.parsed else ()
+                out.append(DedupedCheck(res, decide(con, res.check.source_id, cands)))
+        return tuple(out)
+
+    def materialize(
+        self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]
+    ) -> dict[str, Any]:
+        """Write new Signals, then commit index, observations and feed state; report."""
+        spec = plan.spec
+        try:
+            writes = [self._write_files(spec, d) for d in deduped]
+            with self.store.transaction() as con:
+                states = load_states(con)
+                for item, write in zip(deduped, writes, strict=True):
+                    _commit_source(con, spec, item, write, states.get(item.result.check.source_id))
+                report = build_report(plan, deduped, writes)
+                _record_collection(con, spec, report)
+            for item in deduped:
+                self._write_health(spec, item)
+            return report
+        finally:
+            LockBook.release_all(spec.collection_id)
+
+    def run(self, spec: CollectionSpec) -> dict[str, Any]:
+        """All stages in one call (the same code the Dagster ops run, for plain tests)."""
+        plan = self.plan(spec)
+        try:
+            results = self.parse(plan, self.fetch(plan))
+            return self.materialize(plan, self.dedupe(results))
+        finally:
+            LockBook.release_all(spec.collection_id)
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def _write_files(self, spec: CollectionSpec, item: DedupedCheck) -> SourceWrite:
+        res = item.result
+        write = SourceWrite()
+        if res.failed or res.check.record is None or res.fetch is None:
+            return write
+        rec = res.check.record
+        for dec in item.decisions:
+            if dec.decision != "new":
+                continue
+            cand = dec.candidate
+            signal_id = make_signal_id(spec.as_of, cand.identity)
+            doc = build_document(signal_id, cand, res, rec.record_path, dec.duplicate_candidate_of)
+            outcome = create_signal_file(self.paths.vault, doc)
+            write.outcomes[cand.identity] = (signal_id, outcome)
+            if outcome == "created" and rec.source.full_text == "feed-content" and cand.content:
+                write.temporary_bytes += write_temporary_text(
+                    self.paths.vault, signal_id, cand.title, cand.content
+                )
+        return write
+
+    def _write_health(self, spec: CollectionSpec, item: DedupedCheck) -> None:
+        res = item.result
+        rec = res.check.record
+        if rec is None or res.check.skip_reason is not None:
+            return
+        try:
+            update_frontmatter_keys(rec.path, health_fields(spec, res))
+        except (RegistryError, OSError) as exc:
+            # DuckDB holds the full history; the file mirror is retried on the next check.
+            log.warning("health of %s not written to %s: %s", rec.source.id, rec.record_path, exc)
+
+
+@dataclass
+class SourceWrite:
+    """What the file stage did for one Source: identity -> (Signal id, created | reused)."""
+
+    outcomes: dict[str, tuple[str, str]]
+    temporary_bytes: int = 0
+
+    def __init__(self) -> None:
+        self.outcomes = {}
+        self.temporary_bytes = 0
+
+
+def new_collection_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _parse_one(check: PlannedCheck, result: FetchResult | None, now: datetime) -> CheckResult:
+    if check.failure is not None:
+        return CheckResult(check, result, None, "plan", check.failure[0], check.failure[1])
+    if result is None:
+        return CheckResult(check)
+    if result.outcome == "failed":
+        return CheckResult(check, result, None, "fetch", result.error_class or "network",
+                           result.error_message or "fetch failed")
+    if result.outcome != "ok" or result.body is None:
+        return CheckResult(check, result)
+    try:
+        parsed = parse_feed(
+            check.source_id,
+            result.body,
+            base_url=result.final_url,
+            content_type=result.content_type,
+            now=now,
+            coverage_from=check.coverage_from,
+        )
+    except ParseError as exc:
+        return CheckResult(check, result, None, "parse", exc.error_class, str(exc))
+    except Exception as exc:  # a parser bug must fail one Source, never the collection
+        log.exception("parse of %s crashed", check.source_id)
+        return CheckResult(check, result, None, "parse", "invalid-xml",
+                           f"parse: unexpected {type(exc).__name__}: {exc}"[:300])
+    return CheckResult(check, result, parsed)
+
+
+def build_document(
+    signal_id: str,
+    cand: ItemCandidate,
+    res: CheckResult,
+    record_path: str,
+    duplicate_candidate_of: str | None,
+) -> SignalDocument:
+    """The Signal's frontmatter: identity, provenance, observation, review flags."""
+    fetch = res.fetch
+    assert fetch is not None and res.check.record is not None
+    notes = []
+    if cand.future_dated:
+        notes.append("future-dated")
+    if res.parsed is not None and res.parsed.bozo:
+        notes.append("feed-ill-formed")
+    fm: dict[str, Any] = {
+        "entityType": "signal",
+        "schemaVersion": 1,
+        "id": signal_id,
+        "title": cand.title,
+        "sourceId": res.check.source_id,
+        "sourceItemId": cand.source_item_id,
+        "sourceRecord": record_path,
+        "requestedUrl": fetch.requested_url,
+        "itemUrl": cand.link,
+        "canonicalUrl": cand.canonical_url,
+        "collectionMethod": res.check.record.source.collection_method,
+        "fetchedAt": format_utc(fetch.fetched_at),
+        "httpStatus": fetch.status,
+        "validationState": "valid-with-warnings" if notes else "valid",
+        "validationNotes": notes,
+        "observedAt": format_utc(cand.observed_at) if cand.observed_at else None,
+        "observedField": cand.observed_field,
+        "observationKind": "rss-observation",
+        "publishedAt": None,
+        "contentHash": cand.content_hash,
+        "simhash": f"{cand.simhash:016x}",
+        "identityVersion": IDENTITY_VERSION,
+        "duplicateCandidateOf": duplicate_candidate_of,
+        "analysisState": "pending",
+        "tags": ["radar/signal", f"radar/source/{res.check.source_id}"],
+    }
+    return SignalDocument(signal_id, fm, cand.summary)
+
+
+def _record_attempt(
+    con: duckdb.DuckDBPyConnection, collection_id: str, r: FetchResult, state: FeedState | None
+) -> None:
+    changed = None
+    if r.outcome == "ok" and state is not None:
+        changed = (r.etag, r.last_modified) != (state.etag, state.last_modified)
+    con.execute(
+        "INSERT INTO fetch_attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            uuid.uuid4().hex, collection_id, r.source_id, r.fetched_at, r.requested_url,
+            r.final_url, r.outcome, r.status, r.conditional, r.etag, r.last_modified, changed,
+            r.body_sha256, r.bytes_received, r.duration_s * 1000, r.redirects, r.error_class,
+            r.error_message, r.retry_after_s,
+        ],
+    )
+
+
+def _commit_source(
+    con: duckdb.DuckDBPyConnection,
+    spec: CollectionSpec,
+    item: DedupedCheck,
+    write: SourceWrite,
+    state: FeedState | None,
+) -> None:
+    res, check = item.result, item.result.check
+    if check.skip_reason is not None or check.record is None:
+        return
+    now = spec.as_of
+    state = state or FeedState(check.source_id)
+    if res.failed:
+        _commit_failure(con, spec, res, state)
+        return
+    resolved = {ident: sid for ident, (sid, _) in write.outcomes.items()}
+    for dec in item.decisions:
+        cand = dec.candidate
+        if dec.decision == "new":
+            signal_id, _ = write.outcomes[cand.identity]
+            row = _index_row(check.source_id, signal_id, cand, now, dec.duplicate_candidate_of)
+            con.execute(index.INSERT_SIGNAL_SQL, row)
+        else:
+            signal_id = dec.signal_id or ""
+            if signal_id.startswith(PENDING_PREFIX):
+                signal_id = resolved.get(signal_id[len(PENDING_PREFIX):], signal_id)
+        if dec.decision == "updated":
+            con.execute(
+                "INSERT INTO signal_revisions VALUES (?, ?, ?, ?, ?, ?)",
+                [signal_id, spec.collection_id, now, cand.content_hash, cand.title,
+                 cand.observed_at],
+            )
+            con.execute("UPDATE signals SET content_hash = ? WHERE signal_id = ?",
+                        [cand.content_hash, signal_id])
+        outcome = _outcome_name(dec, write)
+        _observe(con, spec, check.source_id, cand, outcome, signal_id, None)
+    if res.parsed is not None:
+        for rej in res.parsed.rejections:
+            con.execute(
+                "INSERT INTO item_observations VALUES (?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, "
+                "NULL, ?)",
+                [spec.collection_id, check.source_id, now, rej.source_item_id,
+                 "outside-coverage" if rej.reason == "outside-coverage" else "rejected",
+                 f"{rej.reason}: {rej.detail}"[:500]],
+            )
+    fetch = res.fetch
+    assert fetch is not None
+    new_state = replace(
+        state,
+        last_attempt_at=now,
+        last_fetch_at=now,
+        last_success_at=now,
+        last_status=fetch.status,
+        error_state=None,
+        consecutive_failures=0,
+        backoff_until=None,
+    )
+    if fetch.outcome == "ok" or fetch.unchanged_body:
+        new_state = replace(
+            new_state,
+            etag=fetch.etag,
+            last_modified=fetch.last_modified,
+            last_body_sha256=fetch.body_sha256 or state.last_body_sha256,
+        )
+    elif fetch.etag or fetch.last_modified:  # 304 may carry refreshed validators
+        new_state = replace(new_state, etag=fetch.etag or state.etag,
+                            last_modified=fetch.last_modified or state.last_modified)
+    if not fetch.conditional:
+        new_state = replace(new_state, last_unconditional_at=now)
+    save_state(con, new_state)
+
+
+def _commit_failure(
+    con: duckdb.DuckDBPyConnection, spec: CollectionSpec, res: CheckResult, state: FeedState
+) -> None:
+    now = spec.as_of
+    failures = state.consecutive_failures + 1
+    retry_after = res.fetch.retry_after_s if res.fetch else None
+    rng = random.Random(f"{res.check.source_id}:{failures}:{now.isoformat()}")
+    backoff = next_backoff(failures, now, error_class=res.error_class,
+                           retry_after_s=retry_after, rng=rng)
+    fetched = res.fetch is not None
+    save_state(con, replace(
+        state,
+        last_attempt_at=now,
+        last_fetch_at=now if fetched else state.last_fetch_at,
+        last_status=res.fetch.status if res.fetch else state.last_status,
+        error_state=res.error_class,
+        consecutive_failures=failures,
+        backoff_until=backoff,
+    ))
+    con.execute(
+        "INSERT INTO dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?, NULL, NULL)",
+        [uuid.uuid4().hex[:12], spec.collection_id, res.check.source_id, res.error_stage or "fetch",
+         res.error_class, (res.error_message or "")[:1000], failures, now],
+    )
+
+
+def _outcome_name(dec: ItemDecision, write: SourceWrite) -> str:
+    """created | reused | updated | duplicate (a `new` item is created, or reused if its file
+    appeared meanwhile)."""
+    if dec.decision == "new":
+        return write.outcomes[dec.candidate.identity][1]
+    return dec.decision
+
+
+def _observe(
+    con: duckdb.DuckDBPyConnection, spec: CollectionSpec, source_id: str, cand: ItemCandidate,
+    outcome: str, signal_id: str | None, reason: str | None,
+) -> None:
+    con.execute(
+        "INSERT INTO item_observations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [spec.collection_id, source_id, spec.as_of, cand.identity, cand.source_item_id,
+         cand.canonical_url, cand.observed_at, cand.content_hash, outcome, signal_id, reason],
+    )
+
+
+def _index_row(
+    source_id: str, signal_id: str, cand: ItemCandidate, now: datetime, candidate_of: str | None
+) -> tuple[Any, ...]:
+    return (
+        signal_id,
+        cand.identity,
+        IDENTITY_VERSION,
+        source_id,
+        cand.source_item_id,
+        cand.canonical_url,
+        cand.title_key,
+        cand.observed_at.date() if cand.observed_at else None,
+        cand.content_hash,
+        cand.simhash,
+        now,
+        candidate_of,
+        (SIGNALS_DIR / f"{signal_id}.md").as_posix(),
+    )
+
+
+def health_fields(spec: CollectionSpec, res: CheckResult) -> dict[str, str | int | None]:
+    """The Source file's health and HTTP fields after one check."""
+    now = format_utc(spec.as_of)
+    fetch = res.fetch
+    fields: dict[str, str | int | None] = {"lastAttemptAt": now}
+    if res.failed:
+        fields["errorState"] = res.error_class
+    else:
+        fields["lastSuccessAt"] = now
+        fields["errorState"] = None
+    if fetch is not None and fetch.status is not None:
+        fields["httpStatus"] = fetch.status
+        fields["lastResponseAt"] = now
+        if not res.failed:
+            fields["etag"] = fetch.etag
+            fields["lastModified"] = fetch.last_modified
+    return fields
+
+
+def build_report(
+    plan: CollectionPlan, deduped: tuple[DedupedCheck, ...], writes: list[SourceWrite]
+) -> dict[str, Any]:
+    """The contract's `radar collect --json` object, plus scopes and per-Source extras."""
+    sources = [_source_report(d, w) for d, w in zip(deduped, writes, strict=True)]
+    totals: Counter[str] = Counter()
+    scopes: dict[str, Counter[str]] = {"production": Counter(), "fixture": Counter()}
+    for src, item in zip(sources, deduped, strict=True):
+        rec = item.result.check.record
+        scope = scopes["fixture" if rec is not None and rec.source.is_fixture else "production"]
+        outcome = src["outcome"]
+        bucket = "passed" if outcome in ("passed", "not-modified") else outcome
+        for counter in (totals, scope):
+            counter[bucket] += 1
+            for key in COUNT_KEYS:
+                counter[key] += src[key]
+    spec = plan.spec
+    report: dict[str, Any] = {
+        "collectionId": spec.collection_id,
+        "asOf": format_utc(spec.as_of),
+        "mode": spec.mode,
+        "downtimeFrom": format_utc(plan.downtime_from) if plan.downtime_from else None,
+        "overdue": plan.overdue,
+        "due": len(plan.checks),
+        "passed": totals["passed"],
+        "failed": totals["failed"],
+        "skipped": totals["skipped"],
+        **{key: totals[key] for key in COUNT_KEYS},
+        "scopes": {
+            name: {k: c[k] for k in ("passed", "failed", "skipped", *COUNT_KEYS)}
+            for name, c in scopes.items()
+        },
+        "sources": sources,
+    }
+    return report
+
+
+def _source_report(item: DedupedCheck, write: SourceWrite) -> dict[str, Any]:
+    res, check = item.result, item.result.check
+    counts = Counter(_outcome_name(d, write) for d in item.decisions)
+    rejected = sum(
+        1 for r in (res.parsed.rejections if res.parsed else ()) if r.reason != "outside-coverage"
+    )
+    if check.skip_reason is not None:
+        outcome = "skipped"
+    elif res.failed:
+        outcome = "failed"
+    elif res.fetch is not None and res.fetch.outcome == "not-modified":
+        outcome = "not-modified"
+    else:
+        outcome = "passed"
+    fetch = res.fetch
+    return {
+        "id": check.source_id,
+        "outcome": outcome,
+        "httpStatus": fetch.status if fetch else None,
+        "created": counts["created"],
+        "reused": counts["reused"],
+        "updated": counts["updated"],
+        "duplicates": counts["duplicate"],
+        "rejected": rejected,
+        "coverageFrom": format_utc(check.coverage_from) if check.coverage_from else None,
+        "error": check.skip_reason or res.error_message,
+        "errorClass": res.error_class,
+        "bytes": fetch.bytes_received if fetch else 0,
+        "durationMs": round(fetch.duration_s * 1000, 1) if fetch else 0.0,
+        "conditional": fetch.conditional if fetch else None,
+        "temporaryBytes": write.temporary_bytes,
+        "notes": list(check.notes),
+    }
+
+
+def _record_collection(
+    con: duckdb.DuckDBPyConnection, spec: CollectionSpec, report: dict[str, Any]
+) -> None:
+    con.execute(
+        "INSERT INTO collections VALUES (?, ?, ?, ?, ?, now(), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            spec.collection_id, spec.dagster_run_id, spec.trigger, spec.as_of, spec.as_of,
+            report["downtimeFrom"], report["overdue"], report["due"], report["passed"],
+            report["failed"], report["skipped"], *(report[k] for k in COUNT_KEYS),
+            to_json_text(report),
+        ],
+    )
+
+
+def last_report(store: Store) -> dict[str, Any] | None:
+    with store.transaction() as con:
+        row = con.execute(
+            "SELECT report_json FROM collections ORDER BY finished_at DESC LIMIT 1"
+        ).fetchone()
+    return json.loads(row[0]) if row and row[0] else None
+
+
+def report_for(store: Store, collection_id: str) -> dict[str, Any] | None:
+    with store.transaction() as con:
+        row = con.execute(
+            "SELECT report_json FROM collections WHERE collection_id = ?", [collection_id]
+        ).fetchone()
+    return json.loads(row[0]) if row and row[0] else None
+

@@ -1,0 +1,216 @@
+"""Which Sources one collection checks, and how: gates, cadence, backoff, locks, validators."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Literal
+
+import filelock
+
+from radar_pipeline.core.models import FetchRequest
+from radar_pipeline.core.registry import RegistrySnapshot, SourceRecord
+from radar_pipeline.core.schedule import (
+    coverage_from,
+    is_due,
+    is_overdue,
+    needs_unconditional,
+    parse_cadence,
+    priority_rank,
+)
+from radar_pipeline.core.state import FeedState
+
+Mode = Literal["due", "all", "explicit"]
+
+
+@dataclass(frozen=True)
+class CollectionSpec:
+    """What was asked: `due` (the recovery policy), `all` eligible, or `explicit` Sources."""
+
+    collection_id: str
+    mode: Mode
+    as_of: datetime
+    source_ids: tuple[str, ...] = ()  # explicit: exactly these; otherwise: restrict to these
+    trigger: str = "cli"
+    dagster_run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PlannedCheck:
+    """One Source of the collection: a request to make, or the reason it is not made."""
+
+    source_id: str
+    record: SourceRecord | None
+    coverage_from: datetime | None = None
+    request: FetchRequest | None = None
+    skip_reason: str | None = None  # skipped: locked, backoff, rate-limit, not eligible
+    failure: tuple[str, str] | None = None  # (error class, message) decided before fetching
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CollectionPlan:
+    spec: CollectionSpec
+    checks: tuple[PlannedCheck, ...]
+    overdue: int
+    downtime_from: datetime | None
+
+
+class LockBook:
+    """Per-Source locks across processes (flock on a file per Source in the vault).
+
+    Held from planning until the Source's results are committed; a second collection of the
+    same Source, in any process, reports it `skipped` with reason `locked`.
+    """
+
+    _held: dict[tuple[str, str], filelock.FileLock] = {}
+
+    def __init__(self, locks_dir: Path) -> None:
+        self.locks_dir = locks_dir
+
+    def try_acquire(self, collection_id: str, source_id: str) -> bool:
+        self.locks_dir.mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(
+            self.locks_dir / f"{source_id}.lock", timeout=0, thread_local=False
+        )
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            return False
+        LockBook._held[(collection_id, source_id)] = lock
+        return True
+
+    @classmethod
+    def release(cls, collection_id: str, source_id: str) -> None:
+        lock = cls._held.pop((collection_id, source_id), None)
+        if lock is not None:
+            lock.release()
+
+    @classmethod
+    def release_all(cls, collection_id: str) -> None:
+        for key in [k for k in cls._held if k[0] == collection_id]:
+            cls.release(*key)
+
+
+def plan_collection(
+    spec: CollectionSpec,
+    snapshot: RegistrySnapshot,
+    states: Mapping[str, FeedState],
+    last_collection_at: datetime | None,
+    locks: LockBook,
+    environ: Mapping[str, str] | None = None,
+) -> CollectionPlan:
+    """Decide every Source's check for this collection, in recovery priority order."""
+    env = os.environ if environ is None else environ
+    now = spec.as_of
+    records = _selected_records(spec, snapshot)
+    overdue = sum(
+        1
+        for rec in snapshot.sources
+        if rec.source.is_eligible and _overdue(rec, states.get(rec.source.id), now)
+    )
+    checks: list[PlannedCheck] = []
+    for rec in sorted(records, key=lambda r: (*priority_rank(r.source.priority, r.source.role),
+                                              r.source.id)):
+        check = _plan_one(spec, rec, states.get(rec.source.id), locks, env)
+        if check is not None:
+            checks.append(check)
+    for missing in sorted(set(spec.source_ids) - {r.source.id for r in records}):
+        if spec.mode == "explicit":
+            checks.append(PlannedCheck(missing, None, skip_reason="not a valid Source"))
+    return CollectionPlan(spec, tuple(checks), overdue, _downtime_from(snapshot, last_collection_at,
+                                                                         now))
+
+
+def _selected_records(spec: CollectionSpec, snapshot: RegistrySnapshot) -> list[SourceRecord]:
+    if spec.mode == "explicit":
+        return [r for r in snapshot.sources if r.source.id in spec.source_ids]
+    wanted = set(spec.source_ids)
+    return [r for r in snapshot.sources if not wanted or r.source.id in wanted]
+
+
+def _last_success(rec: SourceRecord, state: FeedState | None) -> datetime | None:
+    # DuckDB is the authority; the Source file's mirror covers a lost database file.
+    return state.last_success_at if state and state.last_success_at else rec.source.last_success_at
+
+
+def _overdue(rec: SourceRecord, state: FeedState | None, now: datetime) -> bool:
+    cadence = parse_cadence(rec.source.cadence)
+    return cadence is not None and is_overdue(cadence, _last_success(rec, state), now)
+
+
+def _plan_one(
+    spec: CollectionSpec,
+    rec: SourceRecord,
+    state: FeedState | None,
+    locks: LockBook,
+    env: Mapping[str, str],
+) -> PlannedCheck | None:
+    src, now = rec.source, spec.as_of
+    sid = src.id
+    if not src.is_eligible:
+        if spec.mode != "explicit":
+            return None
+        return PlannedCheck(sid, rec, skip_reason=_ineligible_reason(rec))
+    cadence = parse_cadence(src.cadence)
+    last_success = _last_success(rec, state)
+    backoff_until = state.backoff_until if state else None
+    if spec.mode == "due" and not is_due(cadence, last_success, now):
+        return None
+    if spec.mode != "explicit" and backoff_until is not None and now < backoff_until:
+        return PlannedCheck(sid, rec, skip_reason=f"backoff until {backoff_until.isoformat()}")
+    last_fetch = state.last_fetch_at if state else None
+    if last_fetch is not None and src.min_interval_seconds:
+        allowed_at = last_fetch + timedelta(seconds=src.min_interval_seconds)
+        if now < allowed_at:
+            return PlannedCheck(sid, rec, skip_reason=f"rate-limit: minIntervalSeconds until "
+                                f"{allowed_at.isoformat()}")
+    if not locks.try_acquire(spec.collection_id, sid):
+        return PlannedCheck(sid, rec, skip_reason="locked")
+    window = coverage_from(last_success, now)
+    notes: list[str] = []
+    if src.full_text == "page-extraction":
+        notes.append("fullText page-extraction is not implemented yet: no full text kept")
+    token: str | None = None
+    if src.auth_token_env:
+        token = env.get(src.auth_token_env) or None
+        if token is None:
+            return PlannedCheck(sid, rec, window, failure=(
+                "policy", f"authTokenEnv names {src.auth_token_env}, which is not set"))
+    request = FetchRequest(
+        source_id=sid,
+        url=src.url,
+        collection_method=src.collection_method,
+        etag=state.etag if state else None,
+        last_modified=state.last_modified if state else None,
+        conditional=not needs_unconditional(state.last_unconditional_at if state else None, now),
+        auth_token=token,
+        previous_body_sha256=state.last_body_sha256 if state else None,
+    )
+    return PlannedCheck(sid, rec, window, request, notes=tuple(notes))
+
+
+def _ineligible_reason(rec: SourceRecord) -> str:
+    src = rec.source
+    if not src.enabled:
+        return "not eligible: enabled is false"
+    if src.blocked_reason:
+        return f"not eligible: blocked ({src.blocked_reason})"
+    return f"not eligible: legalAssessment is {src.legal_assessment}"
+
+
+def _downtime_from(
+    snapshot: RegistrySnapshot, last_collection_at: datetime | None, now: datetime
+) -> datetime | None:
+    """The last collection's time, when more than the shortest cadence has passed since."""
+    if last_collection_at is None:
+        return None
+    cadences = [
+        c for c in (parse_cadence(r.source.cadence) for r in snapshot.sources
+                    if r.source.is_eligible) if c is not None
+    ]
+    shortest = min(cadences, default=timedelta(hours=6))
+    return last_collection_at if now - last_collection_at > shortest else None

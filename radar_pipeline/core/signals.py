@@ -1,0 +1,177 @@
+"""Signal files in the vault: rendering, atomic creation, reading back.
+
+A Signal file is created once and never rewritten (people annotate Signals). Creation is a temp
+file in the Signals folder, fsync, then a hard link to the target name: the link fails if the
+target exists, so two writers can never both create it and no reader ever sees a partial file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from radar_pipeline.core.errors import VaultError
+from radar_pipeline.core.text import inert_markdown, one_line
+
+SIGNAL_SCHEMA_VERSION = 1
+SIGNALS_DIR = Path("Radar") / "Signals"
+SIGNAL_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{16}$")
+TEMP_PREFIX = ".tmp-signal-"
+
+# Every provenance field a Signal must carry (design invariant 11); checks read this list.
+PROVENANCE_FIELDS = (
+    "sourceId",
+    "sourceItemId",
+    "sourceRecord",
+    "requestedUrl",
+    "canonicalUrl",
+    "collectionMethod",
+    "fetchedAt",
+    "httpStatus",
+    "validationState",
+)
+
+CreateOutcome = Literal["created", "reused"]
+
+
+def make_signal_id(first_seen_at: datetime, identity: str) -> str:
+    """`<first observation, UTC, YYYYMMDDTHHMMSSZ>-<identity>`; the identity part is what counts."""
+    if not re.fullmatch(r"[0-9a-f]{16}", identity):
+        raise VaultError(f"identity {identity!r} is not 16 lowercase hex digits")
+    return f"{first_seen_at.strftime('%Y%m%dT%H%M%SZ')}-{identity}"
+
+
+def identity_of(signal_id: str) -> str:
+    return signal_id.rsplit("-", 1)[-1]
+
+
+@dataclass(frozen=True)
+class SignalDocument:
+    """What goes into one Signal file: frontmatter (flat) and the inert summary body."""
+
+    signal_id: str
+    frontmatter: dict[str, Any]
+    summary: str
+
+    def render(self) -> str:
+        header = yaml.safe_dump(
+            self.frontmatter,
+            sort_keys=False,
+            allow_unicode=True,
+            default_flow_style=False,
+            width=10_000,
+        )
+        title = one_line(str(self.frontmatter.get("title") or ""), 300)
+        body = inert_markdown(self.summary) if self.summary else "_No summary in the feed._"
+        return (
+            f"---\n{header}---\n\n# {inert_markdown(title)}\n\n{body}\n\n"
+            f"*Collected by Radar from `{inert_markdown(str(self.frontmatter['sourceId']))}`; "
+            "the text above is the feed's summary, kept as data.*\n"
+        )
+
+
+def signal_path(vault: Path, signal_id: str) -> Path:
+    if not SIGNAL_ID_RE.fullmatch(signal_id):
+        raise VaultError(f"refusing Signal id {signal_id!r}: it is not <timestamp>-<16 hex>")
+    return vault / SIGNALS_DIR / f"{signal_id}.md"
+
+
+def create_signal_file(vault: Path, document: SignalDocument) -> CreateOutcome:
+    """Write the Signal atomically; `reused` if its file already exists (never overwritten)."""
+    target = signal_path(vault, document.signal_id)
+    folder = target.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        return "reused"
+    data = document.render().encode("utf-8")
+    fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".md", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp_name, target)
+        except FileExistsError:
+            return "reused"
+        _fsync_dir(folder)
+        return "created"
+    finally:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+
+
+def remove_stale_temp_files(vault: Path) -> int:
+    """Delete temp files a killed writer left in the Signals folder; returns how many."""
+    folder = vault / SIGNALS_DIR
+    if not folder.is_dir():
+        return 0
+    removed = 0
+    for entry in os.scandir(folder):
+        if entry.name.startswith(TEMP_PREFIX) and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+                removed += 1
+            except FileNotFoundError:
+                pass
+    return removed
+
+
+def list_signal_ids(vault: Path) -> set[str]:
+    """The ids of every Signal file in the vault (the vault is the truth for Signals)."""
+    folder = vault / SIGNALS_DIR
+    if not folder.is_dir():
+        return set()
+    ids: set[str] = set()
+    for entry in os.scandir(folder):
+        name = entry.name
+        if name.endswith(".md") and SIGNAL_ID_RE.fullmatch(name[:-3]):
+            ids.add(name[:-3])
+    return ids
+
+
+def read_signal_frontmatter(path: Path) -> dict[str, Any]:
+    """Parse a Signal file's frontmatter; VaultError if it is truncated or not a Signal."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise VaultError(f"cannot read Signal {path.name}: {exc}") from exc
+    if not text.startswith("---\n"):
+        raise VaultError(f"Signal {path.name} has no frontmatter")
+    end = text.find("\n---\n", 4)
+    if end < 0:
+        raise VaultError(f"Signal {path.name} has an unterminated frontmatter (truncated?)")
+    try:
+        data = yaml.load(text[4 : end + 1], Loader=_StringTimestampLoader)  # noqa: S506
+    except yaml.YAMLError as exc:
+        raise VaultError(f"Signal {path.name} has broken frontmatter: {exc}") from exc
+    if not isinstance(data, dict) or data.get("entityType") != "signal":
+        raise VaultError(f"{path.name} is not a Signal (entityType is not 'signal')")
+    return data
+
+
+class _StringTimestampLoader(yaml.SafeLoader):
+    """SafeLoader that keeps ISO timestamps as the strings we wrote."""
+
+
+_StringTimestampLoader.yaml_implicit_resolvers = {
+    key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,44 @@
+"""Feed state per Source (validators, watermark, backoff) as kept in DuckDB."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+
+import duckdb
+
+from radar_pipeline.core.store import rows_as_dicts
+
+
+@dataclass(frozen=True)
+class FeedState:
+    source_id: str
+    etag: str | None = None
+    last_modified: str | None = None
+    last_body_sha256: str | None = None
+    last_unconditional_at: datetime | None = None
+    last_attempt_at: datetime | None = None
+    last_success_at: datetime | None = None  # the watermark: advances only after a commit
+    last_fetch_at: datetime | None = None
+    last_status: int | None = None
+    error_state: str | None = None
+    consecutive_failures: int = 0
+    backoff_until: datetime | None = None
+
+
+_COLUMNS = [f.name for f in fields(FeedState)]
+
+
+def load_states(con: duckdb.DuckDBPyConnection) -> dict[str, FeedState]:
+    rows = rows_as_dicts(con, f"SELECT {', '.join(_COLUMNS)} FROM feed_state")
+    return {str(r["source_id"]): FeedState(**r) for r in rows}
+
+
+def save_state(con: duckdb.DuckDBPyConnection, state: FeedState) -> None:
+    placeholders = ", ".join("?" for _ in _COLUMNS)
+    updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c != "source_id")
+    con.execute(
+        f"INSERT INTO feed_state ({', '.join(_COLUMNS)}) VALUES ({placeholders}) "
+        f"ON CONFLICT (source_id) DO UPDATE SET {updates}",
+        [getattr(state, c) for c in _COLUMNS],
+    )

@@ -1,0 +1,265 @@
+"""The DuckDB provenance store: run history, fetch attempts, observations, Signal index, feed state.
+
+DuckDB allows one writing process per file. Every process that touches the file opens it for one
+short transaction at a time and waits, with a bound, while another process holds it
+(`StoreSettings.lock_timeout_s`); no record is ever dropped because of a lock. The schema is
+versioned: `MIGRATIONS` is append-only and applied in order at first connection.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from radar_pipeline.core.errors import StoreError
+
+SCHEMA_VERSION = 1
+
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (
+        1,
+        """
+        CREATE TABLE collections (
+            collection_id VARCHAR PRIMARY KEY,
+            dagster_run_id VARCHAR,
+            trigger VARCHAR NOT NULL,
+            as_of TIMESTAMPTZ NOT NULL,
+            started_at TIMESTAMPTZ NOT NULL,
+            finished_at TIMESTAMPTZ,
+            downtime_from TIMESTAMPTZ,
+            overdue INTEGER, due INTEGER, passed INTEGER, failed INTEGER, skipped INTEGER,
+            created INTEGER, reused INTEGER, updated INTEGER, duplicates INTEGER, rejected INTEGER,
+            report_json VARCHAR
+        );
+        CREATE TABLE fetch_attempts (
+            attempt_id VARCHAR PRIMARY KEY,
+            collection_id VARCHAR NOT NULL,
+            source_id VARCHAR NOT NULL,
+            fetched_at TIMESTAMPTZ NOT NULL,
+            requested_url VARCHAR NOT NULL,
+            final_url VARCHAR,
+            outcome VARCHAR NOT NULL,
+            http_status INTEGER,
+            conditional BOOLEAN NOT NULL,
+            etag VARCHAR,
+            last_modified VARCHAR,
+            validators_changed BOOLEAN,
+            body_sha256 VARCHAR,
+            bytes BIGINT NOT NULL,
+            duration_ms DOUBLE NOT NULL,
+            redirects INTEGER NOT NULL,
+            error_class VARCHAR,
+            error_message VARCHAR,
+            retry_after_s DOUBLE
+        );
+        CREATE INDEX fetch_attempts_source ON fetch_attempts (source_id, fetched_at);
+        CREATE TABLE item_observations (
+            collection_id VARCHAR NOT NULL,
+            source_id VARCHAR NOT NULL,
+            observed_in_run_at TIMESTAMPTZ NOT NULL,
+            identity VARCHAR,
+            source_item_id VARCHAR,
+            canonical_url VARCHAR,
+            observed_at TIMESTAMPTZ,
+            content_hash VARCHAR,
+            outcome VARCHAR NOT NULL,
+            signal_id VARCHAR,
+            reason VARCHAR
+        );
+        CREATE INDEX item_observations_identity ON item_observations (identity);
+        CREATE TABLE signals (
+            signal_id VARCHAR PRIMARY KEY,
+            identity VARCHAR NOT NULL UNIQUE,
+            identity_version INTEGER NOT NULL,
+            source_id VARCHAR NOT NULL,
+            source_item_id VARCHAR NOT NULL,
+            canonical_url VARCHAR NOT NULL,
+            title_key VARCHAR NOT NULL,
+            observed_day DATE,
+            content_hash VARCHAR NOT NULL,
+            simhash UBIGINT NOT NULL,
+            first_seen_at TIMESTAMPTZ NOT NULL,
+            duplicate_candidate_of VARCHAR,
+            file_path VARCHAR NOT NULL,
+            UNIQUE (source_id, canonical_url)
+        );
+        CREATE INDEX signals_content ON signals (source_id, content_hash);
+        CREATE INDEX signals_title_day ON signals (title_key, observed_day);
+        CREATE TABLE signal_revisions (
+            signal_id VARCHAR NOT NULL,
+            collection_id VARCHAR NOT NULL,
+            recorded_at TIMESTAMPTZ NOT NULL,
+            content_hash VARCHAR NOT NULL,
+            title VARCHAR,
+            observed_at TIMESTAMPTZ
+        );
+        CREATE TABLE feed_state (
+            source_id VARCHAR PRIMARY KEY,
+            etag VARCHAR,
+            last_modified VARCHAR,
+            last_body_sha256 VARCHAR,
+            last_unconditional_at TIMESTAMPTZ,
+            last_attempt_at TIMESTAMPTZ,
+            last_success_at TIMESTAMPTZ,
+            last_fetch_at TIMESTAMPTZ,
+            last_status INTEGER,
+            error_state VARCHAR,
+            consecutive_failures INTEGER NOT NULL DEFAULT 0,
+            backoff_until TIMESTAMPTZ
+        );
+        CREATE TABLE dead_letters (
+            dead_letter_id VARCHAR PRIMARY KEY,
+            collection_id VARCHAR,
+            source_id VARCHAR NOT NULL,
+            stage VARCHAR NOT NULL,
+            error_class VARCHAR NOT NULL,
+            message VARCHAR NOT NULL,
+            attempt INTEGER NOT NULL,
+            status VARCHAR NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            decided_at TIMESTAMPTZ,
+            decision VARCHAR
+        );
+        CREATE TABLE cleanup_runs (
+            cleanup_id VARCHAR PRIMARY KEY,
+            at TIMESTAMPTZ NOT NULL,
+            week VARCHAR,
+            deleted INTEGER NOT NULL,
+            bytes BIGINT NOT NULL,
+            retained INTEGER NOT NULL
+        );
+        """,
+    ),
+)
+
+_LOCK_MARKERS = ("Could not set lock", "Conflicting lock")
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    lock_timeout_s: float = 120.0  # how long a process waits for another's transaction
+
+
+class Store:
+    """The DuckDB file at `path`. Each `transaction()` opens, commits and closes the file."""
+
+    _migrated: set[Path] = set()
+    _migrate_lock = threading.Lock()
+
+    def __init__(self, path: Path, settings: StoreSettings | None = None) -> None:
+        self.path = Path(path)
+        self.settings = settings or StoreSettings()
+        # Threads of one process share the file; DuckDB allows that, but serialise our
+        # transactions so one process never conflicts with itself.
+        self._local_lock = threading.RLock()
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + self.settings.lock_timeout_s
+        delay = 0.01
+        while True:
+            try:
+                con = duckdb.connect(str(self.path))
+                con.execute("SET TimeZone = 'UTC'")
+                return con
+            except duckdb.IOException as exc:
+                if not any(marker in str(exc) for marker in _LOCK_MARKERS):
+                    raise StoreError(f"cannot open {self.path}: {exc}") from exc
+                if time.monotonic() >= deadline:
+                    raise StoreError(
+                        f"{self.path} stayed locked by another process for "
+                        f"{self.settings.lock_timeout_s:.0f} s; retry when it has finished"
+                    ) from exc
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.5)
+            except duckdb.Error as exc:
+                raise StoreError(
+                    f"{self.path} is not a usable DuckDB file ({exc}); move it aside and run "
+                    "`radar index rebuild`"
+                ) from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One short read-write transaction; committed on success, rolled back on error."""
+        with self._local_lock:
+            con = self._connect()
+            try:
+                self._ensure_schema(con)
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    yield con
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+                con.execute("COMMIT")
+            except duckdb.Error as exc:
+                raise StoreError(f"transaction on {self.path} failed: {exc}") from exc
+            finally:
+                con.close()
+
+    def _ensure_schema(self, con: duckdb.DuckDBPyConnection) -> None:
+        key = self.path.resolve()
+        if key in Store._migrated:
+            return
+        with Store._migrate_lock:
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            row = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
+            current = int(row[0]) if row else 0
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} has schema version {current}, newer than this code "
+                    f"({SCHEMA_VERSION}); upgrade radar-pipeline"
+                )
+            for version, sql in MIGRATIONS:
+                if version <= current:
+                    continue
+                con.execute("BEGIN TRANSACTION")
+                con.execute(sql)
+                con.execute("INSERT INTO schema_migrations (version) VALUES (?)", [version])
+                con.execute("COMMIT")
+            Store._migrated.add(key)
+
+    @classmethod
+    def forget_migrations(cls) -> None:
+        """For tests that delete or replace the file within one process."""
+        cls._migrated.clear()
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        with self.transaction() as con:
+            row = con.execute("SELECT max(version) FROM schema_migrations").fetchone()
+            return int(row[0]) if row and row[0] is not None else 0
+
+
+def rows_as_dicts(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> list[
+    dict[str, Any]
+]:
+    cur = con.execute(sql, list(params))
+    names = [d[0] for d in cur.description or ()]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def to_json_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

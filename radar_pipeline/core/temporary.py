@@ -1,0 +1,41 @@
+"""Writing full third-party text, only ever under `Radar/Temporary Content/` (design invariant 10)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from radar_pipeline.core.errors import VaultError
+from radar_pipeline.core.signals import SIGNAL_ID_RE
+from radar_pipeline.core.text import inert_markdown
+
+TEMPORARY_DIR = Path("Radar") / "Temporary Content"
+
+
+def write_temporary_text(vault: Path, signal_id: str, title: str, text: str) -> int:
+    """Write one Signal's full text to Temporary Content; returns bytes written.
+
+    Refuses when the folder is a symlink or resolves outside the vault, so full text can never
+    land anywhere else.
+    """
+    if not SIGNAL_ID_RE.fullmatch(signal_id):
+        raise VaultError(f"refusing temporary text for malformed Signal id {signal_id!r}")
+    folder = vault / TEMPORARY_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    if folder.is_symlink() or not folder.resolve().is_relative_to(vault.resolve()):
+        raise VaultError(f"{folder} is a link or lies outside the vault; no full text written")
+    data = (
+        f"---\nentityType: temporary-content\nsignal: {signal_id}\n---\n\n"
+        f"# {inert_markdown(title)}\n\n{inert_markdown(text)}\n"
+    ).encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".md", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, folder / f"{signal_id}.md")
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return len(data)

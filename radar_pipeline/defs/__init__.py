@@ -1,0 +1,1 @@
+"""The Dagster shell: partitions, assets and ops, checks, sensors, schedules, resources."""

@@ -1,0 +1,126 @@
+"""Assets: the validated Source Registry and the Signals, one partition per Source."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+
+from radar_pipeline.core.collect import CheckResult, DedupedCheck
+from radar_pipeline.core.models import FetchResult
+from radar_pipeline.core.plan import CollectionPlan, CollectionSpec, Mode
+from radar_pipeline.core.registry import load_registry
+from radar_pipeline.core.schedule import parse_utc
+from radar_pipeline.defs.partitions import sources_partitions
+from radar_pipeline.defs.report import collection_markdown, source_metadata
+from radar_pipeline.defs.resources import RadarResource
+
+MEM_IO = "radar_mem_io"
+
+
+class CollectConfig(dg.Config):
+    """How a run collects. Runs launched from the UI check exactly their partitions."""
+
+    mode: str = "explicit"  # due | all | explicit
+    sources: list[str] = []  # restrict the run's partitions to these ids (CLI selections)
+    as_of: str = ""  # ISO-8601; empty means now
+    trigger: str = "dagster"
+
+
+@dg.asset(group_name="radar")
+def source_registry(context: dg.AssetExecutionContext, radar: RadarResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """The validated Source Registry: which Source files are active Sources, and every issue."""
+    snapshot = load_registry(radar.paths().vault)
+    rows = "\n".join(
+        f"| `{i.path}` | {i.code} | {i.message} |" for i in snapshot.issues
+    ) or "| – | – | no issues |"
+    return dg.MaterializeResult(
+        metadata={
+            "sources": len(snapshot.sources),
+            "active": sum(1 for r in snapshot.sources if r.source.is_eligible),
+            "issues": len(snapshot.issues),
+            "issue_table": dg.MetadataValue.md(f"| file | code | message |\n|---|---|---|\n{rows}"),
+        }
+    )
+
+
+@dg.op(out=dg.Out(io_manager_key=MEM_IO))
+def fetch(
+    context: dg.OpExecutionContext, config: CollectConfig, radar: RadarResource
+) -> tuple[CollectionPlan, tuple[FetchResult | None, ...]]:
+    """Plan the checks of this run's Sources (gates, cadence, locks), then fetch concurrently."""
+    keys = list(context.partition_keys)
+    if config.sources:
+        keys = [k for k in keys if k in set(config.sources)]
+    mode: Mode = config.mode if config.mode in ("due", "all", "explicit") else "explicit"  # type: ignore[assignment]
+    spec = CollectionSpec(
+        collection_id=context.run_id,
+        mode=mode,
+        as_of=parse_utc(config.as_of) if config.as_of else datetime.now(UTC),
+        source_ids=tuple(keys),
+        trigger=config.trigger,
+        dagster_run_id=context.run_id,
+    )
+    collector = radar.collector()
+    plan = collector.plan(spec)
+    context.log.info(f"{len(plan.checks)} Source checks planned ({mode}), overdue {plan.overdue}")
+    return plan, collector.fetch(plan)
+
+
+@dg.op(out=dg.Out(io_manager_key=MEM_IO))
+def parse(
+    context: dg.OpExecutionContext,
+    radar: RadarResource,
+    fetched: tuple[CollectionPlan, tuple[FetchResult | None, ...]],
+) -> tuple[CollectionPlan, tuple[CheckResult, ...]]:
+    """Parse each fetched body into item candidates and rejections (feedparser)."""
+    plan, results = fetched
+    return plan, radar.collector().parse(plan, results)
+
+
+@dg.op(out=dg.Out(io_manager_key=MEM_IO))
+def dedupe(
+    context: dg.OpExecutionContext,
+    radar: RadarResource,
+    parsed: tuple[CollectionPlan, tuple[CheckResult, ...]],
+) -> tuple[CollectionPlan, tuple[DedupedCheck, ...]]:
+    """Classify every candidate: new, reused, updated or duplicate (layered keys)."""
+    plan, results = parsed
+    return plan, radar.collector().dedupe(results)
+
+
+@dg.op(out=dg.Out(dg.Nothing, is_required=False))
+def signal_materialize(
+    context: dg.OpExecutionContext,
+    radar: RadarResource,
+    deduped: tuple[CollectionPlan, tuple[DedupedCheck, ...]],
+) -> Iterator[Any]:
+    """Write new Signal files, commit the index and feed state, and report per Source.
+
+    Emits one materialization per Source that passed (its partition) and an observation per
+    Source that failed, so one range run still shows each Source's own outcome.
+    """
+    plan, items = deduped
+    report = radar.collector().materialize(plan, items)
+    context.log.info("collection report\n" + collection_markdown(report))
+    for src in report["sources"]:
+        event_type = dg.AssetMaterialization if src["outcome"] in (
+            "passed", "not-modified") else dg.AssetObservation
+        if src["outcome"] == "skipped":
+            continue
+        yield event_type(
+            asset_key="signals", partition=src["id"], metadata=source_metadata(src)
+        )
+
+
+@dg.graph_asset(
+    partitions_def=sources_partitions,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    group_name="radar",
+)
+def signals() -> Any:
+    """Signals: one Markdown note per feed item in `Radar/Signals/`, deduplicated, with
+    provenance. Partitioned by Source; one run may cover many Sources (fetched concurrently)."""
+    return signal_materialize(dedupe(parse(fetch())))

@@ -1,0 +1,34 @@
+"""One dynamic partition per valid Source; the registry sensor keeps them equal."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+SOURCES_PARTITIONS_NAME = "sources"
+sources_partitions = dg.DynamicPartitionsDefinition(name=SOURCES_PARTITIONS_NAME)
+
+
+def sync_partition_requests(
+    existing: list[str], valid: list[str]
+) -> list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest]:
+    """Requests that make the `sources` partitions equal to the valid Source ids."""
+    requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
+    to_add = [s for s in valid if s not in set(existing)]
+    to_delete = [s for s in existing if s not in set(valid)]
+    if to_add:
+        requests.append(sources_partitions.build_add_request(to_add))
+    if to_delete:
+        requests.append(sources_partitions.build_delete_request(to_delete))
+    return requests
+
+
+def sync_partitions(instance: dg.DagsterInstance, valid: list[str]) -> list[str]:
+    """Apply the same change directly (the CLI, before it launches a run); returns the keys."""
+    existing = list(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
+    to_add = [s for s in valid if s not in set(existing)]
+    to_delete = [s for s in existing if s not in set(valid)]
+    if to_add:
+        instance.add_dynamic_partitions(SOURCES_PARTITIONS_NAME, to_add)
+    for key in to_delete:
+        instance.delete_dynamic_partition(SOURCES_PARTITIONS_NAME, key)
+    return list(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))

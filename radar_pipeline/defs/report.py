@@ -1,0 +1,43 @@
+"""Collection reports as Dagster metadata: Markdown tables and per-Source figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+
+_COLUMNS = ("id", "outcome", "httpStatus", "created", "reused", "updated", "duplicates",
+            "rejected", "error")
+
+
+def collection_markdown(report: dict[str, Any]) -> str:
+    head = (
+        f"as of {report['asOf']} · downtime from {report['downtimeFrom'] or '–'} · overdue "
+        f"{report['overdue']} · due {report['due']} · passed {report['passed']} · failed "
+        f"{report['failed']} · skipped {report['skipped']} · created {report['created']} · "
+        f"reused {report['reused']} · updated {report['updated']} · duplicates "
+        f"{report['duplicates']} · rejected {report['rejected']}\n\n"
+    )
+    lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
+    for src in report["sources"]:
+        cells = [str(src.get(c) if src.get(c) is not None else "–").replace("|", "\\|")
+                 for c in _COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return head + "\n".join(lines)
+
+
+def source_metadata(src: dict[str, Any]) -> dict[str, Any]:
+    """Per-Source figures the UI plots over time."""
+    return {
+        "outcome": src["outcome"],
+        "http_status": src["httpStatus"] if src["httpStatus"] is not None else -1,
+        "created": src["created"],
+        "reused": src["reused"],
+        "updated": src["updated"],
+        "duplicates": src["duplicates"],
+        "rejected": src["rejected"],
+        "bytes": src["bytes"],
+        "duration_ms": dg.MetadataValue.float(float(src["durationMs"])),
+        "error": src["error"] or "",
+        "coverage_from": src["coverageFrom"] or "",
+    }

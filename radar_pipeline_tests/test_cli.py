@@ -1,0 +1,67 @@
+"""The `radar` command as a user runs it: a real process, env vars, a temp Dagster home."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
+
+RADAR = str(Path(sys.executable).parent / "radar")
+
+
+def radar(*args: str, env: dict[str, Path]) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "RADAR_VAULT": str(env["vault"]), "RADAR_DB": str(env["db"]),
+               "DAGSTER_HOME": str(env["home"])}
+    return subprocess.run([RADAR, *args], capture_output=True, text=True, env=environ,
+                          timeout=180)
+
+
+def test_collect_all_twice_created_then_reused(radar_env: dict[str, Path]) -> None:
+    vault = radar_env["vault"]
+    write_fixture_source(vault, "fixture", rss([{"title": "t", "guid": "1",
+                                                  "link": "https://example.com/1"}]))
+    write_source(vault, "offline", "https://nonexistent.invalid/rss.xml")
+    first = radar("collect", "--all", "--json", env=radar_env)
+    assert first.returncode == 2, first.stderr  # the offline Source failed, cleanly
+    report = json.loads(first.stdout)
+    assert (report["created"], report["reused"], report["failed"], report["passed"]) == (1, 0, 1, 1)
+    assert "Traceback" not in first.stderr
+    second = json.loads(radar("collect", "--all", "--json", env=radar_env).stdout)
+    assert (second["created"], second["reused"]) == (0, 1)
+    assert len(signal_files(vault)) == 1
+    assert (radar_env["home"] / "dagster.yaml").exists()
+
+    rep = radar("report", "--json", env=radar_env)
+    assert rep.returncode == 0, rep.stderr
+    evidence = json.loads(rep.stdout)
+    assert (evidence["productionSources"], evidence["fixtureSources"]) == (1, 1)
+    assert evidence["signals"] == 1
+    assert evidence["lastCollection"]["reused"] == 1
+
+
+def test_bad_input_is_one_clear_line(radar_env: dict[str, Path]) -> None:
+    bad = radar("collect", "--as-of", "yesterday-ish", env=radar_env)
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("radar: ") and "Traceback" not in bad.stderr
+    unknown = radar("collect", "--source", "nope", env=radar_env)
+    assert unknown.returncode == 1 and "nope" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+
+
+def test_sources_validate_json(radar_env: dict[str, Path]) -> None:
+    vault = radar_env["vault"]
+    write_source(vault, "good", "https://example.com/feed.xml")
+    write_source(vault, "copy", "https://example.com/feed.xml", id="good")
+    proc = radar("sources", "validate", "--json", env=radar_env)
+    assert proc.returncode == 1
+    payload = json.loads(proc.stdout)
+    codes = {i["code"] for i in payload["issues"]}
+    assert codes == {"duplicate-id"}
+    # copy.md sorts first, so it is the first declaration every issue names.
+    assert any(i["path"] == "Radar/Sources/good.md" and "Radar/Sources/copy.md" in i["message"]
+               for i in payload["issues"])
+    assert payload["sources"] == []
