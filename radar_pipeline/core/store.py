@@ -132,7 +132,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         CREATE TABLE cleanup_runs (
             cleanup_id VARCHAR PRIMARY KEY,
-            at TIMESTAMPTZ NOT NULL,
+            closed_at TIMESTAMPTZ NOT NULL,
             week VARCHAR,
             deleted INTEGER NOT NULL,
             bytes BIGINT NOT NULL,
