@@ -188,7 +188,9 @@ def _plan_one(
         last_modified=state.last_modified if state else None,
         conditional=not needs_unconditional(state.last_unconditional_at if state else None, now),
         auth_token=token,
-        previous_body_sha256=state.last_body_sha256 if state else None,
+        # A fixture is a local file with no publisher to spare: always parse it, so a repeat
+        # run reports its items as reused rather than not-modified.
+        previous_body_sha256=None if src.is_fixture or state is None else state.last_body_sha256,
     )
     return PlannedCheck(sid, rec, window, request, notes=tuple(notes))
 
