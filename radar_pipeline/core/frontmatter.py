@@ -81,8 +81,10 @@ if _CSafeLoader is not None:
 
     _FastLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping_unique)
     _READ_LOADER: type[yaml.SafeLoader] = _FastLoader
+    _STOCK_LOADER: type[yaml.SafeLoader] = _CSafeLoader
 else:  # pragma: no cover - PyYAML built without libyaml
     _READ_LOADER = _FrontmatterLoader
+    _STOCK_LOADER = yaml.SafeLoader
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,8 @@ def _cut(text: str) -> _Parts:
 def _yaml_problem(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
-    where = f" (frontmatter line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+    # +2: marks count from 0 inside the YAML, which starts on the file's second line.
+    where = f" (line {mark.line + 2}, column {mark.column + 1})" if mark else ""
     return " ".join(f"{problem}{where}".split())
 
 
@@ -186,8 +189,8 @@ def _double_quoted(value: str) -> str:
 def _reads_back_as(candidate: str, value: str) -> bool:
     """True when both our loader and a stock YAML 1.1 reader (Obsidian, scripts) see `value`."""
     try:
-        ours = yaml.load(f"k: {candidate}\n", Loader=_FrontmatterLoader)
-        stock = yaml.safe_load(f"k: {candidate}\n")
+        ours = yaml.load(f"k: {candidate}\n", Loader=_READ_LOADER)
+        stock = yaml.load(f"k: {candidate}\n", Loader=_STOCK_LOADER)
     except yaml.YAMLError:
         return False
     return bool(ours == {"k": value} and stock == {"k": value})
@@ -234,15 +237,17 @@ def _top_level_pairs(yaml_text: str) -> list[tuple[yaml.Node, yaml.Node]]:
     return list(root.value)
 
 
-def _replace_value(yaml_text: str, key: yaml.Node, node: yaml.Node, new: str | int | None) -> str:
-    """Rewrite the value of one top-level key; refuse anything but a one-line scalar."""
+def _value_edit(
+    yaml_text: str, key: yaml.Node, node: yaml.Node, new: str | int | None
+) -> tuple[int, int, str]:
+    """(start, end, text) that rewrites one top-level value; only one-line scalars qualify."""
     start, end = node.start_mark.index, node.end_mark.index
     between = yaml_text[key.end_mark.index : start]
     old = yaml_text[start:end]
     if (
         not isinstance(node, yaml.ScalarNode)
         or node.style in ("|", ">")
-        or start < key.end_mark.index
+        or start < key.end_mark.index  # an alias: the node lives elsewhere
         or not _SEPARATOR_RE.fullmatch(between)
         or any(c in old for c in "\r\n\x85\u2028\u2029")
         or old.startswith(("&", "*", "!"))
@@ -254,31 +259,30 @@ def _replace_value(yaml_text: str, key: yaml.Node, node: yaml.Node, new: str | i
     text = format_scalar(new, node.style if old else None)
     if not text:
         # `key: old # note` -> `key: # note`; `key:` stays `key:`.
-        colon_end = key.end_mark.index + between.index(":") + 1
-        return yaml_text[:colon_end] + yaml_text[end:]
-    if not old:
-        return yaml_text[:start] + " " + text + yaml_text[end:]
-    return yaml_text[:start] + text + yaml_text[end:]
+        return key.end_mark.index + between.index(":") + 1, end, ""
+    return start, end, text if old else " " + text
 
 
 def apply_updates(text: str, updates: Mapping[str, str | int | None]) -> str:
     """Return `text` with the frontmatter values of `updates` replaced or appended."""
     parts = _cut(text)
     before = _load_mapping(parts.yaml_text)
+    pairs = {k.value: (k, v) for k, v in _top_level_pairs(parts.yaml_text)}
+    edits = sorted(
+        (
+            _value_edit(parts.yaml_text, *pairs[name], value)
+            for name, value in updates.items()
+            if name in pairs
+        ),
+        reverse=True,
+    )
     yaml_text = parts.yaml_text
-    appended = []
+    for start, end, replacement in edits:  # from the end, so earlier offsets stay valid
+        yaml_text = yaml_text[:start] + replacement + yaml_text[end:]
     for name, value in updates.items():
-        pairs = {k.value: (k, v) for k, v in _top_level_pairs(yaml_text)}
-        if name in pairs:
-            yaml_text = _replace_value(yaml_text, *pairs[name], value)
-        else:
-            appended.append(
-                f"{name}:" + (f" {format_scalar(value)}" if value not in (None, "") else "")
-            )
-    if appended:
-        if yaml_text and not yaml_text.endswith("\n"):
-            yaml_text += parts.newline
-        yaml_text += "".join(line + parts.newline for line in appended)
+        if name not in pairs:
+            scalar = format_scalar(value)
+            yaml_text += f"{name}:{' ' + scalar if scalar else ''}{parts.newline}"
     _check_result(before, _load_mapping(yaml_text), updates)
     return parts.prefix + yaml_text + parts.suffix + parts.body
 

@@ -173,7 +173,9 @@ class Source(BaseModel):
                 return value
         except ValueError:
             pass
-        raise PydanticCustomError("invalid_value", "is not a whole-unit duration or manual")
+        raise PydanticCustomError(
+            "invalid_value", "is not a duration in weeks, days, hours, minutes or seconds"
+        )
 
     @field_validator(
         "auth_token_env", "error_state", "blocked_reason", "etag", "last_modified", mode="before"
@@ -230,6 +232,7 @@ _HINTS = {
     "httpStatus": "an HTTP status code such as 200, or empty",
 }
 _REQUIRED_EXAMPLE = "a value"
+_USERINFO_RE = re.compile(r"(//)[^/@\s]*@")
 
 
 @dataclass(frozen=True)
@@ -273,7 +276,8 @@ class RegistrySnapshot:
 
 
 def _one_line(value: Any) -> str:
-    text = repr(value)
+    # A URL may carry a password by mistake; an issue message must never repeat it.
+    text = _USERINFO_RE.sub(r"\1***@", repr(value))
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -292,7 +296,8 @@ def _issue_for(error: ErrorDetails) -> tuple[str, str]:
         return "invalid-id", f"`{key}` {value} {error['msg']}: set it to {hint}"
     if kind == "invalid_url":
         return "invalid-url", f"`{key}` {value} {error['msg']}: set it to {hint}"
-    return "invalid-value", f"`{key}` is {value} ({error['msg'].lower()}): set it to {hint}"
+    reason = error["msg"][:1].lower() + error["msg"][1:]
+    return "invalid-value", f"`{key}` is {value} ({reason}): set it to {hint}"
 
 
 def validate_source(data: dict[str, Any]) -> tuple[Source | None, list[tuple[str, str]]]:
