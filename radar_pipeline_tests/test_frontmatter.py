@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import (
+    apply_updates,
     format_scalar,
     split_frontmatter,
     update_frontmatter_keys,
@@ -256,3 +259,18 @@ def test_update_refuses_a_symlink(tmp_path: Path) -> None:
 )
 def test_format_scalar(value: str | int | None, text: str) -> None:
     assert format_scalar(value) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.text(st.characters(exclude_categories=("Cs",)), max_size=40))
+def test_any_text_value_round_trips_and_other_bytes_stay(value: str) -> None:
+    updated = apply_updates(PERSONAL, {"etag": value, "errorState": value})
+    data, body = split_frontmatter(updated)
+    expected = value or None
+    assert (data["etag"], data["errorState"]) == (expected, expected)
+    assert body == PERSONAL.split("---\n", 2)[2]
+    # Outside the two values, every line is the line it was.
+    kept = [ln for ln in updated.split("\n") if not ln.startswith(("etag:", "errorState:"))]
+    assert kept == [
+        ln for ln in PERSONAL.split("\n") if not ln.startswith(("etag:", "errorState:"))
+    ]

@@ -294,11 +294,12 @@ def test_duplicate_of_an_invalid_declaration_still_counts(vault: Path) -> None:
 def test_only_md_files_directly_in_sources_are_read(vault: Path) -> None:
     _put(vault, "notes.txt", "not a source")
     _put(vault, ".s.md.abc.tmp", _source_text(id="temp"))
-    _put(vault, ".hidden.md", _source_text(id="hidden"))
+    _put(vault, "UPPER.MD", _source_text(id="upper"))
     (vault / SOURCES_DIR / "sub").mkdir()
     _put(vault, "sub/nested.md", _source_text(id="nested"))
+    _put(vault, "only.md", _source_text(id="only"))
     snapshot = load_registry(vault)
-    assert (snapshot.sources, snapshot.issues) == ((), ())
+    assert ([r.source.id for r in snapshot.sources], snapshot.issues) == (["only"], ())
 
 
 def test_missing_sources_folder_is_an_issue_not_an_exception(tmp_path: Path) -> None:

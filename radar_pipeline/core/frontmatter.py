@@ -9,7 +9,6 @@ line endings and the Markdown body byte-for-byte as they were.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import stat
@@ -301,10 +300,6 @@ def _check_result(
         raise RegistryError(f"update would change other frontmatter keys {changed}; edit by hand")
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _write_temp(path: Path, data: bytes, mode: int) -> Path:
     # Dot-prefixed and not *.md, so neither Obsidian nor the registry reads a half-written file.
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -356,23 +351,40 @@ def update_frontmatter_keys(
     `on_before_replace` runs just before the final check (a seam for tests of that race).
     Raises RegistryError when the frontmatter is broken or a key holds a multi-line value.
     """
-    for _ in range(retries + 1):
-        original, text = _read_text(path)
-        new = apply_updates(text, updates).encode("utf-8")
-        if new == original:
-            return
-        temp = _write_temp(path, new, stat.S_IMODE(path.stat().st_mode))
-        try:
-            if on_before_replace is not None:
-                on_before_replace(path)
-            # Compare content, not mtime: mtime granularity can hide a quick second save.
-            if _sha256(path.read_bytes()) != _sha256(original):
-                continue
-            os.replace(temp, path)
-            _fsync_dir(path.parent)
-            return
-        finally:
-            temp.unlink(missing_ok=True)
+    try:
+        for _ in range(retries + 1):
+            if _replace_if_unchanged(path, updates, on_before_replace):
+                return
+    except OSError as exc:
+        raise RegistryError(
+            f"{path.name}: cannot write ({exc.strerror}); check the folder"
+        ) from exc
     raise RegistryError(
         f"{path.name}: the file kept changing while updating {sorted(updates)}; try again"
     )
+
+
+def _replace_if_unchanged(
+    path: Path,
+    updates: Mapping[str, str | int | None],
+    on_before_replace: Callable[[Path], None] | None,
+) -> bool:
+    """One read-apply-replace attempt; False when the file changed under us (nothing written)."""
+    original, text = _read_text(path)
+    new = apply_updates(text, updates).encode("utf-8")
+    if new == original:
+        return True
+    temp = _write_temp(path, new, stat.S_IMODE(path.stat().st_mode))
+    try:
+        if on_before_replace is not None:
+            on_before_replace(path)
+        # Compare content, not mtime: mtime granularity can hide a quick second save. A save
+        # landing between this read and os.replace is still possible (no lock binds Obsidian);
+        # the window is microseconds, against seconds between a person's saves.
+        if path.read_bytes() != original:
+            return False
+        os.replace(temp, path)
+        _fsync_dir(path.parent)
+        return True
+    finally:
+        temp.unlink(missing_ok=True)

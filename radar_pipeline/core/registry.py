@@ -423,8 +423,8 @@ def load_registry(vault_root: Path) -> RegistrySnapshot:
         message = f"{SOURCES_DIR.as_posix()} cannot be listed ({exc.strerror}); create the folder"
         issue = RegistryIssue(SOURCES_DIR.as_posix(), "unreadable", message)
         return RegistrySnapshot((), (issue,))
-    # Dot files are editor and temp files (our own atomic writes among them), not Sources.
-    parsed = [_parse_file(e, vault, issues) for e in entries if not e.name.startswith(".")]
+    # Our own atomic writes use `.<name>.<random>.tmp`, so a half-written file never matches.
+    parsed = [_parse_file(e, vault, issues) for e in entries]
     clashing, duplicates = _duplicate_issues(parsed)
     issues.extend(duplicates)
     records = [
