@@ -221,7 +221,12 @@ _HINTS = {
     "id": "a slug such as openai-news (a-z, 0-9, '-', 2-63 characters)",
     "name": "the Source's display name",
     "url": "an absolute http(s) feed URL (for collectionMethod: fixture, a vault-relative path)",
+    "role": "primary, discovery, engineering-blog or research",
+    "sourceType": "official, community or fixture",
     "authorityScore": "a number from 0 to 1",
+    "legalAssessment": "approved, pending or rejected",
+    "priority": "critical, high, normal or low",
+    "collectionMethod": "rss, atom or fixture",
     "enabled": "true or false",
     "cadence": "an ISO-8601 duration such as PT30M, PT6H, P1D, P7D, or manual",
     "minIntervalSeconds": "a whole number of seconds, 0 or more",
@@ -231,7 +236,6 @@ _HINTS = {
     "lastResponseAt": "an ISO-8601 UTC time such as 2026-01-01T00:00:00Z, or empty",
     "httpStatus": "an HTTP status code such as 200, or empty",
 }
-_REQUIRED_EXAMPLE = "a value"
 _USERINFO_RE = re.compile(r"(//)[^/@\s]*@")
 
 
@@ -284,7 +288,7 @@ def _one_line(value: Any) -> str:
 def _issue_for(error: ErrorDetails) -> tuple[str, str]:
     """(code, message) for one pydantic error on a Source's frontmatter."""
     key = str(error["loc"][0]) if error["loc"] else "frontmatter"
-    hint = _HINTS.get(key, _REQUIRED_EXAMPLE)
+    hint = _HINTS.get(key, "a value")
     kind = error["type"]
     if kind == "missing":
         return "missing-key", f"`{key}` is missing: add `{key}:` with {hint}"
