@@ -1,0 +1,390 @@
+"""YAML frontmatter of vault notes: read it, and update single keys without touching other bytes.
+
+People edit Source files in Obsidian; the pipeline only rewrites the values of a few health
+and HTTP keys. So an update replaces exactly the characters of those values (located by the
+YAML parser's own marks, not by regex) and leaves comments, blank lines, key order, quoting,
+line endings and the Markdown body byte-for-byte as they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from radar_pipeline.core.errors import RegistryError
+
+_BOM = "\ufeff"
+_DELIMITER = "---"
+
+# YAML 1.2 core booleans only: YAML 1.1's `yes`/`no`/`on`/`off` must stay strings so that a
+# strict boolean field can reject them instead of silently reading `enabled: yes` as true.
+_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_BOOL_FIRST = "tTfF"
+
+
+def _resolvers(base: type[yaml.SafeLoader]) -> dict[Any, list[tuple[str, re.Pattern[str]]]]:
+    """The SafeLoader resolver table without timestamps and with YAML 1.2 booleans."""
+    table: dict[Any, list[tuple[str, re.Pattern[str]]]] = {}
+    for first, entries in base.yaml_implicit_resolvers.items():
+        kept = [
+            (tag, rx)
+            for tag, rx in entries
+            if tag not in ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:bool")
+        ]
+        if kept:
+            table[first] = kept
+    for first in _BOOL_FIRST:
+        table.setdefault(first, []).insert(0, ("tag:yaml.org,2002:bool", _BOOL_RE))
+    return table
+
+
+class _FrontmatterLoader(yaml.SafeLoader):
+    """Pure-Python loader: its marks are character offsets, which the updater relies on."""
+
+    yaml_implicit_resolvers = _resolvers(yaml.SafeLoader)
+
+
+def _construct_mapping_unique(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    # A key written twice is ambiguous (PyYAML keeps the last silently); refuse it instead.
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if isinstance(key, list | dict):
+            continue  # construct_mapping below reports an unhashable key
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} appears twice", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_FrontmatterLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping_unique)
+
+_CSafeLoader: type[yaml.SafeLoader] | None = getattr(yaml, "CSafeLoader", None)
+if _CSafeLoader is not None:
+
+    class _FastLoader(_CSafeLoader):  # type: ignore[valid-type,misc]
+        """libyaml parser, same resolvers: reading the registry is the hot path."""
+
+        yaml_implicit_resolvers = _FrontmatterLoader.yaml_implicit_resolvers
+
+    _FastLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping_unique)
+    _READ_LOADER: type[yaml.SafeLoader] = _FastLoader
+    _STOCK_LOADER: type[yaml.SafeLoader] = _CSafeLoader
+else:  # pragma: no cover - PyYAML built without libyaml
+    _READ_LOADER = _FrontmatterLoader
+    _STOCK_LOADER = yaml.SafeLoader
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """One note cut into its pieces; `prefix + yaml_text + suffix + body` is the whole text."""
+
+    prefix: str  # optional BOM and the opening `---` line
+    yaml_text: str  # the lines between the delimiters, each with its own line ending
+    suffix: str  # the closing `---` line
+    body: str
+    newline: str  # the line ending of the opening delimiter: "\n" or "\r\n"
+
+
+def _split_lines(text: str) -> list[str]:
+    # Only "\n" ends a line here; str.splitlines would also split on \x0c, \u2028 and others.
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+
+
+def _is_delimiter(line: str) -> bool:
+    return line.rstrip(" \t\r\n") == _DELIMITER
+
+
+def _cut(text: str) -> _Parts:
+    lines = _split_lines(text)
+    first = lines[0] if lines else ""
+    if not _is_delimiter(first.removeprefix(_BOM)) or not first.endswith("\n"):
+        raise RegistryError("no frontmatter: the file must start with a `---` line")
+    for index in range(1, len(lines)):
+        if _is_delimiter(lines[index]):
+            return _Parts(
+                prefix=first,
+                yaml_text="".join(lines[1:index]),
+                suffix=lines[index],
+                body="".join(lines[index + 1 :]),
+                newline="\r\n" if first.endswith("\r\n") else "\n",
+            )
+    raise RegistryError("no frontmatter: the opening `---` line has no closing `---` line")
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    # +2: marks count from 0 inside the YAML, which starts on the file's second line.
+    where = f" (line {mark.line + 2}, column {mark.column + 1})" if mark else ""
+    return " ".join(f"{problem}{where}".split())
+
+
+def _load_mapping(yaml_text: str) -> dict[str, Any]:
+    try:
+        data = yaml.load(yaml_text, Loader=_READ_LOADER)
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"broken frontmatter: {_yaml_problem(exc)}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise RegistryError("broken frontmatter: it must be `key: value` lines, not a list or text")
+    bad = [key for key in data if not isinstance(key, str)]
+    if bad:
+        raise RegistryError(f"broken frontmatter: key {bad[0]!r} is not text; quote it")
+    return data
+
+
+def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
+    """Split a note into its frontmatter mapping and its Markdown body.
+
+    Timestamps stay the strings they were written as, and only `true`/`false` are booleans.
+    Raises RegistryError ("no frontmatter ..." or "broken frontmatter: ...").
+    """
+    parts = _cut(text)
+    return _load_mapping(parts.yaml_text), parts.body
+
+
+# --- emitting one scalar -------------------------------------------------------------------
+
+_PLAIN_RE = re.compile(r"^[A-Za-z0-9_(][A-Za-z0-9_ .,/+()=-]*$")
+_DOUBLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _needs_escape(char: str) -> bool:
+    code = ord(char)
+    return (
+        code < 0x20
+        or 0x7F <= code <= 0x9F
+        or char in "\u2028\u2029\ufeff\ufffe\uffff"
+        or 0xD800 <= code <= 0xDFFF
+    )
+
+
+def _double_quoted(value: str) -> str:
+    out = []
+    for char in value:
+        if char in _DOUBLE_ESCAPES:
+            out.append(_DOUBLE_ESCAPES[char])
+        elif _needs_escape(char):
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+def _reads_back_as(candidate: str, value: str) -> bool:
+    """True when both our loader and a stock YAML 1.1 reader (Obsidian, scripts) see `value`."""
+    try:
+        ours = yaml.load(f"k: {candidate}\n", Loader=_READ_LOADER)
+        stock = yaml.load(f"k: {candidate}\n", Loader=_STOCK_LOADER)
+    except yaml.YAMLError:
+        return False
+    return bool(ours == {"k": value} and stock == {"k": value})
+
+
+def format_scalar(value: str | int | None, style: str | None = None) -> str:
+    """`value` as a one-line YAML scalar: plain when unambiguous, else quoted.
+
+    `style` is the quote character the old value used, kept when it can hold the new one.
+    Timestamps are always quoted, so no YAML reader turns them into dates.
+    """
+    if value is None or value == "":
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    plain_ok = style not in ("'", '"') and _PLAIN_RE.match(value) and value == value.strip()
+    if plain_ok and _reads_back_as(value, value):
+        return value
+    single = "'" + value.replace("'", "''") + "'"
+    if style != '"' and not any(_needs_escape(c) for c in value) and _reads_back_as(single, value):
+        return single
+    double = _double_quoted(value)
+    if not _reads_back_as(double, value):
+        raise RegistryError(f"cannot write {value!r} as a one-line frontmatter value")
+    return double
+
+
+# --- updating keys in place ----------------------------------------------------------------
+
+_SEPARATOR_RE = re.compile(r"[ \t]*:[ \t]*")
+
+
+def _top_level_pairs(yaml_text: str) -> list[tuple[yaml.Node, yaml.Node]]:
+    try:
+        root = yaml.compose(yaml_text, Loader=_FrontmatterLoader)
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"broken frontmatter: {_yaml_problem(exc)}") from exc
+    if root is None:
+        return []
+    if not isinstance(root, yaml.MappingNode):
+        raise RegistryError("broken frontmatter: it must be `key: value` lines, not a list or text")
+    return list(root.value)
+
+
+def _value_edit(
+    yaml_text: str, key: yaml.Node, node: yaml.Node, new: str | int | None
+) -> tuple[int, int, str]:
+    """(start, end, text) that rewrites one top-level value; only one-line scalars qualify."""
+    start, end = node.start_mark.index, node.end_mark.index
+    between = yaml_text[key.end_mark.index : start]
+    old = yaml_text[start:end]
+    if (
+        not isinstance(node, yaml.ScalarNode)
+        or node.style in ("|", ">")
+        or start < key.end_mark.index  # an alias: the node lives elsewhere
+        or not _SEPARATOR_RE.fullmatch(between)
+        or any(c in old for c in "\r\n\x85\u2028\u2029")
+        or old.startswith(("&", "*", "!"))
+    ):
+        raise RegistryError(
+            f"cannot update `{key.value}`: its value is not a one-line plain value; "
+            f"make it `{key.value}: <value>` on one line"
+        )
+    text = format_scalar(new, node.style if old else None)
+    if not text:
+        # `key: old # note` -> `key: # note`; `key:` stays `key:`.
+        return key.end_mark.index + between.index(":") + 1, end, ""
+    return start, end, text if old else " " + text
+
+
+def apply_updates(text: str, updates: Mapping[str, str | int | None]) -> str:
+    """Return `text` with the frontmatter values of `updates` replaced or appended."""
+    parts = _cut(text)
+    before = _load_mapping(parts.yaml_text)
+    pairs = {k.value: (k, v) for k, v in _top_level_pairs(parts.yaml_text)}
+    edits = sorted(
+        (
+            _value_edit(parts.yaml_text, *pairs[name], value)
+            for name, value in updates.items()
+            if name in pairs
+        ),
+        reverse=True,
+    )
+    yaml_text = parts.yaml_text
+    for start, end, replacement in edits:  # from the end, so earlier offsets stay valid
+        yaml_text = yaml_text[:start] + replacement + yaml_text[end:]
+    for name, value in updates.items():
+        if name not in pairs:
+            scalar = format_scalar(value)
+            yaml_text += f"{name}:{' ' + scalar if scalar else ''}{parts.newline}"
+    _check_result(before, _load_mapping(yaml_text), updates)
+    return parts.prefix + yaml_text + parts.suffix + parts.body
+
+
+def _expected(value: str | int | None) -> Any:
+    return None if value in (None, "") else value
+
+
+def _check_result(
+    before: dict[str, Any], after: dict[str, Any], updates: Mapping[str, str | int | None]
+) -> None:
+    # The edit is textual, so prove it did only what was asked: other keys equal, ours as given.
+    want = {**before, **{k: _expected(v) for k, v in updates.items()}}
+    if after != want or list(after)[: len(before)] != list(before):
+        changed = sorted(k for k in set(want) | set(after) if want.get(k) != after.get(k))
+        raise RegistryError(f"update would change other frontmatter keys {changed}; edit by hand")
+
+
+def _write_temp(path: Path, data: bytes, mode: int) -> Path:
+    # Dot-prefixed and not *.md, so neither Obsidian nor the registry reads a half-written file.
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(name, mode)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    return Path(name)
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # some file systems cannot fsync a directory
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _read_text(path: Path) -> tuple[bytes, str]:
+    if path.is_symlink():
+        raise RegistryError(f"{path.name}: refusing to update a symlink; update the real file")
+    try:
+        data = path.read_bytes()
+        return data, data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RegistryError(f"{path.name}: not UTF-8 text ({exc.reason})") from exc
+    except OSError as exc:
+        raise RegistryError(f"{path.name}: cannot read ({exc.strerror})") from exc
+
+
+def update_frontmatter_keys(
+    path: Path,
+    updates: Mapping[str, str | int | None],
+    *,
+    retries: int = 5,
+    on_before_replace: Callable[[Path], None] | None = None,
+) -> None:
+    """Set frontmatter keys of the note at `path` atomically, keeping every other byte.
+
+    A key that is missing is appended at the end of the frontmatter; None or "" writes `key:`.
+    If the file changes between reading and replacing (a person saving in Obsidian), the update
+    is re-applied to the new content, up to `retries` times; a person's edit is never lost.
+    `on_before_replace` runs just before the final check (a seam for tests of that race).
+    Raises RegistryError when the frontmatter is broken or a key holds a multi-line value.
+    """
+    try:
+        for _ in range(retries + 1):
+            if _replace_if_unchanged(path, updates, on_before_replace):
+                return
+    except OSError as exc:
+        raise RegistryError(
+            f"{path.name}: cannot write ({exc.strerror}); check the folder"
+        ) from exc
+    raise RegistryError(
+        f"{path.name}: the file kept changing while updating {sorted(updates)}; try again"
+    )
+
+
+def _replace_if_unchanged(
+    path: Path,
+    updates: Mapping[str, str | int | None],
+    on_before_replace: Callable[[Path], None] | None,
+) -> bool:
+    """One read-apply-replace attempt; False when the file changed under us (nothing written)."""
+    original, text = _read_text(path)
+    new = apply_updates(text, updates).encode("utf-8")
+    if new == original:
+        return True
+    temp = _write_temp(path, new, stat.S_IMODE(path.stat().st_mode))
+    try:
+        if on_before_replace is not None:
+            on_before_replace(path)
+        # Compare content, not mtime: mtime granularity can hide a quick second save. A save
+        # landing between this read and os.replace is still possible (no lock binds Obsidian);
+        # the window is microseconds, against seconds between a person's saves.
+        if path.read_bytes() != original:
+            return False
+        os.replace(temp, path)
+        _fsync_dir(path.parent)
+        return True
+    finally:
+        temp.unlink(missing_ok=True)

@@ -1,0 +1,442 @@
+"""The Source Registry: `Radar/Sources/*.md` validated into one immutable snapshot.
+
+A file that cannot become a Source is an issue with a code and a one-line fix, never an
+exception and never an active Source. Two files declaring one id are both left out.
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from radar_pipeline.core.errors import RegistryError
+from radar_pipeline.core.frontmatter import split_frontmatter
+
+SOURCES_DIR = Path("Radar/Sources")
+MAX_SOURCE_FILE_BYTES = 1_000_000  # a Source note is a few hundred bytes; refuse anything absurd
+
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Calendar units (years, months) have no fixed length, so a cadence uses weeks, days and time.
+_CADENCE_RE = re.compile(
+    r"^P(?:(?P<w>\d+)W|(?=\d|T\d)(?:(?P<d>\d+)D)?(?:T(?=\d)(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+)S)?)?)$"
+)
+
+
+def parse_cadence(cadence: str) -> timedelta | None:
+    """The interval of an ISO-8601 duration cadence (`PT6H`, `P1D`, `P1W`); None for `manual`."""
+    if cadence == "manual":
+        return None
+    match = _CADENCE_RE.fullmatch(cadence)
+    if not match:
+        raise ValueError(f"cadence {cadence!r} is not an ISO-8601 duration")
+    parts = {k: int(v) for k, v in match.groupdict().items() if v}
+    interval = timedelta(
+        weeks=parts.get("w", 0),
+        days=parts.get("d", 0),
+        hours=parts.get("h", 0),
+        minutes=parts.get("m", 0),
+        seconds=parts.get("s", 0),
+    )
+    if interval <= timedelta(0):
+        raise ValueError(f"cadence {cadence!r} is zero")
+    return interval
+
+
+def _http_url_problem(url: str) -> str | None:
+    if any(c.isspace() or ord(c) < 0x20 for c in url):
+        return "contains spaces or control characters"
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises for a non-numeric or out-of-range port
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme not in ("http", "https"):
+        return "must start with http:// or https://"
+    if not parts.hostname:
+        return "has no host"
+    if parts.username is not None or parts.password is not None:
+        return "must not carry a user name or password (use authTokenEnv)"
+    return None
+
+
+def _fixture_path_problem(url: str) -> str | None:
+    path = PurePosixPath(url)
+    if not url or url != url.strip() or "\\" in url or ":" in url or "\x00" in url:
+        return "must be a plain vault-relative path such as Radar/Fixtures/feed.xml"
+    if path.is_absolute():
+        return "must be relative to the vault root, not absolute"
+    if ".." in path.parts:
+        return "must stay inside the vault (no `..`)"
+    return None
+
+
+class Source(BaseModel):
+    """One Source file's frontmatter, validated. Aliases are the contract's camelCase keys."""
+
+    model_config = ConfigDict(
+        frozen=True, populate_by_name=True, alias_generator=to_camel, extra="ignore"
+    )
+
+    entity_type: Literal["source"]
+    schema_version: Literal[1]
+    id: str
+    name: Annotated[str, Strict(), Field(min_length=1)]
+    role: Literal["primary", "discovery", "engineering-blog", "research"]
+    source_type: Literal["official", "community", "fixture"]
+    authority_score: Annotated[float, Strict(), Field(ge=0, le=1)]
+    legal_assessment: Literal["approved", "pending", "rejected"]
+    priority: Literal["critical", "high", "normal", "low"]
+    collection_method: Literal["rss", "atom", "fixture"]
+    # After collection_method, so the url check can see which kind of url it needs.
+    url: str
+    enabled: Annotated[bool, Strict()]
+    cadence: str
+    min_interval_seconds: Annotated[int, Strict(), Field(ge=0)] = 0
+    full_text: Literal["none", "feed-content", "page-extraction"] = "none"
+    auth_token_env: str | None = None
+    last_attempt_at: datetime | None = None
+    last_success_at: datetime | None = None
+    last_response_at: datetime | None = None
+    error_state: str | None = None
+    blocked_reason: str | None = None
+    http_status: Annotated[int, Strict(), Field(ge=100, le=599)] | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+
+    @property
+    def is_eligible(self) -> bool:
+        """Enabled, not blocked and legally approved (cadence is the gate's business)."""
+        return self.enabled and not self.blocked_reason and self.legal_assessment == "approved"
+
+    @property
+    def is_fixture(self) -> bool:
+        """A local test Source, counted apart from production Sources."""
+        return self.source_type == "fixture" or self.collection_method == "fixture"
+
+    @field_validator("schema_version", mode="before")
+    @classmethod
+    def _schema_version_is_int(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # True == 1 in Python; `schemaVersion: true` is a typo
+            raise PydanticCustomError("invalid_value", "must be the number 1, not a boolean")
+        return value
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_shape(cls, value: Any) -> Any:
+        if not isinstance(value, str) or not _ID_RE.fullmatch(value):
+            raise PydanticCustomError(
+                "invalid_id", "must be 2-63 of a-z, 0-9 and '-', starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _url_shape(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str):
+            raise PydanticCustomError("invalid_url", "must be text")
+        method = info.data.get("collection_method")
+        if method == "fixture":
+            problem = _fixture_path_problem(value)
+        elif method is not None:
+            problem = _http_url_problem(value)
+        else:  # collectionMethod is itself invalid (reported apart); accept either form
+            problem = _http_url_problem(value) and _fixture_path_problem(value)
+        if problem:
+            raise PydanticCustomError("invalid_url", problem)
+        return value
+
+    @field_validator("cadence", mode="before")
+    @classmethod
+    def _cadence_shape(cls, value: Any) -> Any:
+        try:
+            if isinstance(value, str):
+                parse_cadence(value)
+                return value
+        except ValueError:
+            pass
+        raise PydanticCustomError(
+            "invalid_value", "is not a duration in weeks, days, hours, minutes or seconds"
+        )
+
+    @field_validator(
+        "auth_token_env", "error_state", "blocked_reason", "etag", "last_modified", mode="before"
+    )
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            return None
+        if value is not None and not isinstance(value, str):
+            raise PydanticCustomError("invalid_value", "must be text (quote it)")
+        return value
+
+    @field_validator("auth_token_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_RE.fullmatch(value):
+            raise PydanticCustomError("invalid_value", "must be an environment variable name")
+        return value
+
+    @field_validator("http_status", mode="before")
+    @classmethod
+    def _empty_status(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    @field_validator("last_attempt_at", "last_success_at", "last_response_at", mode="before")
+    @classmethod
+    def _utc_timestamp(cls, value: Any) -> datetime | None:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        try:
+            parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed.tzinfo is None:
+            raise PydanticCustomError("invalid_value", "is not an ISO-8601 time with a time zone")
+        return parsed.astimezone(UTC)
+
+
+# What each key must hold, for the one-line fix in an issue message.
+_HINTS = {
+    "entityType": "source",
+    "schemaVersion": "1",
+    "id": "a slug such as openai-news (a-z, 0-9, '-', 2-63 characters)",
+    "name": "the Source's display name",
+    "url": "an absolute http(s) feed URL (for collectionMethod: fixture, a vault-relative path)",
+    "role": "primary, discovery, engineering-blog or research",
+    "sourceType": "official, community or fixture",
+    "authorityScore": "a number from 0 to 1",
+    "legalAssessment": "approved, pending or rejected",
+    "priority": "critical, high, normal or low",
+    "collectionMethod": "rss, atom or fixture",
+    "enabled": "true or false",
+    "cadence": "an ISO-8601 duration such as PT30M, PT6H, P1D, P7D, or manual",
+    "minIntervalSeconds": "a whole number of seconds, 0 or more",
+    "authTokenEnv": "the name of an environment variable, such as OPENAI_FEED_TOKEN, or empty",
+    "lastAttemptAt": "an ISO-8601 UTC time such as 2026-01-01T00:00:00Z, or empty",
+    "lastSuccessAt": "an ISO-8601 UTC time such as 2026-01-01T00:00:00Z, or empty",
+    "lastResponseAt": "an ISO-8601 UTC time such as 2026-01-01T00:00:00Z, or empty",
+    "httpStatus": "an HTTP status code such as 200, or empty",
+}
+_USERINFO_RE = re.compile(r"(//)[^/@\s]*@")
+
+
+@dataclass(frozen=True)
+class RegistryIssue:
+    """Why one Source file is not (or not only) an active Source."""
+
+    path: str  # vault-relative POSIX path
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """A valid Source and the file it came from."""
+
+    source: Source
+    path: Path  # absolute path of the file (symlinks inside the vault resolved)
+    record_path: str  # vault-relative POSIX path, as cited in Signals
+
+
+@dataclass(frozen=True)
+class RegistrySnapshot:
+    """The registry at one moment: valid Sources (sorted by id) and every issue found."""
+
+    sources: tuple[SourceRecord, ...]
+    issues: tuple[RegistryIssue, ...]
+
+    def by_id(self, source_id: str) -> SourceRecord | None:
+        """The valid Source with this id, or None."""
+        return next((r for r in self.sources if r.source.id == source_id), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `radar sources validate --json` object."""
+        return {
+            "sources": [
+                {"id": r.source.id, "path": r.record_path, "active": r.source.is_eligible}
+                for r in self.sources
+            ],
+            "issues": [{"path": i.path, "code": i.code, "message": i.message} for i in self.issues],
+        }
+
+
+def _one_line(value: Any) -> str:
+    # A URL may carry a password by mistake; an issue message must never repeat it.
+    text = _USERINFO_RE.sub(r"\1***@", repr(value))
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _issue_for(error: ErrorDetails) -> tuple[str, str]:
+    """(code, message) for one pydantic error on a Source's frontmatter."""
+    key = str(error["loc"][0]) if error["loc"] else "frontmatter"
+    hint = _HINTS.get(key, "a value")
+    kind = error["type"]
+    if kind == "missing":
+        return "missing-key", f"`{key}` is missing: add `{key}:` with {hint}"
+    value = _one_line(error.get("input"))
+    if kind == "literal_error":
+        allowed = error.get("ctx", {}).get("expected", "")
+        return "unknown-value", f"`{key}` is {value}: use one of {allowed}"
+    if kind == "invalid_id":
+        return "invalid-id", f"`{key}` {value} {error['msg']}: set it to {hint}"
+    if kind == "invalid_url":
+        return "invalid-url", f"`{key}` {value} {error['msg']}: set it to {hint}"
+    reason = error["msg"][:1].lower() + error["msg"][1:]
+    return "invalid-value", f"`{key}` is {value} ({reason}): set it to {hint}"
+
+
+def validate_source(data: dict[str, Any]) -> tuple[Source | None, list[tuple[str, str]]]:
+    """A Source from one frontmatter mapping, or the (code, message) of every problem."""
+    entity = data.get("entityType")
+    if entity is not None and entity != "source":
+        return None, [
+            (
+                "wrong-entity-type",
+                f"`entityType` is {_one_line(entity)}: only `entityType: source` notes "
+                "belong in Radar/Sources; move this note or fix the key",
+            )
+        ]
+    try:
+        return Source.model_validate(data), []
+    except ValidationError as exc:
+        return None, [_issue_for(error) for error in exc.errors()]
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """One file's outcome before duplicate ids are resolved."""
+
+    record_path: str
+    path: Path
+    declared_id: str | None
+    source: Source | None
+
+
+def _read_source_file(entry: Path, vault: Path) -> str:
+    """The text of one Source file; RegistryError says why it cannot be read."""
+    try:
+        real = entry.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        raise RegistryError("cannot be resolved (broken symlink?); fix or remove it") from exc
+    if not real.is_relative_to(vault):
+        raise RegistryError("is a symlink that points outside the vault; replace it with a file")
+    try:
+        info = real.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise RegistryError("is not a regular file; a Source is one Markdown file")
+        if info.st_size > MAX_SOURCE_FILE_BYTES:
+            raise RegistryError(f"is larger than {MAX_SOURCE_FILE_BYTES} bytes; trim it")
+        return real.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RegistryError(f"is not UTF-8 text ({exc.reason}); save it as UTF-8") from exc
+    except OSError as exc:
+        raise RegistryError(f"cannot be read ({exc.strerror}); check its permissions") from exc
+
+
+def _parse_file(entry: Path, vault: Path, issues: list[RegistryIssue]) -> _Parsed:
+    record_path = entry.relative_to(vault).as_posix()
+    parsed = _Parsed(record_path, entry, None, None)
+    try:
+        text = _read_source_file(entry, vault)
+    except RegistryError as exc:
+        issues.append(RegistryIssue(record_path, "unreadable", f"{record_path} {exc.message}"))
+        return parsed
+    try:
+        data, _body = split_frontmatter(text)
+    except RegistryError as exc:
+        code = (
+            "no-frontmatter" if exc.message.startswith("no frontmatter") else "broken-frontmatter"
+        )
+        fix = "start the file with `---`, the keys, then `---`"
+        if code == "broken-frontmatter":
+            fix = "fix the YAML between the `---` lines"
+        issues.append(RegistryIssue(record_path, code, f"{exc.message}: {fix}"))
+        return parsed
+    source, problems = validate_source(data)
+    issues.extend(RegistryIssue(record_path, code, message) for code, message in problems)
+    declared = data.get("id") if data.get("entityType", "source") == "source" else None
+    return _Parsed(
+        record_path,
+        entry.resolve(),
+        declared if isinstance(declared, str) else None,
+        source,
+    )
+
+
+def _duplicate_issues(parsed: Iterable[_Parsed]) -> tuple[set[str], list[RegistryIssue]]:
+    """Record paths whose id is declared more than once, and an issue for each of them."""
+    by_id: dict[str, list[str]] = {}
+    for item in parsed:
+        if item.declared_id is not None:
+            by_id.setdefault(item.declared_id, []).append(item.record_path)
+    clashing: set[str] = set()
+    issues: list[RegistryIssue] = []
+    for source_id, paths in by_id.items():
+        if len(paths) < 2:
+            continue
+        clashing.update(paths)
+        first, *later = paths
+        others = ", ".join(later)
+        issues.append(
+            RegistryIssue(
+                first,
+                "duplicate-id",
+                f"`id` {source_id!r} is also declared in {others}; give each Source its own "
+                "id (none of them is active until then)",
+            )
+        )
+        issues.extend(
+            RegistryIssue(
+                path,
+                "duplicate-id",
+                f"`id` {source_id!r} is already declared in {first}; give this Source "
+                "its own id or remove one file",
+            )
+            for path in later
+        )
+    return clashing, issues
+
+
+def load_registry(vault_root: Path) -> RegistrySnapshot:
+    """Read and validate every `Radar/Sources/*.md`; never raises for a bad file."""
+    vault = vault_root.resolve()
+    folder = vault / SOURCES_DIR
+    issues: list[RegistryIssue] = []
+    try:
+        entries = sorted(p for p in folder.iterdir() if p.name.endswith(".md"))
+    except OSError as exc:
+        message = f"{SOURCES_DIR.as_posix()} cannot be listed ({exc.strerror}); create the folder"
+        issue = RegistryIssue(SOURCES_DIR.as_posix(), "unreadable", message)
+        return RegistrySnapshot((), (issue,))
+    # Our own atomic writes use `.<name>.<random>.tmp`, so a half-written file never matches.
+    parsed = [_parse_file(e, vault, issues) for e in entries]
+    clashing, duplicates = _duplicate_issues(parsed)
+    issues.extend(duplicates)
+    records = [
+        SourceRecord(item.source, item.path, item.record_path)
+        for item in parsed
+        if item.source is not None and item.record_path not in clashing
+    ]
+    return RegistrySnapshot(
+        sources=tuple(sorted(records, key=lambda r: r.source.id)),
+        issues=tuple(sorted(issues, key=lambda i: i.path)),
+    )
