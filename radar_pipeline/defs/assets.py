@@ -1,6 +1,5 @@
 """Assets: the validated Source Registry and the Signals, one partition per Source."""
 
-from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime

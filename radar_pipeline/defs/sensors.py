@@ -1,6 +1,5 @@
 """Sensors: the registry sensor keeps the `sources` partitions equal to the valid Sources."""
 
-from __future__ import annotations
 
 import dagster as dg
 
