@@ -2,6 +2,7 @@
 
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +18,26 @@ from radar_pipeline.defs.report import collection_markdown, source_metadata
 from radar_pipeline.defs.resources import RadarResource
 
 MEM_IO = "radar_mem_io"
+
+
+@dataclass(frozen=True)
+class FetchedBatch:
+    """Output of the fetch op: the plan and one fetch result per planned check."""
+
+    plan: CollectionPlan
+    results: tuple[FetchResult | None, ...]
+
+
+@dataclass(frozen=True)
+class ParsedBatch:
+    plan: CollectionPlan
+    results: tuple[CheckResult, ...]
+
+
+@dataclass(frozen=True)
+class DedupedBatch:
+    plan: CollectionPlan
+    items: tuple[DedupedCheck, ...]
 
 
 class CollectConfig(dg.Config):
@@ -48,7 +69,7 @@ def source_registry(context: dg.AssetExecutionContext, radar: RadarResource) -> 
 @dg.op(out=dg.Out(io_manager_key=MEM_IO))
 def fetch(
     context: dg.OpExecutionContext, config: CollectConfig, radar: RadarResource
-) -> tuple[CollectionPlan, tuple[FetchResult | None, ...]]:
+) -> FetchedBatch:
     """Plan the checks of this run's Sources (gates, cadence, locks), then fetch concurrently."""
     keys = list(context.partition_keys)
     if config.sources:
@@ -65,44 +86,41 @@ def fetch(
     collector = radar.collector()
     plan = collector.plan(spec)
     context.log.info(f"{len(plan.checks)} Source checks planned ({mode}), overdue {plan.overdue}")
-    return plan, collector.fetch(plan)
+    return FetchedBatch(plan, collector.fetch(plan))
 
 
 @dg.op(out=dg.Out(io_manager_key=MEM_IO))
 def parse(
     context: dg.OpExecutionContext,
     radar: RadarResource,
-    fetched: tuple[CollectionPlan, tuple[FetchResult | None, ...]],
-) -> tuple[CollectionPlan, tuple[CheckResult, ...]]:
+    fetched: FetchedBatch,
+) -> ParsedBatch:
     """Parse each fetched body into item candidates and rejections (feedparser)."""
-    plan, results = fetched
-    return plan, radar.collector().parse(plan, results)
+    return ParsedBatch(fetched.plan, radar.collector().parse(fetched.plan, fetched.results))
 
 
 @dg.op(out=dg.Out(io_manager_key=MEM_IO))
 def dedupe(
     context: dg.OpExecutionContext,
     radar: RadarResource,
-    parsed: tuple[CollectionPlan, tuple[CheckResult, ...]],
-) -> tuple[CollectionPlan, tuple[DedupedCheck, ...]]:
+    parsed: ParsedBatch,
+) -> DedupedBatch:
     """Classify every candidate: new, reused, updated or duplicate (layered keys)."""
-    plan, results = parsed
-    return plan, radar.collector().dedupe(results)
+    return DedupedBatch(parsed.plan, radar.collector().dedupe(parsed.results))
 
 
 @dg.op(out=dg.Out(dg.Nothing, is_required=False))
 def signal_materialize(
     context: dg.OpExecutionContext,
     radar: RadarResource,
-    deduped: tuple[CollectionPlan, tuple[DedupedCheck, ...]],
+    deduped: DedupedBatch,
 ) -> Iterator[Any]:
     """Write new Signal files, commit the index and feed state, and report per Source.
 
     Emits one materialization per Source that passed (its partition) and an observation per
     Source that failed, so one range run still shows each Source's own outcome.
     """
-    plan, items = deduped
-    report = radar.collector().materialize(plan, items)
+    report = radar.collector().materialize(deduped.plan, deduped.items)
     context.log.info("collection report\n" + collection_markdown(report))
     for src in report["sources"]:
         event_type = dg.AssetMaterialization if src["outcome"] in (
