@@ -58,7 +58,7 @@ def launch_collection(
         "radar/trigger": trigger,
         "radar/mode": mode,
     }
-    job = defs.get_job_def(COLLECT_JOB_NAME)
+    job = defs.resolve_job_def(COLLECT_JOB_NAME)
     result = job.execute_in_process(
         run_config=run_config, instance=instance, tags=tags, raise_on_error=False
     )
