@@ -7,6 +7,7 @@ title fix, a tracking parameter or an http/https flip does not make a new Signal
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import unicodedata
 from collections import Counter
@@ -132,7 +133,7 @@ def _item_key(source_item_id: str) -> str:
 
 
 def normalize_title(title: str) -> str:
-    """Return the title key: NFKC, case-folded, punctuation and whitespace collapsed to one space."""
+    """Return the title key: NFKC, case-folded, punctuation/whitespace runs as one space."""
     folded = unicodedata.normalize("NFKC", title).casefold()
     return _NON_WORD.sub(" ", folded).strip()
 
@@ -148,7 +149,7 @@ def simhash64(text: str) -> int:
     words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
     if not words:
         return 0
-    shingles = [" ".join(pair) for pair in zip(words, words[1:], strict=False)] or words
+    shingles = [" ".join(pair) for pair in itertools.pairwise(words)] or words
     weights = [0] * 64
     for shingle, count in Counter(shingles).items():
         digest = hashlib.blake2b(shingle.encode("utf-8"), digest_size=8).digest()

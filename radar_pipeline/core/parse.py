@@ -273,7 +273,8 @@ def _observed(raw: Mapping[str, Any]) -> tuple[datetime | None, str | None]:
         if parsed is None:
             continue
         try:
-            return datetime(*tuple(parsed)[:6], tzinfo=UTC), field
+            year, month, day, hour, minute, second = tuple(parsed)[:6]
+            return datetime(year, month, day, hour, minute, second, tzinfo=UTC), field
         except (TypeError, ValueError, OverflowError):
             continue
     return None, None
