@@ -86,7 +86,7 @@ def urls(draw: st.DrawFn) -> str:
     return f"{scheme}://{draw(hosts)}{port}/{path}{'?' + query if query else ''}{fragment}"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(urls())
 def test_canonicalize_is_idempotent(url: str) -> None:
     once = canonicalize_url(url)
@@ -94,10 +94,12 @@ def test_canonicalize_is_idempotent(url: str) -> None:
     assert once.startswith("https://")
 
 
-@settings(max_examples=200, deadline=None)
-@given(urls(), st.lists(st.sampled_from(["utm_source", "utm_medium", "fbclid", "gclid"]), min_size=1))
+@settings(max_examples=100, deadline=None)
+@given(
+    urls(), st.lists(st.sampled_from(["utm_source", "utm_medium", "fbclid", "gclid"]), min_size=1)
+)
 def test_tracking_params_and_scheme_flip_never_change_canonical(url: str, extra: list[str]) -> None:
-    base, _, fragment = url.partition("#")
+    base = url.partition("#")[0]
     joiner = "&" if "?" in base else "?"
     tracked = base + joiner + "&".join(f"{name}=x1" for name in extra)
     flipped = re.sub(r"^[hH][tT][tT][pP][sS]?", "http", url)
@@ -106,7 +108,7 @@ def test_tracking_params_and_scheme_flip_never_change_canonical(url: str, extra:
     assert canonicalize_url(flipped.replace("http://", "https://", 1)) == canonicalize_url(url)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.text(max_size=40), urls(), st.text(max_size=60))
 def test_identity_hash_is_stable_16_hex(source_id: str, url: str, item_id: str) -> None:
     canonical = canonicalize_url(url)
@@ -127,7 +129,9 @@ def test_identity_hash_known_value_and_inputs_matter() -> None:
     payload = "\x1f".join(("radar-identity-v1", "a", "https://ex.com/", "1")).encode()
     assert base == hashlib.sha256(payload).hexdigest()[:16]
     # Field boundaries are separated: ("ab", "c") is not ("a", "bc").
-    assert identity_hash("ab", "https://ex.com/", "c") != identity_hash("a", "https://ex.com/", "bc")
+    assert identity_hash("ab", "https://ex.com/", "c") != identity_hash(
+        "a", "https://ex.com/", "bc"
+    )
 
 
 def test_identity_hash_folds_url_guids_but_keeps_their_fragment() -> None:

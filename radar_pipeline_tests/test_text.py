@@ -10,14 +10,16 @@ from hypothesis import strategies as st
 
 from radar_pipeline.core.text import TRUNCATION_MARKER, inert_markdown, one_line, plain_text
 
-BIDI_AND_INVISIBLE = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\ufeff\u200b"
+BIDI_AND_INVISIBLE = (
+    "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\ufeff\u200b"
+)
 
 HOSTILE = [
     "---\ntitle: pwned\n---",
-    'key: value "quoted" \'single\' # comment',
+    "key: value \"quoted\" 'single' # comment",
     "line one\nline two\r\nline three\u2028four\x85five",
     "```dataviewjs\ndv.paragraph(app.vault.adapter.basePath)\n```",
-    "~~~dataview\nTABLE file.name FROM \"\"\n~~~",
+    '~~~dataview\nTABLE file.name FROM ""\n~~~',
     "<% tp.system.prompt('x') %> and <%* await tp.file.delete() %>",
     "<script>alert(document.cookie)</script>visible",
     "<img src=x onerror=alert(1)>",
