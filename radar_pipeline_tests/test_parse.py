@@ -369,8 +369,7 @@ def test_hostile_item_text_is_plain_and_bounded() -> None:
     assert cand.title.startswith("<script>alert(1)</script>--- title: x evil ```dataviewjs TTT")
     for live in ("<script", "```", "\n---"):
         assert live not in inert_markdown(cand.title)
-    # script content dropped; the iframe tag goes (its fallback text is harmless text)
-    assert cand.summary == "ok\ninbold [[Note]]"
+    assert cand.summary == "ok\nbold [[Note]]"  # script and iframe content dropped
     assert cand.content == "full text"
     assert cand.title_key.startswith("script alert 1 script title x evil dataviewjs ttt")
 

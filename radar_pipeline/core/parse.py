@@ -71,13 +71,14 @@ def parse_feed(
     # Without HTTP metadata (fixture Sources) the XML declaration decides the encoding.
     headers = {"content-location": base_url, "content-type": content_type or "application/xml"}
     _refuse_entity_declarations(body, headers)
-    # sanitize_html=True: a second, independent layer; text.plain_text already drops tags and
-    # script/style content, but nothing downstream ever sees feedparser's raw HTML unsanitised.
-    # resolve_relative_uris=False: links inside HTML are discarded with the tags anyway.
+    # sanitize_html=False on purpose: no feedparser HTML ever leaves this module; text.plain_text
+    # is the one boundary and is stricter than any sanitizer (no tag survives, script/style/
+    # iframe content is dropped). The sanitizer would only cost time (8x: 1.6 s of 2.3 MB) and
+    # keep iframe fallback text. resolve_relative_uris=False: links in HTML go with the tags.
     result = feedparser.parse(
         io.BytesIO(body),
         response_headers=headers,
-        sanitize_html=True,
+        sanitize_html=False,
         resolve_relative_uris=False,
     )
     if not result.get("version") and not result.get("entries"):
@@ -198,25 +199,24 @@ def _select(
     candidates: list[ItemCandidate] = []
     rejections: list[Rejection] = []
     for entry in entries:
-        try:
-            candidate = _candidate(source_id, entry, now)
-        except Exception as exc:  # one bad item never sinks the feed
-            detail = one_line(repr(exc), 300, html=False)
-            rejections.append(
-                Rejection("invalid-item", detail, entry.source_item_id, entry.position)
-            )
-            continue
-        observed = candidate.observed_at
+        observed, _ = _observed(entry.raw)
         if coverage_from is not None and observed is not None and observed < coverage_from:
             detail = f"observed {observed.isoformat()} before {coverage_from.isoformat()}"
             rejections.append(
                 Rejection("outside-coverage", detail, entry.source_item_id, entry.position)
             )
-        elif len(candidates) >= max_items:
+            continue
+        if len(candidates) >= max_items:
             detail = f"more than {max_items} eligible items in one check"
             rejections.append(Rejection("over-limit", detail, entry.source_item_id, entry.position))
-        else:
-            candidates.append(candidate)
+            continue
+        try:  # text extraction only for items that are kept
+            candidates.append(_candidate(source_id, entry, now))
+        except Exception as exc:  # one bad item never sinks the feed
+            detail = one_line(repr(exc), 300, html=False)
+            rejections.append(
+                Rejection("invalid-item", detail, entry.source_item_id, entry.position)
+            )
     return candidates, rejections
 
 

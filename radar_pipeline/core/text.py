@@ -18,6 +18,7 @@ _BLOCK = frozenset(
 )
 _NEWLINES = frozenset("\n\r\x0b\x0c\x85\u2028\u2029")
 _KEEP_FORMAT = frozenset("\u200c\u200d")  # ZWNJ/ZWJ shape scripts and emoji; not directional
+_NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e]+")
 _SPACES = re.compile(r"[ \t]+")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 
@@ -79,15 +80,18 @@ def one_line(value: str, max_len: int, *, html: bool = True) -> str:
 
 
 def _strip_invisible(text: str) -> str:
+    # Printable ASCII needs no look-up; only runs of other characters go through the slow path.
+    return _NOT_PRINTABLE_ASCII.sub(_clean_run, text)
+
+
+def _clean_run(match: re.Match[str]) -> str:
     out: list[str] = []
-    for ch in text:
+    for ch in match.group():
         if ch in _NEWLINES:
             out.append("\n")
         elif ch.isspace():
             out.append(" ")
-        elif _is_invisible(ch):
-            continue
-        else:
+        elif not _is_invisible(ch):
             out.append(ch)
     return "".join(out)
 
