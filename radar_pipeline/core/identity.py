@@ -1,0 +1,164 @@
+"""Identity and secondary keys of a feed item: canonical URL, identity hash, title/content keys.
+
+Identity = hash(source id, canonical URL, source item id); the title is never part of it, so a
+title fix, a tracking parameter or an http/https flip does not make a new Signal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+import unicodedata
+from collections import Counter
+from urllib.parse import SplitResult, unquote_plus, urljoin, urlsplit, urlunsplit
+
+from url_normalize import url_normalize
+
+IDENTITY_VERSION: int = 1  # bump when any rule below changes (old identities stay as they are)
+
+TRACKING_PARAMS: frozenset[str] = frozenset(
+    {
+        "fbclid",
+        "gclid",
+        "gclsrc",
+        "dclid",
+        "gbraid",
+        "wbraid",
+        "msclkid",
+        "mc_cid",
+        "mc_eid",
+        "ref_src",
+        "_hsenc",
+        "_hsmi",
+        "__hssc",
+        "__hstc",
+        "__hsfp",
+        "hsctatracking",
+        "igshid",
+        "yclid",
+        "twclid",
+        "ttclid",
+        "li_fat_id",
+        "mkt_tok",
+        "oly_anon_id",
+        "oly_enc_id",
+        "vero_id",
+        "_ga",
+        "_gl",
+        "spm",
+    }
+)
+TRACKING_PREFIXES: tuple[str, ...] = ("utm_",)
+
+_HTTP_SCHEMES = frozenset({"http", "https"})
+# After http folds into https, both schemes' default ports mean "no port".
+_DEFAULT_PORTS = frozenset({"80", "443"})
+_WORD = re.compile(r"\w+")
+_NON_WORD = re.compile(r"[\W_]+")
+
+
+def canonicalize_url(url: str, base: str | None = None) -> str:
+    """Return the canonical form of `url` (resolved against `base`) used as identity input.
+
+    Scheme and host lower-cased, http folded into https, default ports, fragment, credentials
+    and tracking parameters dropped, other parameters kept in order, empty path "/", dot
+    segments resolved and percent-encoding normalised. Raises ValueError unless the result is an
+    absolute http(s) URL with a host.
+    """
+    raw = url.strip()
+    if base:
+        raw = urljoin(base.strip(), raw)
+    parts = urlsplit(raw)
+    if parts.scheme.lower() not in _HTTP_SCHEMES or not parts.hostname:
+        raise ValueError(f"not an absolute http(s) URL: {url[:200]!r}")
+    try:
+        normalized = url_normalize(raw)
+    except Exception as exc:  # the library raises assorted errors on odd hosts/ports
+        raise ValueError(f"cannot normalise URL {url[:200]!r}: {exc}") from exc
+    if not normalized:
+        raise ValueError(f"empty URL: {url[:200]!r}")
+    return _fold(urlsplit(normalized), url)
+
+
+def _fold(parts: SplitResult, original: str) -> str:
+    """Apply the Radar's own rules on top of generic normalisation."""
+    host_port = parts.netloc.rpartition("@")[2]  # credentials never become identity (or appear)
+    host, _, port = _split_port(host_port)
+    if not host:
+        raise ValueError(f"URL has no host: {original[:200]!r}")
+    netloc = host if port in _DEFAULT_PORTS or not port else f"{host}:{port}"
+    return urlunsplit(
+        ("https", netloc.lower(), parts.path or "/", _strip_tracking(parts.query), "")
+    )
+
+
+def _split_port(host_port: str) -> tuple[str, str, str]:
+    if host_port.startswith("["):  # IPv6 literal
+        host, _, rest = host_port.partition("]")
+        return host + "]", ":", rest.removeprefix(":")
+    return host_port.partition(":")
+
+
+def _strip_tracking(query: str) -> str:
+    kept = [p for p in query.split("&") if p and not _is_tracking(p.partition("=")[0])]
+    return "&".join(kept)
+
+
+def _is_tracking(key: str) -> bool:
+    name = unquote_plus(key).strip().lower()
+    return name in TRACKING_PARAMS or name.startswith(TRACKING_PREFIXES)
+
+
+def identity_hash(source_id: str, canonical_url: str, source_item_id: str) -> str:
+    """Return the 16-hex identity of an item: sha256 over versioned, separated inputs.
+
+    A source item id that is itself an http(s) URL (RSS guid = link) enters in canonical form,
+    so tracking parameters or an http/https flip in the guid do not change the identity either;
+    its fragment is kept, because publishers tell changelog entries apart by it.
+    """
+    item_key = _item_key(source_item_id.strip())
+    payload = "\x1f".join(
+        (f"radar-identity-v{IDENTITY_VERSION}", source_id, canonical_url, item_key)
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def _item_key(source_item_id: str) -> str:
+    before, hash_sign, fragment = source_item_id.partition("#")
+    try:
+        return canonicalize_url(before) + hash_sign + fragment
+    except ValueError:
+        return source_item_id  # not a URL (Atom tag:/urn: ids, opaque guids): used as given
+
+
+def normalize_title(title: str) -> str:
+    """Return the title key: NFKC, case-folded, punctuation/whitespace runs as one space."""
+    folded = unicodedata.normalize("NFKC", title).casefold()
+    return _NON_WORD.sub(" ", folded).strip()
+
+
+def content_hash(text: str) -> str:
+    """Return the sha256 hex of `text` after NFC normalisation and whitespace collapsing."""
+    normalized = " ".join(unicodedata.normalize("NFC", text).split())
+    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
+
+
+def simhash64(text: str) -> int:
+    """Return a 64-bit simhash over word bigram shingles of the normalised text (0 for no words)."""
+    words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    if not words:
+        return 0
+    shingles = [" ".join(pair) for pair in itertools.pairwise(words)] or words
+    weights = [0] * 64
+    for shingle, count in Counter(shingles).items():
+        digest = hashlib.blake2b(shingle.encode("utf-8"), digest_size=8).digest()
+        value = int.from_bytes(digest, "big")
+        for bit in range(64):
+            weights[bit] += count if value >> bit & 1 else -count
+    return sum(1 << bit for bit in range(64) if weights[bit] > 0)
+
+
+def hamming64(a: int, b: int) -> int:
+    """Return the number of differing bits between two 64-bit simhashes."""
+    return ((a ^ b) & 0xFFFFFFFFFFFFFFFF).bit_count()

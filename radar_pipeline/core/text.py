@@ -1,0 +1,157 @@
+"""Third-party text is data: turn feed HTML into bounded plain text, and plain text into inert
+Obsidian Markdown that cannot run code or queries (dataview, templater, HTML) or add links/tags.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from html.parser import HTMLParser
+
+TRUNCATION_MARKER = " […truncated]"
+
+# Elements whose text is never content (code, styling, embedded documents).
+_SKIP_CONTENT = frozenset({"script", "style", "noscript", "template", "iframe", "object", "svg"})
+_BLOCK = frozenset(
+    {"p", "div", "br", "li", "ul", "ol", "tr", "table", "blockquote", "pre", "hr", "section"}
+    | {"article", "header", "footer", "h1", "h2", "h3", "h4", "h5", "h6", "dd", "dt", "figure"}
+)
+_NEWLINES = frozenset("\n\r\x0b\x0c\x85\u2028\u2029")
+_KEEP_FORMAT = frozenset("\u200c\u200d")  # ZWNJ/ZWJ shape scripts and emoji; not directional
+_NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e]+")
+_SPACES = re.compile(r"[ \t]+")
+_BLANK_RUNS = re.compile(r"\n{3,}")
+
+
+class _TextExtractor(HTMLParser):
+    """Collect character data, skipping non-content elements; entities are unescaped."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skip_depth = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _SKIP_CONTENT:
+            self._skip_depth += 1
+        elif tag in _BLOCK:
+            self.parts.append("\n")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _BLOCK:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _SKIP_CONTENT:
+            self._skip_depth = max(0, self._skip_depth - 1)
+        elif tag in _BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip_depth:
+            self.parts.append(data)
+
+
+def html_to_text(value: str) -> str:
+    """Return the character data of an HTML fragment (tags stripped, entities unescaped)."""
+    extractor = _TextExtractor()
+    extractor.feed(value)
+    extractor.close()
+    return "".join(extractor.parts)
+
+
+def plain_text(value: str, max_len: int, *, html: bool = True) -> str:
+    """Return `value` as clean, bounded plain text.
+
+    HTML (unless `html=False`) loses its tags and script/style content and has its entities
+    unescaped; control, format and bidi-override characters are removed; whitespace is collapsed
+    (paragraph breaks kept as one blank line); longer text ends in " […truncated]" and the
+    result is never longer than `max_len`.
+    """
+    text = html_to_text(value) if html else value
+    return _truncate(_collapse(_strip_invisible(text)), max_len)
+
+
+def one_line(value: str, max_len: int, *, html: bool = True) -> str:
+    """Return `plain_text` on a single line (for titles)."""
+    text = html_to_text(value) if html else value
+    flat = " ".join(_strip_invisible(text).split())
+    return _truncate(flat, max_len)
+
+
+def _strip_invisible(text: str) -> str:
+    # Printable ASCII needs no look-up; only runs of other characters go through the slow path.
+    return _NOT_PRINTABLE_ASCII.sub(_clean_run, text)
+
+
+def _clean_run(match: re.Match[str]) -> str:
+    out: list[str] = []
+    for ch in match.group():
+        if ch in _NEWLINES:
+            out.append("\n")
+        elif ch.isspace():
+            out.append(" ")
+        elif not _is_invisible(ch):
+            out.append(ch)
+    return "".join(out)
+
+
+def _is_invisible(ch: str) -> bool:
+    # Cc: controls; Cf: bidi overrides/isolates/marks, zero-width and tag chars; Cs: surrogates.
+    category = unicodedata.category(ch)
+    if category == "Cf":
+        return ch not in _KEEP_FORMAT
+    return category in ("Cc", "Cs") or (ord(ch) & 0xFFFE) == 0xFFFE
+
+
+def _collapse(text: str) -> str:
+    lines = [_SPACES.sub(" ", line).strip() for line in text.split("\n")]
+    return _BLANK_RUNS.sub("\n\n", "\n".join(lines)).strip()
+
+
+def _truncate(text: str, max_len: int) -> str:
+    if len(text) <= max_len:
+        return text
+    if max_len <= len(TRUNCATION_MARKER):
+        return text[:max_len]
+    return text[: max_len - len(TRUNCATION_MARKER)].rstrip() + TRUNCATION_MARKER
+
+
+# Characters a raw-text scanner (Obsidian links/embeds, Templater, Dataview) or HTML would act
+# on become entities: they render as the same character but the raw note never contains them.
+_ENTITY = {"<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93;", "`": "&#96;"}
+# Markdown punctuation is backslash-escaped: CommonMark renders an escaped ASCII punctuation
+# character literally, so emphasis, highlights, tags, math, comments and tables cannot form.
+_BACKSLASH = frozenset("\\*_~=$%#|^&")
+_ORDERED_MARKER = re.compile(r"^(\d+)([.)])")
+
+
+def inert_markdown(value: str) -> str:
+    """Return plain text escaped so that, as an Obsidian note body, it only ever shows as text.
+
+    No code fences or spans (so no dataview/dataviewjs block or inline query), no Templater
+    `<%`, no HTML, no wikilinks/embeds or Markdown links, no tags, inline fields (`::`),
+    highlights, comments, lists or headings; rendered, it reads as the original text.
+    """
+    lines = [_escape_line(line.strip()) for line in value.split("\n")]
+    return "\n".join(lines)
+
+
+def _escape_line(line: str) -> str:
+    out: list[str] = []
+    for index, ch in enumerate(line):
+        if ch in _ENTITY:
+            out.append(_ENTITY[ch])
+        elif ch in _BACKSLASH:
+            out.append("\\" + ch)
+        elif ch == ":" and line[index + 1 : index + 2] == ":":
+            out.append(":\\")  # breaks Dataview `key:: value` inline fields
+        elif index == 0 and ch in "-+":
+            out.append("\\" + ch)  # would start a list or thematic break
+        else:
+            out.append(ch)
+    escaped = "".join(out)
+    match = _ORDERED_MARKER.match(escaped)
+    if match:  # an ordered-list marker
+        escaped = f"{match.group(1)}\\{match.group(2)}{escaped[match.end() :]}"
+    return escaped
