@@ -191,8 +191,8 @@ class Fetcher:
         headers = self._headers(request)
         progress.conditional = "If-None-Match" in headers or "If-Modified-Since" in headers
         while True:
-            url = check_url(url, allowed)
             progress.final_url = str(url)
+            url = check_url(url, allowed)
             if self._precheck_dns:
                 resolve_checked(url.host, url.port or _default_port(url), allowed)
             hop_headers = dict(headers)
@@ -308,7 +308,7 @@ class _Inflater:
 
     def feed(self, data: bytes, budget: int) -> bytes:
         if self._z is None:
-            return data
+            return data[: max(budget, 0) + 1]
         first, self._first = self._first, False
         try:
             return self._z.decompress(data, max(budget, 0) + 1)

@@ -65,12 +65,13 @@ def forbidden_reason(address: IPAddress) -> str | None:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     checks = (
+        # Most specific first: Python's is_private also covers loopback, link-local, etc.
         ("loopback", address.is_loopback),
-        ("private", address.is_private),
+        ("unspecified", address.is_unspecified),
         ("link-local", address.is_link_local),
         ("multicast", address.is_multicast),
         ("reserved", address.is_reserved),
-        ("unspecified", address.is_unspecified),
+        ("private", address.is_private),
         ("non-global", not address.is_global),
     )
     return next((name for name, hit in checks if hit), None)
@@ -114,7 +115,7 @@ def resolve_checked(host: str, port: int, allowed: Iterable[str]) -> list[str]:
         addresses: list[IPAddress] = [literal]
     else:
         try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            infos = socket.getaddrinfo(normalise_host(host), port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError) as exc:
             raise FetchError("network", f"DNS lookup failed for {host}") from exc
         addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
