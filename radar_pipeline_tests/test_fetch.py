@@ -393,6 +393,27 @@ def test_fixture_read_without_network(tmp_path: Path, settings: FetchSettings) -
     assert result.body_sha256 is not None
 
 
+def test_fixture_same_hash_is_unchanged(tmp_path: Path, settings: FetchSettings) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "feed.xml").write_bytes(RSS)
+    with Fetcher(settings, vault) as fetcher:
+        first = fetcher.fetch(FetchRequest("fx", "feed.xml", "fixture"), NOW)
+        request = FetchRequest("fx", "feed.xml", "fixture", previous_body_sha256=first.body_sha256)
+        second = fetcher.fetch(request, NOW)
+    assert (second.outcome, second.unchanged_body, second.body) == ("not-modified", True, None)
+
+
+def test_fixture_symlink_out_of_vault_refused(tmp_path: Path, settings: FetchSettings) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (tmp_path / "outside.xml").write_bytes(ATOM)
+    (vault / "inside.xml").symlink_to(tmp_path / "outside.xml")
+    with Fetcher(settings, vault) as fetcher:
+        result = fetcher.fetch(FetchRequest("fx", "inside.xml", "fixture"), NOW)
+    assert_failed(result, "policy")
+
+
 @pytest.mark.parametrize("path", ["../outside.xml", "Radar/../../outside.xml", "/etc/hosts"])
 def test_fixture_path_traversal_refused(tmp_path: Path, settings: FetchSettings, path: str) -> None:
     vault = tmp_path / "vault"

@@ -229,11 +229,12 @@ class PolicyTransport(httpx.HTTPTransport):
     """httpx's own transport with its connection pool built on :class:`PolicyBackend`."""
 
     def __init__(self, allowed_private_hosts: Iterable[str]) -> None:
-        super().__init__(trust_env=False)
+        ssl_context = httpx.create_ssl_context(trust_env=False)  # loading CAs is the slow part
+        super().__init__(verify=ssl_context, trust_env=False)
         # httpx 0.28 builds the httpcore pool itself and offers no network_backend argument,
         # so the pool is rebuilt with the same defaults plus our backend (httpx is pinned).
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
+            ssl_context=ssl_context,
             max_connections=httpx.Limits().max_connections,
             max_keepalive_connections=httpx.Limits().max_keepalive_connections,
             keepalive_expiry=httpx.Limits().keepalive_expiry,
