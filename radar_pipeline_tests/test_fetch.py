@@ -414,7 +414,9 @@ def test_fixture_symlink_out_of_vault_refused(tmp_path: Path, settings: FetchSet
     assert_failed(result, "policy")
 
 
-@pytest.mark.parametrize("path", ["../outside.xml", "Radar/../../outside.xml", "/etc/hosts"])
+@pytest.mark.parametrize(
+    "path", ["../outside.xml", "Radar/../../outside.xml", "/etc/hosts", "a\x00b.xml", ""]
+)
 def test_fixture_path_traversal_refused(tmp_path: Path, settings: FetchSettings, path: str) -> None:
     vault = tmp_path / "vault"
     vault.mkdir()

@@ -428,7 +428,10 @@ def _fixture_path(vault_root: Path, relative: str) -> Path:
     candidate = Path(relative)
     if candidate.is_absolute() or not relative.strip():
         raise FetchError("policy", "fixture path must be relative to the vault root")
-    target = (root / candidate).resolve()
+    try:
+        target = (root / candidate).resolve()  # follows symlinks: a link out is an escape too
+    except (OSError, ValueError) as exc:  # e.g. an embedded NUL byte, a symlink loop
+        raise FetchError("policy", "fixture path cannot be resolved") from exc
     if not target.is_relative_to(root):
         raise FetchError("policy", "fixture path escapes the vault root")
     return target
