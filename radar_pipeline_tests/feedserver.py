@@ -6,6 +6,7 @@ itself (for validators, drips, redirects). Every request is recorded with its he
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -42,8 +43,11 @@ class RequestHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         srv = self.server
         path = self.path.split("?", 1)[0]
-        srv.record(RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()},
-                                   time.monotonic()))
+        srv.record(
+            RecordedRequest(
+                self.path, {k.lower(): v for k, v in self.headers.items()}, time.monotonic()
+            )
+        )
         route = srv.routes.get(path) or srv.routes.get(self.path)
         if route is None:
             self.send_simple(404, b"not found", {"Content-Type": "text/plain"})
@@ -64,10 +68,8 @@ class RequestHandler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         if status != 304 and body:
-            try:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
 
 
 class FeedServer(ThreadingHTTPServer):
@@ -88,9 +90,15 @@ class FeedServer(ThreadingHTTPServer):
     def url(self, path: str) -> str:
         return self.base_url + path
 
-    def add(self, path: str, body: bytes = b"", status: int = 200,
-            headers: dict[str, str] | None = None, handler: Handler | None = None,
-            latency_s: float = 0.0) -> str:
+    def add(
+        self,
+        path: str,
+        body: bytes = b"",
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+        handler: Handler | None = None,
+        latency_s: float = 0.0,
+    ) -> str:
         if handler is None and headers is None:
             headers = {"Content-Type": "application/rss+xml; charset=utf-8"}
         self.routes[path] = Route(status, body, dict(headers or {}), handler, latency_s)
@@ -105,10 +113,104 @@ class FeedServer(ThreadingHTTPServer):
             return [r for r in self.requests if r.path.split("?", 1)[0] == path]
 
     def start(self) -> FeedServer:
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        # A short poll interval: stop() (shutdown) waits up to one interval, once per test.
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
+
+
+# -- handler factories (for validators, drips, redirects, echoes) ----------------------------
+
+
+def redirect_to(location: str, status: int = 302) -> Handler:
+    """A handler answering with a redirect to `location`."""
+
+    def handle(req: RequestHandler) -> None:
+        req.send_simple(status, b"", {"Location": location, "Content-Length": "0"})
+
+    return handle
+
+
+def drip(
+    body: bytes,
+    interval_s: float = 1.0,
+    headers: dict[str, str] | None = None,
+    in_headers: bool = False,
+) -> Handler:
+    """Send `body` one byte per `interval_s` (in the body, or while still sending headers)."""
+
+    def handle(req: RequestHandler) -> None:
+        try:
+            if in_headers:
+                req.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                for byte in b"X-Drip: " + b"a" * 200:
+                    req.wfile.write(bytes([byte]))
+                    req.wfile.flush()
+                    time.sleep(interval_s)
+                return
+            req.send_response(200)
+            for key, value in (headers or {"Content-Type": "application/rss+xml"}).items():
+                req.send_header(key, value)
+            req.send_header("Content-Length", str(len(body)))
+            req.end_headers()
+            for byte in body:
+                req.wfile.write(bytes([byte]))
+                req.wfile.flush()
+                time.sleep(interval_s)
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+    return handle
+
+
+def conditional(
+    body: bytes, etag: str, last_modified: str, content_type: str = "application/rss+xml"
+) -> Handler:
+    """Answer 304 when If-None-Match or If-Modified-Since matches, else 200 with validators."""
+
+    def handle(req: RequestHandler) -> None:
+        validators = {"ETag": etag, "Last-Modified": last_modified}
+        if (
+            req.headers.get("If-None-Match") == etag
+            or req.headers.get("If-Modified-Since") == last_modified
+        ):
+            req.send_simple(304, b"", validators)
+            return
+        req.send_simple(200, body, {"Content-Type": content_type, **validators})
+
+    return handle
+
+
+def echo_headers(status: int = 500, names: tuple[str, ...] = ("authorization",)) -> Handler:
+    """Answer `status` with a body that echoes the named request headers (a leaky error page)."""
+
+    def handle(req: RequestHandler) -> None:
+        lines = "".join(f"{k}: {v}\n" for k, v in req.headers.items() if k.lower() in names)
+        req.send_simple(status, lines.encode(), {"Content-Type": "text/plain"})
+
+    return handle
+
+
+def streamed(chunks: Callable[[], Any], headers: dict[str, str]) -> Handler:
+    """Send a 200 whose body is written chunk by chunk without Content-Length (close-delimited)."""
+
+    def handle(req: RequestHandler) -> None:
+        req.send_response(200)
+        for key, value in headers.items():
+            req.send_header(key, value)
+        req.send_header("Connection", "close")
+        req.end_headers()
+        req.close_connection = True
+        try:
+            for chunk in chunks():
+                req.wfile.write(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+    return handle
