@@ -1,0 +1,235 @@
+"""Cadence and recovery math: when a Source is due, what it covers, how long it backs off.
+
+Pure functions of their arguments (the clock is always passed in as `now`), so the CLI's
+`--as-of` and the Dagster schedule make the same decisions. Every datetime is aware UTC.
+
+Recovery (design invariant 8) never replays missed ticks: an overdue Source gets one current
+check covering `max(lastSuccessAt, now - RECOVERY_CAP) - OVERLAP`, and the dedupe stage absorbs
+the overlap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from datetime import UTC, datetime, timedelta
+
+RECOVERY_CAP = timedelta(days=7)
+OVERLAP = timedelta(hours=1)
+UNCONDITIONAL_EVERY = timedelta(hours=24)
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+BACKOFF_BASE = timedelta(minutes=5)
+BACKOFF_CAP = timedelta(hours=24)
+# Full jitter may draw ~0; a floor keeps a failing Source from being retried on the next tick.
+BACKOFF_FLOOR = timedelta(minutes=1)
+RETRY_AFTER_CAP = timedelta(hours=6)
+CHALLENGE_BACKOFF = timedelta(hours=6)
+GONE_BACKOFF = timedelta(hours=24)
+
+# Only fixed-length units: years and months have no fixed length, so they are refused.
+_DURATION = re.compile(
+    r"P(?:(?P<weeks>\d+)W)?(?:(?P<days>\d+)D)?"
+    r"(?:T(?=\d)(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?(?:(?P<seconds>\d+)S)?)?"
+)
+
+_PRIORITY_ORDER = {"critical": 0, "high": 1, "normal": 2, "low": 3}
+_FIRST_ROLES = frozenset({"primary", "discovery"})
+
+
+def _require_aware(value: datetime, name: str) -> None:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{name} must be an aware UTC datetime, got naive {value.isoformat()}")
+
+
+def parse_cadence(value: str) -> timedelta | None:
+    """Parse a Source `cadence`: an ISO-8601 duration (PT6H, P1D, P1W, P1DT12H) or `manual`.
+
+    Returns None for `manual` (never due by cadence). Raises ValueError for anything else,
+    including zero durations and calendar units (years, months) that have no fixed length.
+    """
+    text = value.strip()
+    if text == "manual":
+        return None
+    match = _DURATION.fullmatch(text)
+    if match is None or text in ("P", "PT"):
+        raise ValueError(
+            f"invalid cadence {value!r}: use an ISO-8601 duration such as PT6H, P1D or P1W, "
+            "or 'manual'"
+        )
+    parts = {name: int(number) for name, number in match.groupdict().items() if number}
+    try:
+        cadence = timedelta(**parts)
+    except OverflowError:
+        raise ValueError(f"invalid cadence {value!r}: the duration is too long") from None
+    if cadence <= timedelta(0):
+        raise ValueError(f"invalid cadence {value!r}: the duration must be longer than zero")
+    return cadence
+
+
+def _whole_seconds(cadence: timedelta) -> int:
+    seconds = int(cadence.total_seconds())
+    if seconds < 1:
+        raise ValueError(f"cadence must be at least one second, got {cadence}")
+    return seconds
+
+
+def stable_offset(source_id: str, cadence: timedelta) -> timedelta:
+    """A deterministic offset in [0, cadence), whole seconds, derived from sha256 of the id.
+
+    Spreads Sources with the same cadence over the cadence so they are not all fetched at
+    once, and keeps each Source's slot the same across processes and restarts.
+    """
+    digest = hashlib.sha256(source_id.encode("utf-8")).digest()
+    return timedelta(seconds=int.from_bytes(digest[:8], "big") % _whole_seconds(cadence))
+
+
+def due_slot(source_id: str, cadence: timedelta, now: datetime) -> datetime:
+    """The start of the slot containing `now`; slots are EPOCH + offset + k * cadence.
+
+    Used in the run key `<source>:<due slot>` so one slot never launches twice.
+    """
+    _require_aware(now, "now")
+    step = timedelta(seconds=_whole_seconds(cadence))
+    origin = EPOCH + stable_offset(source_id, step)
+    # timedelta // timedelta floors, so instants before the origin land in the right slot too.
+    return origin + ((now - origin) // step) * step
+
+
+def is_overdue(cadence: timedelta | None, last_success_at: datetime | None, now: datetime) -> bool:
+    """True when a cadence-driven Source has not succeeded within its cadence (or ever)."""
+    _require_aware(now, "now")
+    if cadence is None:
+        return False
+    if last_success_at is None:
+        return True
+    _require_aware(last_success_at, "last_success_at")
+    return now >= last_success_at + cadence
+
+
+def is_due(
+    cadence: timedelta | None,
+    last_success_at: datetime | None,
+    now: datetime,
+    backoff_until: datetime | None = None,
+) -> bool:
+    """True when the Source should be checked now: overdue and not in backoff.
+
+    `manual` (None) is never due; it runs only when named explicitly.
+    """
+    _require_aware(now, "now")
+    if cadence is None:
+        return False
+    if backoff_until is not None:
+        _require_aware(backoff_until, "backoff_until")
+        if now < backoff_until:
+            return False
+    return is_overdue(cadence, last_success_at, now)
+
+
+def coverage_from(last_success_at: datetime | None, now: datetime) -> datetime:
+    """The oldest instant a check considers: max(lastSuccessAt, now - 7 days) - 1 hour.
+
+    The overlap re-reads late or reordered items; dedupe makes that harmless.
+    """
+    _require_aware(now, "now")
+    floor = now - RECOVERY_CAP
+    if last_success_at is None:
+        return floor - OVERLAP
+    _require_aware(last_success_at, "last_success_at")
+    return max(last_success_at, floor) - OVERLAP
+
+
+def needs_unconditional(last_unconditional_at: datetime | None, now: datetime) -> bool:
+    """True when the last unconditional fetch is 24 h old or more (or never happened).
+
+    A 304 is a hint, not proof (invariant 6), so conditional headers are dropped once a day.
+    """
+    _require_aware(now, "now")
+    if last_unconditional_at is None:
+        return True
+    _require_aware(last_unconditional_at, "last_unconditional_at")
+    return now - last_unconditional_at >= UNCONDITIONAL_EVERY
+
+
+def priority_rank(priority: str, role: str) -> tuple[int, int]:
+    """Sort key for recovery order: critical, then primary/discovery roles, then the rest.
+
+    Within a group the priority orders high < normal < low. Unknown values raise ValueError.
+    """
+    if priority not in _PRIORITY_ORDER:
+        raise ValueError(f"unknown priority {priority!r}: expected one of {list(_PRIORITY_ORDER)}")
+    if not role:
+        raise ValueError("role must not be empty")
+    if priority == "critical":
+        group = 0
+    elif role in _FIRST_ROLES:
+        group = 1
+    else:
+        group = 2
+    return group, _PRIORITY_ORDER[priority]
+
+
+def _floor_for(error_class: str | None, retry_after_s: float | None) -> timedelta:
+    """The least a publisher's signal demands, whatever the jitter draws."""
+    if error_class == "gone":
+        return GONE_BACKOFF
+    if error_class == "challenge":
+        return CHALLENGE_BACKOFF
+    if error_class == "rate-limited" and retry_after_s is not None and retry_after_s > 0:
+        return min(timedelta(seconds=retry_after_s), RETRY_AFTER_CAP)
+    return BACKOFF_FLOOR
+
+
+def next_backoff(
+    consecutive_failures: int,
+    now: datetime,
+    *,
+    error_class: str | None,
+    retry_after_s: float | None,
+    rng: random.Random,
+) -> datetime:
+    """When a failing Source may be tried again (`backoff_until`).
+
+    Exponential with full jitter: a uniform draw in [0, min(24 h, 5 min * 2**(n-1))], then
+    raised to the floor the failure demands (Retry-After capped at 6 h for rate-limited,
+    6 h for a challenge page, 24 h for gone, else 1 minute). Never more than 24 h later:
+    there is no permanent stop, a Source keeps being retried. Whole seconds.
+    """
+    _require_aware(now, "now")
+    if consecutive_failures < 1:
+        raise ValueError(f"consecutive_failures must be >= 1, got {consecutive_failures}")
+    cap_s = BACKOFF_CAP.total_seconds()
+    # Clamp the exponent so huge failure counts cannot overflow the float.
+    ceiling_s = min(cap_s, BACKOFF_BASE.total_seconds() * 2 ** min(consecutive_failures - 1, 32))
+    delay_s = max(
+        rng.uniform(0.0, ceiling_s), _floor_for(error_class, retry_after_s).total_seconds()
+    )
+    return now + timedelta(seconds=round(min(delay_s, cap_s)))
+
+
+def parse_utc(value: str) -> datetime:
+    """Parse an ISO-8601 timestamp (with Z or an offset) into an aware UTC datetime.
+
+    A timestamp without an offset is taken as UTC. Raises ValueError naming the bad value.
+    """
+    text = value.strip()
+    if not text:
+        raise ValueError("empty timestamp: expected ISO-8601 such as 2026-11-30T01:02:03Z")
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"invalid timestamp {value!r}: expected ISO-8601 such as 2026-11-30T01:02:03Z"
+        ) from None
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def format_utc(value: datetime) -> str:
+    """Format an aware datetime as `2026-11-30T01:02:03Z` (UTC, seconds, fraction dropped)."""
+    _require_aware(value, "value")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
