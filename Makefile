@@ -4,9 +4,8 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
-export RADAR_VAULT ?= $(CURDIR)/data/vault
-export RADAR_DB ?= $(CURDIR)/data/radar.duckdb
+# The CLI defaults RADAR_VAULT, RADAR_DB and DAGSTER_HOME to data/ in this repository.
+UI_HOME := $(if $(DAGSTER_HOME),$(DAGSTER_HOME),$(CURDIR)/data/dagster_home)
 
 .PHONY: run test test-fast test-slow lint typecheck ui bench faults clean-venv
 
@@ -17,16 +16,12 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-$(DAGSTER_HOME):
-	@mkdir -p $(DAGSTER_HOME)
-	@test -f $(DAGSTER_HOME)/dagster.yaml || cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
-
-run: $(STAMP) $(DAGSTER_HOME)
+run: $(STAMP)
 	$(BIN)/radar collect --all
 
 lint: $(STAMP)
-	$(BIN)/ruff format --check radar_pipeline radar_pipeline_tests benchmarks
-	$(BIN)/ruff check radar_pipeline radar_pipeline_tests benchmarks
+	$(BIN)/ruff format --check radar_pipeline radar_pipeline_tests $(wildcard benchmarks/*.py)
+	$(BIN)/ruff check radar_pipeline radar_pipeline_tests $(wildcard benchmarks/*.py)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -40,8 +35,10 @@ test-slow: $(STAMP)
 test: lint typecheck $(STAMP)
 	$(BIN)/pytest -q
 
-ui: $(STAMP) $(DAGSTER_HOME)
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+ui: $(STAMP)
+	@mkdir -p "$(UI_HOME)"
+	@test -f "$(UI_HOME)/dagster.yaml" || cp dagster.yaml "$(UI_HOME)/dagster.yaml"
+	DAGSTER_HOME="$(UI_HOME)" $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)

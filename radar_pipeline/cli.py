@@ -102,8 +102,10 @@ def cmd_sources_validate(args: argparse.Namespace) -> int:
 
     snapshot = load_registry(RadarPaths.from_env().vault)
     payload = snapshot.to_json()
-    lines = [f"{s['id']:<28} {'active' if s['active'] else 'inactive':<9} {s['path']}"
-             for s in payload["sources"]]
+    lines = [
+        f"{s['id']:<28} {'active' if s['active'] else 'inactive':<9} {s['path']}"
+        for s in payload["sources"]
+    ]
     lines += [f"ISSUE {i['code']}: {i['path']}: {i['message']}" for i in payload["issues"]]
     lines.append(f"{len(payload['sources'])} valid Sources, {len(payload['issues'])} issues")
     _emit(args, payload, "\n".join(lines))
@@ -117,8 +119,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if args.source and args.all:
         raise UsageError("collect: use either --source or --all, not both")
     mode = "explicit" if args.source else ("all" if args.all else "due")
-    report = launch_collection(dagster_instance(), RadarPaths.from_env(), mode,
-                               tuple(args.source), as_of, trigger="cli")
+    report = launch_collection(
+        dagster_instance(), RadarPaths.from_env(), mode, tuple(args.source), as_of, trigger="cli"
+    )
     _emit(args, report, _collect_text(report))
     return EXIT_SOURCE_FAILED if report["failed"] else EXIT_OK
 
@@ -155,8 +158,11 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
 
     paths = RadarPaths.from_env()
     repair = index.rebuild(Store(paths.db), paths.vault)
-    payload = {"indexed": repair.indexed, "unreadable": list(repair.unreadable),
-               "at": format_utc(datetime.now(UTC))}
+    payload = {
+        "indexed": repair.indexed,
+        "unreadable": list(repair.unreadable),
+        "at": format_utc(datetime.now(UTC)),
+    }
     _emit(args, payload, f"indexed {repair.indexed} Signals; unreadable {len(repair.unreadable)}")
     return EXIT_ERROR if repair.unreadable else EXIT_OK
 

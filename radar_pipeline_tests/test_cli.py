@@ -14,16 +14,20 @@ RADAR = str(Path(sys.executable).parent / "radar")
 
 
 def radar(*args: str, env: dict[str, Path]) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "RADAR_VAULT": str(env["vault"]), "RADAR_DB": str(env["db"]),
-               "DAGSTER_HOME": str(env["home"])}
-    return subprocess.run([RADAR, *args], capture_output=True, text=True, env=environ,
-                          timeout=180)
+    environ = {
+        **os.environ,
+        "RADAR_VAULT": str(env["vault"]),
+        "RADAR_DB": str(env["db"]),
+        "DAGSTER_HOME": str(env["home"]),
+    }
+    return subprocess.run([RADAR, *args], capture_output=True, text=True, env=environ, timeout=180)
 
 
 def test_collect_all_twice_created_then_reused(radar_env: dict[str, Path]) -> None:
     vault = radar_env["vault"]
-    write_fixture_source(vault, "fixture", rss([{"title": "t", "guid": "1",
-                                                  "link": "https://example.com/1"}]))
+    write_fixture_source(
+        vault, "fixture", rss([{"title": "t", "guid": "1", "link": "https://example.com/1"}])
+    )
     write_source(vault, "offline", "https://nonexistent.invalid/rss.xml")
     first = radar("collect", "--all", "--json", env=radar_env)
     assert first.returncode == 2, first.stderr  # the offline Source failed, cleanly
@@ -62,6 +66,8 @@ def test_sources_validate_json(radar_env: dict[str, Path]) -> None:
     codes = {i["code"] for i in payload["issues"]}
     assert codes == {"duplicate-id"}
     # copy.md sorts first, so it is the first declaration every issue names.
-    assert any(i["path"] == "Radar/Sources/good.md" and "Radar/Sources/copy.md" in i["message"]
-               for i in payload["issues"])
+    assert any(
+        i["path"] == "Radar/Sources/good.md" and "Radar/Sources/copy.md" in i["message"]
+        for i in payload["issues"]
+    )
     assert payload["sources"] == []

@@ -25,8 +25,9 @@ REAL_FEEDS = {
 }
 
 
-def collect(env: dict[str, Path], mode: str = "all", as_of: datetime = AS_OF,
-            sources: tuple[str, ...] = ()) -> dict:
+def collect(
+    env: dict[str, Path], mode: str = "all", as_of: datetime = AS_OF, sources: tuple[str, ...] = ()
+) -> dict:
     collector = Collector(RadarPaths(env["vault"], env["db"]))
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
     return collector.run(spec)
@@ -34,8 +35,9 @@ def collect(env: dict[str, Path], mode: str = "all", as_of: datetime = AS_OF,
 
 def test_fixture_source_created_then_reused(radar_env: dict[str, Path]) -> None:
     vault = radar_env["vault"]
-    write_fixture_source(vault, "fixture", rss([{"title": "Hello", "guid": "g-1",
-                                                  "link": "https://example.com/a"}]))
+    write_fixture_source(
+        vault, "fixture", rss([{"title": "Hello", "guid": "g-1", "link": "https://example.com/a"}])
+    )
     first = collect(radar_env)
     assert (first["created"], first["reused"], first["failed"]) == (1, 0, 0)
     second = collect(radar_env)
@@ -47,9 +49,20 @@ def test_fixture_source_created_then_reused(radar_env: dict[str, Path]) -> None:
 
 def test_signal_round_trip_and_provenance(radar_env: dict[str, Path]) -> None:
     vault = radar_env["vault"]
-    write_fixture_source(vault, "fixture", rss([{"title": "A: b # c", "guid": "g-1",
-                                                  "link": "https://example.com/a?utm_source=x",
-                                                  "pubDate": "Sun, 29 Nov 2026 10:00:00 GMT"}]))
+    write_fixture_source(
+        vault,
+        "fixture",
+        rss(
+            [
+                {
+                    "title": "A: b # c",
+                    "guid": "g-1",
+                    "link": "https://example.com/a?utm_source=x",
+                    "pubDate": "Sun, 29 Nov 2026 10:00:00 GMT",
+                }
+            ]
+        ),
+    )
     collect(radar_env)
     [path] = signal_files(vault)
     fm = read_signal_frontmatter(path)
@@ -105,10 +118,14 @@ def test_failing_source_does_not_stop_others(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
     vault = radar_env["vault"]
-    write_fixture_source(vault, "fixture", rss([{"title": "x", "guid": "1",
-                                                  "link": "https://example.com/1"}]))
-    write_source(vault, "broken", feed_server.add("/gone", b"no", status=500,
-                                                  headers={"Content-Type": "text/plain"}))
+    write_fixture_source(
+        vault, "fixture", rss([{"title": "x", "guid": "1", "link": "https://example.com/1"}])
+    )
+    write_source(
+        vault,
+        "broken",
+        feed_server.add("/gone", b"no", status=500, headers={"Content-Type": "text/plain"}),
+    )
     write_source(vault, "unresolvable", "https://nonexistent.invalid/feed.xml")
     report = collect(radar_env)
     outcomes = {s["id"]: (s["outcome"], s["errorClass"]) for s in report["sources"]}
@@ -121,7 +138,8 @@ def test_failing_source_does_not_stop_others(
     store = Store(radar_env["db"])
     with store.transaction() as con:
         rows = con.execute(
-            "SELECT source_id, error_class FROM dead_letters ORDER BY source_id").fetchall()
+            "SELECT source_id, error_class FROM dead_letters ORDER BY source_id"
+        ).fetchall()
     assert rows == [("broken", "http-5xx"), ("unresolvable", "network")]
     text = (vault / "Radar/Sources/broken.md").read_text()
     assert "errorState: http-5xx" in text
@@ -131,8 +149,9 @@ def test_crash_between_file_and_record_is_repaired(radar_env: dict[str, Path]) -
     """A Signal file without an index row (killed after the file write) is indexed, not
     duplicated, by the next run."""
     vault = radar_env["vault"]
-    write_fixture_source(vault, "fixture", rss([{"title": "x", "guid": "1",
-                                                  "link": "https://example.com/1"}]))
+    write_fixture_source(
+        vault, "fixture", rss([{"title": "x", "guid": "1", "link": "https://example.com/1"}])
+    )
     collect(radar_env)
     store = Store(radar_env["db"])
     with store.transaction() as con:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,22 +21,35 @@ def test_definitions_load() -> None:
 
     assert defs.resolve_job_def("collect_signals") is not None
     assert {str(k.to_user_string()) for k in defs.resolve_asset_graph().get_all_asset_keys()} >= {
-        "signals", "source_registry"}
+        "signals",
+        "source_registry",
+    }
 
 
-def test_dagster_definitions_validate_cli() -> None:
+def test_dagster_definitions_validate_cli(tmp_path: Path) -> None:
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate",
-         "-w", "workspace.yaml"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        [
+            str(Path(sys.executable).parent / "dagster"),
+            "definitions",
+            "validate",
+            "-w",
+            "workspace.yaml",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_materialize_fixture_created_then_reused(radar_env: dict[str, Path]) -> None:
     vault = radar_env["vault"]
-    write_fixture_source(vault, "fixture", rss([{"title": "t", "guid": "1",
-                                                  "link": "https://example.com/1"}]))
+    write_fixture_source(
+        vault, "fixture", rss([{"title": "t", "guid": "1", "link": "https://example.com/1"}])
+    )
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
         instance.add_dynamic_partitions(SOURCES_PARTITIONS_NAME, ["fixture"])
         resources = {"radar": RadarResource(), "radar_mem_io": dg.mem_io_manager}
@@ -59,16 +73,26 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
 
     vault = radar_env["vault"]
     for name in ("a-fix", "b-fix", "c-fix"):
-        write_fixture_source(vault, name, rss([{"title": name, "guid": name,
-                                                 "link": f"https://example.com/{name}"}]))
+        write_fixture_source(
+            vault, name, rss([{"title": name, "guid": name, "link": f"https://example.com/{name}"}])
+        )
     write_source(vault, "d-down", "http://127.0.0.1:9/feed.xml")
     from datetime import UTC, datetime
 
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
-        report = launch_collection(instance, RadarPaths.from_env(), "explicit",
-                                   ("a-fix", "c-fix", "d-down"), datetime.now(UTC), "test")
+        report = launch_collection(
+            instance,
+            RadarPaths.from_env(),
+            "explicit",
+            ("a-fix", "c-fix", "d-down"),
+            datetime.now(UTC),
+            "test",
+        )
         assert {s["id"]: s["outcome"] for s in report["sources"]} == {
-            "a-fix": "passed", "c-fix": "passed", "d-down": "failed"}
+            "a-fix": "passed",
+            "c-fix": "passed",
+            "d-down": "failed",
+        }
         assert instance.get_materialized_partitions(dg.AssetKey("signals")) == {"a-fix", "c-fix"}
         runs = instance.get_runs()
         assert len(runs) == 1
@@ -79,8 +103,9 @@ def test_source_registry_asset_reports_issues(radar_env: dict[str, Path]) -> Non
     write_source(vault, "good", "https://example.com/feed.xml")
     (vault / "Radar/Sources/bad.md").write_text("no frontmatter here\n")
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
-        result = dg.materialize([source_registry], instance=instance,
-                                resources={"radar": RadarResource()})
+        result = dg.materialize(
+            [source_registry], instance=instance, resources={"radar": RadarResource()}
+        )
         [mat] = result.asset_materializations_for_node("source_registry")
         assert mat.metadata["sources"].value == 1
         assert mat.metadata["issues"].value == 1

@@ -30,8 +30,13 @@ SOURCE_DEFAULTS: dict[str, Any] = {
 
 
 def source_text(source_id: str, url: str, **overrides: Any) -> str:
-    fields = {"entityType": "source", "schemaVersion": 1, "id": source_id,
-              "name": f"Test {source_id}", "url": url}
+    fields = {
+        "entityType": "source",
+        "schemaVersion": 1,
+        "id": source_id,
+        "name": f"Test {source_id}",
+        "url": url,
+    }
     fields.update({k: v for k, v in SOURCE_DEFAULTS.items() if k not in fields})
     fields.update(overrides)
     lines = [f"{k}: {v}" if v != "" else f"{k}:" for k, v in fields.items() if v is not None]
@@ -51,8 +56,13 @@ def write_fixture_source(vault: Path, source_id: str, feed: bytes, **overrides: 
     (vault / "Radar" / "Fixtures").mkdir(parents=True, exist_ok=True)
     (vault / rel).write_bytes(feed)
     return write_source(
-        vault, source_id, rel, sourceType="fixture", collectionMethod="fixture",
-        cadence="manual", **overrides,
+        vault,
+        source_id,
+        rel,
+        sourceType="fixture",
+        collectionMethod="fixture",
+        cadence="manual",
+        **overrides,
     )
 
 
@@ -66,10 +76,11 @@ def rss(items: list[dict[str, str]], title: str = "Test feed") -> bytes:
     parts = []
     for item in items:
         fields = "".join(
-            f"<{k}>{v}</{k}>" for k, v in item.items() if k in ("title", "link", "pubDate",
-                                                              "description")
+            f"<{k}>{v}</{k}>"
+            for k, v in item.items()
+            if k in ("title", "link", "pubDate", "description")
         )
-        guid = f"<guid isPermaLink=\"false\">{item['guid']}</guid>" if "guid" in item else ""
+        guid = f'<guid isPermaLink="false">{item["guid"]}</guid>' if "guid" in item else ""
         parts.append(f"<item>{fields}{guid}</item>")
     return (
         '<?xml version="1.0" encoding="UTF-8"?><rss version="2.0"><channel>'

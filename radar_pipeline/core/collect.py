@@ -216,8 +216,14 @@ def _parse_one(check: PlannedCheck, result: FetchResult | None, now: datetime) -
     if result is None:
         return CheckResult(check)
     if result.outcome == "failed":
-        return CheckResult(check, result, None, "fetch", result.error_class or "network",
-                           result.error_message or "fetch failed")
+        return CheckResult(
+            check,
+            result,
+            None,
+            "fetch",
+            result.error_class or "network",
+            result.error_message or "fetch failed",
+        )
     if result.outcome != "ok" or result.body is None:
         return CheckResult(check, result)
     try:
@@ -233,8 +239,14 @@ def _parse_one(check: PlannedCheck, result: FetchResult | None, now: datetime) -
         return CheckResult(check, result, None, "parse", exc.error_class, str(exc))
     except Exception as exc:  # a parser bug must fail one Source, never the collection
         log.exception("parse of %s crashed", check.source_id)
-        return CheckResult(check, result, None, "parse", "invalid-xml",
-                           f"parse: unexpected {type(exc).__name__}: {exc}"[:300])
+        return CheckResult(
+            check,
+            result,
+            None,
+            "parse",
+            "invalid-xml",
+            f"parse: unexpected {type(exc).__name__}: {exc}"[:300],
+        )
     return CheckResult(check, result, parsed)
 
 
@@ -290,12 +302,27 @@ def _record_attempt(
     if r.outcome == "ok" and state is not None:
         changed = (r.etag, r.last_modified) != (state.etag, state.last_modified)
     con.execute(
-        "INSERT INTO fetch_attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO fetch_attempts VALUES ({', '.join('?' * 19)})",
         [
-            uuid.uuid4().hex, collection_id, r.source_id, r.fetched_at, r.requested_url,
-            r.final_url, r.outcome, r.status, r.conditional, r.etag, r.last_modified, changed,
-            r.body_sha256, r.bytes_received, r.duration_s * 1000, r.redirects, r.error_class,
-            r.error_message, r.retry_after_s,
+            uuid.uuid4().hex,
+            collection_id,
+            r.source_id,
+            r.fetched_at,
+            r.requested_url,
+            r.final_url,
+            r.outcome,
+            r.status,
+            r.conditional,
+            r.etag,
+            r.last_modified,
+            changed,
+            r.body_sha256,
+            r.bytes_received,
+            r.duration_s * 1000,
+            r.redirects,
+            r.error_class,
+            r.error_message,
+            r.retry_after_s,
         ],
     )
 
@@ -325,15 +352,23 @@ def _commit_source(
         else:
             signal_id = dec.signal_id or ""
             if signal_id.startswith(PENDING_PREFIX):
-                signal_id = resolved.get(signal_id[len(PENDING_PREFIX):], signal_id)
+                signal_id = resolved.get(signal_id[len(PENDING_PREFIX) :], signal_id)
         if dec.decision == "updated":
             con.execute(
                 "INSERT INTO signal_revisions VALUES (?, ?, ?, ?, ?, ?)",
-                [signal_id, spec.collection_id, now, cand.content_hash, cand.title,
-                 cand.observed_at],
+                [
+                    signal_id,
+                    spec.collection_id,
+                    now,
+                    cand.content_hash,
+                    cand.title,
+                    cand.observed_at,
+                ],
             )
-            con.execute("UPDATE signals SET content_hash = ? WHERE signal_id = ?",
-                        [cand.content_hash, signal_id])
+            con.execute(
+                "UPDATE signals SET content_hash = ? WHERE signal_id = ?",
+                [cand.content_hash, signal_id],
+            )
         outcome = _outcome_name(dec, write)
         _observe(con, spec, check.source_id, cand, outcome, signal_id, None)
     if res.parsed is not None:
@@ -341,9 +376,14 @@ def _commit_source(
             con.execute(
                 "INSERT INTO item_observations VALUES (?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, "
                 "NULL, ?)",
-                [spec.collection_id, check.source_id, now, rej.source_item_id,
-                 "outside-coverage" if rej.reason == "outside-coverage" else "rejected",
-                 f"{rej.reason}: {rej.detail}"[:500]],
+                [
+                    spec.collection_id,
+                    check.source_id,
+                    now,
+                    rej.source_item_id,
+                    "outside-coverage" if rej.reason == "outside-coverage" else "rejected",
+                    f"{rej.reason}: {rej.detail}"[:500],
+                ],
             )
     fetch = res.fetch
     assert fetch is not None
@@ -365,8 +405,11 @@ def _commit_source(
             last_body_sha256=fetch.body_sha256 or state.last_body_sha256,
         )
     elif fetch.etag or fetch.last_modified:  # 304 may carry refreshed validators
-        new_state = replace(new_state, etag=fetch.etag or state.etag,
-                            last_modified=fetch.last_modified or state.last_modified)
+        new_state = replace(
+            new_state,
+            etag=fetch.etag or state.etag,
+            last_modified=fetch.last_modified or state.last_modified,
+        )
     if not fetch.conditional:
         new_state = replace(new_state, last_unconditional_at=now)
     save_state(con, new_state)
@@ -379,22 +422,34 @@ def _commit_failure(
     failures = state.consecutive_failures + 1
     retry_after = res.fetch.retry_after_s if res.fetch else None
     rng = random.Random(f"{res.check.source_id}:{failures}:{now.isoformat()}")
-    backoff = next_backoff(failures, now, error_class=res.error_class,
-                           retry_after_s=retry_after, rng=rng)
+    backoff = next_backoff(
+        failures, now, error_class=res.error_class, retry_after_s=retry_after, rng=rng
+    )
     fetched = res.fetch is not None
-    save_state(con, replace(
-        state,
-        last_attempt_at=now,
-        last_fetch_at=now if fetched else state.last_fetch_at,
-        last_status=res.fetch.status if res.fetch else state.last_status,
-        error_state=res.error_class,
-        consecutive_failures=failures,
-        backoff_until=backoff,
-    ))
+    save_state(
+        con,
+        replace(
+            state,
+            last_attempt_at=now,
+            last_fetch_at=now if fetched else state.last_fetch_at,
+            last_status=res.fetch.status if res.fetch else state.last_status,
+            error_state=res.error_class,
+            consecutive_failures=failures,
+            backoff_until=backoff,
+        ),
+    )
     con.execute(
         "INSERT INTO dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?, NULL, NULL)",
-        [uuid.uuid4().hex[:12], spec.collection_id, res.check.source_id, res.error_stage or "fetch",
-         res.error_class, (res.error_message or "")[:1000], failures, now],
+        [
+            uuid.uuid4().hex[:12],
+            spec.collection_id,
+            res.check.source_id,
+            res.error_stage or "fetch",
+            res.error_class,
+            (res.error_message or "")[:1000],
+            failures,
+            now,
+        ],
     )
 
 
@@ -407,13 +462,29 @@ def _outcome_name(dec: ItemDecision, write: SourceWrite) -> str:
 
 
 def _observe(
-    con: duckdb.DuckDBPyConnection, spec: CollectionSpec, source_id: str, cand: ItemCandidate,
-    outcome: str, signal_id: str | None, reason: str | None,
+    con: duckdb.DuckDBPyConnection,
+    spec: CollectionSpec,
+    source_id: str,
+    cand: ItemCandidate,
+    outcome: str,
+    signal_id: str | None,
+    reason: str | None,
 ) -> None:
     con.execute(
         "INSERT INTO item_observations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [spec.collection_id, source_id, spec.as_of, cand.identity, cand.source_item_id,
-         cand.canonical_url, cand.observed_at, cand.content_hash, outcome, signal_id, reason],
+        [
+            spec.collection_id,
+            source_id,
+            spec.as_of,
+            cand.identity,
+            cand.source_item_id,
+            cand.canonical_url,
+            cand.observed_at,
+            cand.content_hash,
+            outcome,
+            signal_id,
+            reason,
+        ],
     )
 
 
@@ -534,9 +605,18 @@ def _record_collection(
     con.execute(
         "INSERT INTO collections VALUES (?, ?, ?, ?, ?, now(), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            spec.collection_id, spec.dagster_run_id, spec.trigger, spec.as_of, spec.as_of,
-            report["downtimeFrom"], report["overdue"], report["due"], report["passed"],
-            report["failed"], report["skipped"], *(report[k] for k in COUNT_KEYS),
+            spec.collection_id,
+            spec.dagster_run_id,
+            spec.trigger,
+            spec.as_of,
+            spec.as_of,
+            report["downtimeFrom"],
+            report["overdue"],
+            report["due"],
+            report["passed"],
+            report["failed"],
+            report["skipped"],
+            *(report[k] for k in COUNT_KEYS),
             to_json_text(report),
         ],
     )
@@ -556,4 +636,3 @@ def report_for(store: Store, collection_id: str) -> dict[str, Any] | None:
             "SELECT report_json FROM collections WHERE collection_id = ?", [collection_id]
         ).fetchone()
     return json.loads(row[0]) if row and row[0] else None
-

@@ -94,4 +94,3 @@ def _near_match(con: duckdb.DuckDBPyConnection, cand: ItemCandidate) -> str | No
         [cand.title_key, day, day, cand.simhash, SIMHASH_DISTANCE],
     ).fetchone()
     return str(row[0]) if row else None
-

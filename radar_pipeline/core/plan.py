@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import filelock
 
@@ -66,7 +66,7 @@ class LockBook:
     same Source, in any process, reports it `skipped` with reason `locked`.
     """
 
-    _held: dict[tuple[str, str], filelock.FileLock] = {}
+    _held: ClassVar[dict[tuple[str, str], filelock.FileLock]] = {}
 
     def __init__(self, locks_dir: Path) -> None:
         self.locks_dir = locks_dir
@@ -113,16 +113,18 @@ def plan_collection(
         if rec.source.is_eligible and _overdue(rec, states.get(rec.source.id), now)
     )
     checks: list[PlannedCheck] = []
-    for rec in sorted(records, key=lambda r: (*priority_rank(r.source.priority, r.source.role),
-                                              r.source.id)):
+    for rec in sorted(
+        records, key=lambda r: (*priority_rank(r.source.priority, r.source.role), r.source.id)
+    ):
         check = _plan_one(spec, rec, states.get(rec.source.id), locks, env)
         if check is not None:
             checks.append(check)
     for missing in sorted(set(spec.source_ids) - {r.source.id for r in records}):
         if spec.mode == "explicit":
             checks.append(PlannedCheck(missing, None, skip_reason="not a valid Source"))
-    return CollectionPlan(spec, tuple(checks), overdue, _downtime_from(snapshot, last_collection_at,
-                                                                         now))
+    return CollectionPlan(
+        spec, tuple(checks), overdue, _downtime_from(snapshot, last_collection_at, now)
+    )
 
 
 def _selected_records(spec: CollectionSpec, snapshot: RegistrySnapshot) -> list[SourceRecord]:
@@ -166,8 +168,11 @@ def _plan_one(
     if last_fetch is not None and src.min_interval_seconds:
         allowed_at = last_fetch + timedelta(seconds=src.min_interval_seconds)
         if now < allowed_at:
-            return PlannedCheck(sid, rec, skip_reason=f"rate-limit: minIntervalSeconds until "
-                                f"{allowed_at.isoformat()}")
+            return PlannedCheck(
+                sid,
+                rec,
+                skip_reason=f"rate-limit: minIntervalSeconds until {allowed_at.isoformat()}",
+            )
     if not locks.try_acquire(spec.collection_id, sid):
         return PlannedCheck(sid, rec, skip_reason="locked")
     window = coverage_from(last_success, now)
@@ -178,8 +183,12 @@ def _plan_one(
     if src.auth_token_env:
         token = env.get(src.auth_token_env) or None
         if token is None:
-            return PlannedCheck(sid, rec, window, failure=(
-                "policy", f"authTokenEnv names {src.auth_token_env}, which is not set"))
+            return PlannedCheck(
+                sid,
+                rec,
+                window,
+                failure=("policy", f"authTokenEnv names {src.auth_token_env}, which is not set"),
+            )
     request = FetchRequest(
         source_id=sid,
         url=src.url,
@@ -211,8 +220,9 @@ def _downtime_from(
     if last_collection_at is None:
         return None
     cadences = [
-        c for c in (parse_cadence(r.source.cadence) for r in snapshot.sources
-                    if r.source.is_eligible) if c is not None
+        c
+        for c in (parse_cadence(r.source.cadence) for r in snapshot.sources if r.source.is_eligible)
+        if c is not None
     ]
     shortest = min(cadences, default=timedelta(hours=6))
     return last_collection_at if now - last_collection_at > shortest else None

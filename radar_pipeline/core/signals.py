@@ -7,6 +7,7 @@ target exists, so two writers can never both create it and no reader ever sees a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -104,10 +105,8 @@ def create_signal_file(vault: Path, document: SignalDocument) -> CreateOutcome:
         _fsync_dir(folder)
         return "created"
     finally:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
 
 
 def remove_stale_temp_files(vault: Path) -> int:
@@ -151,7 +150,7 @@ def read_signal_frontmatter(path: Path) -> dict[str, Any]:
     if end < 0:
         raise VaultError(f"Signal {path.name} has an unterminated frontmatter (truncated?)")
     try:
-        data = yaml.load(text[4 : end + 1], Loader=_StringTimestampLoader)  # noqa: S506
+        data = yaml.load(text[4 : end + 1], Loader=_StringTimestampLoader)
     except yaml.YAMLError as exc:
         raise VaultError(f"Signal {path.name} has broken frontmatter: {exc}") from exc
     if not isinstance(data, dict) or data.get("entityType") != "signal":

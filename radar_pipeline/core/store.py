@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import duckdb
 
@@ -153,8 +153,8 @@ class StoreSettings:
 class Store:
     """The DuckDB file at `path`. Each `transaction()` opens, commits and closes the file."""
 
-    _migrated: set[Path] = set()
-    _migrate_lock = threading.Lock()
+    _migrated: ClassVar[set[Path]] = set()
+    _migrate_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, path: Path, settings: StoreSettings | None = None) -> None:
         self.path = Path(path)
@@ -245,9 +245,9 @@ class Store:
             return int(row[0]) if row and row[0] is not None else 0
 
 
-def rows_as_dicts(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> list[
-    dict[str, Any]
-]:
+def rows_as_dicts(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()
+) -> list[dict[str, Any]]:
     cur = con.execute(sql, list(params))
     names = [d[0] for d in cur.description or ()]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

@@ -1,4 +1,4 @@
-"""Writing full third-party text, only ever under `Radar/Temporary Content/` (design invariant 10)."""
+"""Full third-party text, written only under `Radar/Temporary Content/` (invariant 10)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def write_temporary_text(vault: Path, signal_id: str, title: str, text: str) -> 
     data = (
         f"---\nentityType: temporary-content\nsignal: {signal_id}\n---\n\n"
         f"# {inert_markdown(title)}\n\n{inert_markdown(text)}\n"
-    ).encode("utf-8")
+    ).encode()
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".md", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:

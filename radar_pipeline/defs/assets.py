@@ -1,12 +1,12 @@
 """Assets: the validated Source Registry and the Signals, one partition per Source."""
 
-
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
+from pydantic import Field
 
 from radar_pipeline.core.collect import CheckResult, DedupedCheck
 from radar_pipeline.core.models import FetchResult
@@ -44,18 +44,23 @@ class CollectConfig(dg.Config):
     """How a run collects. Runs launched from the UI check exactly their partitions."""
 
     mode: str = "explicit"  # due | all | explicit
-    sources: list[str] = []  # restrict the run's partitions to these ids (CLI selections)
+    sources: list[str] = Field(
+        default_factory=list
+    )  # restrict the run's partitions to these ids (CLI selections)
     as_of: str = ""  # ISO-8601; empty means now
     trigger: str = "dagster"
 
 
 @dg.asset(group_name="radar")
-def source_registry(context: dg.AssetExecutionContext, radar: RadarResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
+def source_registry(
+    context: dg.AssetExecutionContext, radar: RadarResource
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The validated Source Registry: which Source files are active Sources, and every issue."""
     snapshot = load_registry(radar.paths().vault)
-    rows = "\n".join(
-        f"| `{i.path}` | {i.code} | {i.message} |" for i in snapshot.issues
-    ) or "| – | – | no issues |"
+    rows = (
+        "\n".join(f"| `{i.path}` | {i.code} | {i.message} |" for i in snapshot.issues)
+        or "| – | – | no issues |"
+    )
     return dg.MaterializeResult(
         metadata={
             "sources": len(snapshot.sources),
@@ -123,13 +128,14 @@ def signal_materialize(
     report = radar.collector().materialize(deduped.plan, deduped.items)
     context.log.info("collection report\n" + collection_markdown(report))
     for src in report["sources"]:
-        event_type = dg.AssetMaterialization if src["outcome"] in (
-            "passed", "not-modified") else dg.AssetObservation
+        event_type = (
+            dg.AssetMaterialization
+            if src["outcome"] in ("passed", "not-modified")
+            else dg.AssetObservation
+        )
         if src["outcome"] == "skipped":
             continue
-        yield event_type(
-            asset_key="signals", partition=src["id"], metadata=source_metadata(src)
-        )
+        yield event_type(asset_key="signals", partition=src["id"], metadata=source_metadata(src))
 
 
 @dg.graph_asset(

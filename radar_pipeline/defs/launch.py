@@ -39,8 +39,7 @@ def launch_collection(
     unknown = [s for s in source_ids if s not in valid]
     if unknown:
         raise CollectionFailed(
-            f"no valid Source with id {', '.join(map(repr, unknown))}; "
-            "see `radar sources validate`"
+            f"no valid Source with id {', '.join(map(repr, unknown))}; see `radar sources validate`"
         )
     keys = sync_partitions(instance, valid)
     selected = list(source_ids) or keys
@@ -80,5 +79,15 @@ def launch_collection(
 
 def _empty_report(as_of: datetime, mode: str) -> dict[str, Any]:
     counts = dict.fromkeys(("created", "reused", "updated", "duplicates", "rejected"), 0)
-    return {"asOf": format_utc(as_of), "mode": mode, "downtimeFrom": None, "overdue": 0,
-            "due": 0, "passed": 0, "failed": 0, "skipped": 0, **counts, "sources": []}
+    return {
+        "asOf": format_utc(as_of),
+        "mode": mode,
+        "downtimeFrom": None,
+        "overdue": 0,
+        "due": 0,
+        "passed": 0,
+        "failed": 0,
+        "skipped": 0,
+        **counts,
+        "sources": [],
+    }

@@ -6,8 +6,17 @@ from typing import Any
 
 import dagster as dg
 
-_COLUMNS = ("id", "outcome", "httpStatus", "created", "reused", "updated", "duplicates",
-            "rejected", "error")
+_COLUMNS = (
+    "id",
+    "outcome",
+    "httpStatus",
+    "created",
+    "reused",
+    "updated",
+    "duplicates",
+    "rejected",
+    "error",
+)
 
 
 def collection_markdown(report: dict[str, Any]) -> str:
@@ -20,8 +29,9 @@ def collection_markdown(report: dict[str, Any]) -> str:
     )
     lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
     for src in report["sources"]:
-        cells = [str(src.get(c) if src.get(c) is not None else "–").replace("|", "\\|")
-                 for c in _COLUMNS]
+        cells = [
+            str(src.get(c) if src.get(c) is not None else "–").replace("|", "\\|") for c in _COLUMNS
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return head + "\n".join(lines)
 

@@ -1,6 +1,5 @@
 """Sensors: the registry sensor keeps the `sources` partitions equal to the valid Sources."""
 
-
 import dagster as dg
 
 from radar_pipeline.core.registry import load_registry
