@@ -12,7 +12,6 @@ from radar_pipeline.core.registry import (
     RegistrySnapshot,
     Source,
     load_registry,
-    parse_cadence,
 )
 
 VALID = {
@@ -323,17 +322,6 @@ def test_source_aliases_are_the_contract_keys() -> None:
     }  # fmt: skip
 
 
-def test_parse_cadence() -> None:
-    assert parse_cadence("PT30M") == timedelta(minutes=30)
-    assert parse_cadence("P1DT12H") == timedelta(days=1, hours=12)
-    assert parse_cadence("P1W") == timedelta(days=7)
-    assert parse_cadence("manual") is None
-    for bad in ("P", "PT", "P1DT", "PT1.5H", "P1Y", "pt6h"):
-        with pytest.raises(ValueError, match="cadence"):
-            parse_cadence(bad)
-
-
-@pytest.mark.slow
 def test_five_hundred_sources_load_quickly(vault: Path) -> None:
     for n in range(500):
         _put(vault, f"s{n:03}.md", _source_text(id=f"source-{n:03}"))

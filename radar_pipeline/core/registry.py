@@ -10,7 +10,7 @@ import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -29,38 +29,16 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import split_frontmatter
+from radar_pipeline.core.schedule import parse_cadence
 
 SOURCES_DIR = Path("Radar/Sources")
 MAX_SOURCE_FILE_BYTES = 1_000_000  # a Source note is a few hundred bytes; refuse anything absurd
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 # Calendar units (years, months) have no fixed length, so a cadence uses weeks, days and time.
-_CADENCE_RE = re.compile(
-    r"^P(?:(?P<w>\d+)W|(?=\d|T\d)(?:(?P<d>\d+)D)?(?:T(?=\d)(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+)S)?)?)$"
-)
-
-
-def parse_cadence(cadence: str) -> timedelta | None:
-    """The interval of an ISO-8601 duration cadence (`PT6H`, `P1D`, `P1W`); None for `manual`."""
-    if cadence == "manual":
-        return None
-    match = _CADENCE_RE.fullmatch(cadence)
-    if not match:
-        raise ValueError(f"cadence {cadence!r} is not an ISO-8601 duration")
-    parts = {k: int(v) for k, v in match.groupdict().items() if v}
-    interval = timedelta(
-        weeks=parts.get("w", 0),
-        days=parts.get("d", 0),
-        hours=parts.get("h", 0),
-        minutes=parts.get("m", 0),
-        seconds=parts.get("s", 0),
-    )
-    if interval <= timedelta(0):
-        raise ValueError(f"cadence {cadence!r} is zero")
-    return interval
-
-
 def _http_url_problem(url: str) -> str | None:
     if any(c.isspace() or ord(c) < 0x20 for c in url):
         return "contains spaces or control characters"
