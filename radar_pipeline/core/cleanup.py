@@ -63,23 +63,24 @@ def close_temporary_content(vault_root: Path) -> CleanupResult:
 
     A missing folder means nothing to do (nothing is created). Raises CleanupRefused, having
     deleted nothing, if the folder or `Radar/` is a symlink, is not a directory, or resolves
-    outside the vault. `retained` is a fresh inventory after the close; it must be 0.
+    outside the vault. `retained` is a fresh count of the folder that was emptied; it must be 0.
     """
     fd = _open_temporary(vault_root)
     if fd is None:
         return CleanupResult(deleted=0, bytes=0, retained=0)
     try:
         tally = _Tally(device=os.fstat(fd).st_dev)
+        retained = 0
         for _ in range(_MAX_PASSES):
             deleted_before = tally.deleted
             _empty_dir(fd, PurePosixPath("."), tally)
-            if tally.deleted == deleted_before or _count_dir(fd)[0] == 0:
+            retained, _ = _count_dir(fd)
+            if retained == 0 or tally.deleted == deleted_before:
                 break
     finally:
         os.close(fd)
-    files, _ = temporary_inventory(vault_root)
     refused = tuple(dict.fromkeys(tally.refused))  # a later pass may refuse the same entry
-    return CleanupResult(tally.deleted, tally.bytes, files, refused)
+    return CleanupResult(tally.deleted, tally.bytes, retained, refused)
 
 
 def temporary_inventory(vault_root: Path) -> tuple[int, int]:
