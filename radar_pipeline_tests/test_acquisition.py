@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from radar_pipeline.cli import dagster_instance
 from radar_pipeline.core.collect import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.fetch import FetchSettings
@@ -630,6 +631,10 @@ def test_two_processes_one_fetch_one_signal(
         "RADAR_DB": str(radar_env["db"]),
         "DAGSTER_HOME": str(radar_env["home"]),
     }
+    # Two first-ever processes on an empty DAGSTER_HOME race on creating Dagster's SQLite
+    # tables ("table secondary_indexes already exists"): create the instance once first.
+    with dagster_instance():
+        pass
     command = [RADAR, "collect", "--source", "slow", "--json"]
     procs = [
         subprocess.Popen(
@@ -651,3 +656,56 @@ def test_two_processes_one_fetch_one_signal(
     assert len(feed_server.requests_for("/feed")) == 1
     assert len(signal_files(vault)) == 1
     assert query(radar_env, "SELECT count(*) AS n FROM signals")[0]["n"] == 1
+
+
+# -- metrics per attempt ----------------------------------------------------------------------
+
+
+def test_attempt_metrics_in_duckdb_and_dagster_metadata(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    import dagster as dg
+
+    from radar_pipeline.defs.launch import launch_collection
+
+    vault = radar_env["vault"]
+    publisher = Publisher(rss([item(1), item(2)]))
+    write_source(vault, "news", feed_server.add("/feed", handler=publisher))
+    write_source(vault, "down", feed_server.add("/down", b"oops", 503, HTML_TYPE))
+    with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
+        report = launch_collection(
+            instance, RadarPaths.from_env(), "explicit", ("news", "down"), AS_OF, "test"
+        )
+        [news] = instance.fetch_materializations(dg.AssetKey("signals"), limit=10).records
+        [down] = instance.fetch_observations(dg.AssetKey("signals"), limit=10).records
+    assert news.partition_key == "news" and news.asset_materialization is not None
+    meta = {k: v.value for k, v in news.asset_materialization.metadata.items()}
+    assert {k: meta[k] for k in ("outcome", "http_status", "items_parsed", "items_new")} == {
+        "outcome": "passed",
+        "http_status": 200,
+        "items_parsed": 2,
+        "items_new": 2,
+    }
+    assert meta["validators_changed"] is True and len(str(meta["body_sha256"])) == 64
+    assert meta["bytes"] == len(publisher.body) and float(str(meta["duration_ms"])) > 0
+    observed = down.asset_observation
+    assert observed is not None and observed.partition == "down"
+    down_meta = {k: v.value for k, v in observed.metadata.items()}
+    assert (down_meta["error_class"], down_meta["consecutive_failures"]) == ("http-5xx", 1)
+    assert str(down_meta["backoff_until"]) > "2026-11-30T12:00:00Z"
+
+    rows = {
+        r["source_id"]: r
+        for r in query(
+            radar_env,
+            "SELECT * FROM fetch_attempts WHERE collection_id = ?",
+            [report["collectionId"]],
+        )
+    }
+    assert (rows["news"]["check_outcome"], rows["news"]["items_parsed"]) == ("passed", 2)
+    assert (rows["news"]["items_new"], rows["news"]["items_duplicate"]) == (2, 0)
+    assert rows["news"]["body_sha256"] == by_id(report)["news"]["bodySha256"]
+    assert rows["news"]["validators_changed"] is True and rows["news"]["bytes"] > 0
+    assert (rows["down"]["check_outcome"], rows["down"]["consecutive_failures"]) == ("failed", 1)
+    assert rows["down"]["backoff_until"] > AS_OF
+    assert rows["down"]["http_status"] == 503 and rows["down"]["error_class"] == "http-5xx"
