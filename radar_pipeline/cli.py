@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     rebuild = idx_sub.add_parser("rebuild", help="rebuild the Signal index from the vault")
     rebuild.add_argument("--json", action="store_true")
     rebuild.set_defaults(handler=cmd_index_rebuild)
+    _add_dlq_parser(sub)
     return parser
 
 
@@ -165,6 +166,81 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
     }
     _emit(args, payload, f"indexed {repair.indexed} Signals; unreadable {len(repair.unreadable)}")
     return EXIT_ERROR if repair.unreadable else EXIT_OK
+
+
+# ---- dead letters --------------------------------------------------------------------------
+
+
+def _add_dlq_parser(sub: Any) -> None:
+    dlq = sub.add_parser("dlq", help="dead letters: failed checks awaiting a decision")
+    dlq_sub = dlq.add_subparsers(dest="action", required=True)
+    listing = dlq_sub.add_parser("list", help="every dead letter with its status")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=cmd_dlq_list)
+    for name, handler, text in (
+        ("replay", cmd_dlq_replay, "check that Source now and record `replayed`"),
+        ("dismiss", cmd_dlq_dismiss, "record `dismissed` (the dead letter is kept)"),
+    ):
+        action = dlq_sub.add_parser(name, help=text)
+        action.add_argument("id", metavar="ID")
+        action.add_argument("--as-of", metavar="TS", help="ISO-8601 time replacing the clock")
+        action.add_argument("--json", action="store_true")
+        action.set_defaults(handler=handler)
+
+
+def _dlq_line(letter: dict[str, Any]) -> str:
+    decided = f"  {letter['decision']} {letter['decidedAt']}" if letter["decidedAt"] else ""
+    return (
+        f"{letter['id']}  {letter['createdAt']}  {letter['status']:<9} {letter['sourceId']:<28} "
+        f"{letter['stage']}/{letter['errorClass']}: {letter['message']}{decided}"
+    )
+
+
+def cmd_dlq_list(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.deadletters import list_dead_letters
+    from radar_pipeline.core.store import Store
+
+    letters = [d.to_json() for d in list_dead_letters(Store(RadarPaths.from_env().db))]
+    opened = sum(1 for d in letters if d["status"] == "open")
+    text = "\n".join([*map(_dlq_line, letters), f"{len(letters)} dead letters, {opened} open"])
+    _emit(args, {"deadLetters": letters}, text)
+    return EXIT_OK
+
+
+def cmd_dlq_replay(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.deadletters import replay
+    from radar_pipeline.core.store import Store
+    from radar_pipeline.defs.launch import launch_collection
+
+    paths, now = RadarPaths.from_env(), _as_of(args.as_of)
+
+    def run_check(source_id: str) -> dict[str, Any]:
+        return launch_collection(
+            dagster_instance(), paths, "explicit", (source_id,), now, trigger="dlq-replay"
+        )
+
+    done = replay(Store(paths.db), args.id, now, run_check)
+    letter = done.dead_letter.to_json()
+    new = done.new_dead_letter.to_json() if done.new_dead_letter else None
+    payload = {"deadLetter": letter, "source": dict(done.source_report), "newDeadLetter": new}
+    _emit(args, payload, _dlq_line(letter))
+    if done.source_report.get("outcome") == "failed":
+        print(
+            f"radar: dlq: {letter['sourceId']} failed again ({done.source_report.get('error')})"
+            + (f"; new dead letter {new['id']}" if new else ""),
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def cmd_dlq_dismiss(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.deadletters import dismiss
+    from radar_pipeline.core.store import Store
+
+    letter = dismiss(Store(RadarPaths.from_env().db), args.id, _as_of(args.as_of)).to_json()
+    _emit(args, {"deadLetter": letter}, _dlq_line(letter))
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -98,6 +98,14 @@ class Collector:
             states = load_states(con)
             row = con.execute("SELECT max(as_of) FROM collections").fetchone()
         last = row[0] if row else None
+        first = plan_collection(spec, snapshot, states, last, self.locks)
+        if not any(c.request is not None for c in first.checks):
+            return first
+        # The locks are held now. Plan again on the state as it is under them: another process
+        # may have committed a check of the same Source between our read and our lock, and
+        # its fetch time (minIntervalSeconds) and validators must count.
+        with self.store.transaction() as con:
+            states = load_states(con)
         return plan_collection(spec, snapshot, states, last, self.locks)
 
     def fetch(self, plan: CollectionPlan) -> tuple[FetchResult | None, ...]:
@@ -143,7 +151,8 @@ class Collector:
                 states = load_states(con)
                 for item, write in zip(deduped, writes, strict=True):
                     _commit_source(con, spec, item, write, states.get(item.result.check.source_id))
-                report = build_report(plan, deduped, writes)
+                report = build_report(plan, deduped, writes, load_states(con))
+                _record_metrics(con, spec, report["sources"])
                 _record_collection(con, spec, report)
             for item in deduped:
                 self._write_health(spec, item)
@@ -295,14 +304,45 @@ def build_document(
     return SignalDocument(signal_id, fm, cand.summary)
 
 
+ATTEMPT_COLUMNS = (
+    "attempt_id",
+    "collection_id",
+    "source_id",
+    "fetched_at",
+    "requested_url",
+    "final_url",
+    "outcome",
+    "http_status",
+    "conditional",
+    "etag",
+    "last_modified",
+    "validators_changed",
+    "body_sha256",
+    "bytes",
+    "duration_ms",
+    "redirects",
+    "error_class",
+    "error_message",
+    "retry_after_s",
+)
+
+
+def validators_changed(
+    r: FetchResult, previous_etag: str | None, previous_last_modified: str | None
+) -> bool | None:
+    """Whether the publisher's validators differ from the stored ones (None: no answer)."""
+    if r.outcome not in ("ok", "not-modified"):
+        return None
+    return (r.etag, r.last_modified) != (previous_etag, previous_last_modified)
+
+
 def _record_attempt(
     con: duckdb.DuckDBPyConnection, collection_id: str, r: FetchResult, state: FeedState | None
 ) -> None:
-    changed = None
-    if r.outcome == "ok" and state is not None:
-        changed = (r.etag, r.last_modified) != (state.etag, state.last_modified)
+    previous = (state.etag, state.last_modified) if state is not None else (None, None)
     con.execute(
-        f"INSERT INTO fetch_attempts VALUES ({', '.join('?' * 19)})",
+        f"INSERT INTO fetch_attempts ({', '.join(ATTEMPT_COLUMNS)}) "
+        f"VALUES ({', '.join('?' * len(ATTEMPT_COLUMNS))})",
         [
             uuid.uuid4().hex,
             collection_id,
@@ -315,7 +355,7 @@ def _record_attempt(
             r.conditional,
             r.etag,
             r.last_modified,
-            changed,
+            validators_changed(r, *previous),
             r.body_sha256,
             r.bytes_received,
             r.duration_s * 1000,
@@ -439,7 +479,8 @@ def _commit_failure(
         ),
     )
     con.execute(
-        "INSERT INTO dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?, NULL, NULL)",
+        "INSERT INTO dead_letters (dead_letter_id, collection_id, source_id, stage, error_class, "
+        "message, attempt, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
         [
             uuid.uuid4().hex[:12],
             spec.collection_id,
@@ -528,10 +569,18 @@ def health_fields(spec: CollectionSpec, res: CheckResult) -> dict[str, str | int
 
 
 def build_report(
-    plan: CollectionPlan, deduped: tuple[DedupedCheck, ...], writes: list[SourceWrite]
+    plan: CollectionPlan,
+    deduped: tuple[DedupedCheck, ...],
+    writes: list[SourceWrite],
+    states: dict[str, FeedState] | None = None,
 ) -> dict[str, Any]:
-    """The contract's `radar collect --json` object, plus scopes and per-Source extras."""
-    sources = [_source_report(d, w) for d, w in zip(deduped, writes, strict=True)]
+    """The contract's `radar collect --json` object, plus scopes and per-Source extras
+    (`states`: the feed state after this collection's commit, for the backoff figures)."""
+    after = states or {}
+    sources = [
+        _source_report(d, w, after.get(d.result.check.source_id))
+        for d, w in zip(deduped, writes, strict=True)
+    ]
     totals: Counter[str] = Counter()
     scopes: dict[str, Counter[str]] = {"production": Counter(), "fixture": Counter()}
     for src, item in zip(sources, deduped, strict=True):
@@ -564,7 +613,9 @@ def build_report(
     return report
 
 
-def _source_report(item: DedupedCheck, write: SourceWrite) -> dict[str, Any]:
+def _source_report(
+    item: DedupedCheck, write: SourceWrite, state: FeedState | None = None
+) -> dict[str, Any]:
     res, check = item.result, item.result.check
     counts = Counter(_outcome_name(d, write) for d in item.decisions)
     rejected = sum(
@@ -596,7 +647,53 @@ def _source_report(item: DedupedCheck, write: SourceWrite) -> dict[str, Any]:
         "conditional": fetch.conditional if fetch else None,
         "temporaryBytes": write.temporary_bytes,
         "notes": list(check.notes),
+        # Metrics per attempt (also in fetch_attempts): what came back and what it held.
+        "errorStage": res.error_stage,
+        "bodySha256": fetch.body_sha256 if fetch else None,
+        "validatorsChanged": _report_validators_changed(check, fetch),
+        "itemsParsed": _items_parsed(res),
+        "itemsNew": sum(1 for d in item.decisions if d.decision == "new"),
+        "consecutiveFailures": state.consecutive_failures if state else 0,
+        "backoffUntil": format_utc(state.backoff_until) if state and state.backoff_until else None,
     }
+
+
+def _report_validators_changed(check: PlannedCheck, fetch: FetchResult | None) -> bool | None:
+    if fetch is None or check.request is None:
+        return None
+    return validators_changed(fetch, check.request.etag, check.request.last_modified)
+
+
+def _items_parsed(res: CheckResult) -> int:
+    """Every entry of the feed the parser saw: candidates and rejections alike."""
+    if res.parsed is None:
+        return 0
+    return len(res.parsed.candidates) + len(res.parsed.rejections)
+
+
+def _record_metrics(
+    con: duckdb.DuckDBPyConnection, spec: CollectionSpec, sources: list[dict[str, Any]]
+) -> None:
+    """Complete this collection's attempt rows with what only the commit knows."""
+    for src in sources:
+        if src["outcome"] == "skipped":
+            continue
+        con.execute(
+            "UPDATE fetch_attempts SET check_outcome = ?, items_parsed = ?, items_new = ?, "
+            "items_duplicate = ?, items_rejected = ?, consecutive_failures = ?, "
+            "backoff_until = ? WHERE collection_id = ? AND source_id = ?",
+            [
+                src["outcome"],
+                src["itemsParsed"],
+                src["itemsNew"],
+                src["duplicates"],
+                src["rejected"],
+                src["consecutiveFailures"],
+                src["backoffUntil"],
+                spec.collection_id,
+                src["id"],
+            ],
+        )
 
 
 def _record_collection(

@@ -25,6 +25,10 @@ from radar_pipeline.core.state import FeedState
 
 Mode = Literal["due", "all", "explicit"]
 
+# Failure classes whose backoff is the publisher's own request (Retry-After, a challenge):
+# honoured even by explicit runs, like minIntervalSeconds.
+PUBLISHER_WAITS = frozenset({"rate-limited", "challenge"})
+
 
 @dataclass(frozen=True)
 class CollectionSpec:
@@ -72,6 +76,8 @@ class LockBook:
         self.locks_dir = locks_dir
 
     def try_acquire(self, collection_id: str, source_id: str) -> bool:
+        if (collection_id, source_id) in LockBook._held:
+            return True  # re-planning under a lock this collection already holds
         self.locks_dir.mkdir(parents=True, exist_ok=True)
         lock = filelock.FileLock(
             self.locks_dir / f"{source_id}.lock", timeout=0, thread_local=False
@@ -162,8 +168,15 @@ def _plan_one(
     backoff_until = state.backoff_until if state else None
     if spec.mode == "due" and not is_due(cadence, last_success, now):
         return None
-    if spec.mode != "explicit" and backoff_until is not None and now < backoff_until:
-        return PlannedCheck(sid, rec, skip_reason=f"backoff until {backoff_until.isoformat()}")
+    if backoff_until is not None and now < backoff_until:
+        error_state = state.error_state if state else None
+        # A person naming a Source overrides our own backoff, never a publisher's wait.
+        if spec.mode != "explicit":
+            return PlannedCheck(sid, rec, skip_reason=f"backoff until {backoff_until.isoformat()}")
+        if error_state in PUBLISHER_WAITS:
+            return PlannedCheck(
+                sid, rec, skip_reason=f"{error_state}: backoff until {backoff_until.isoformat()}"
+            )
     last_fetch = state.last_fetch_at if state else None
     if last_fetch is not None and src.min_interval_seconds:
         allowed_at = last_fetch + timedelta(seconds=src.min_interval_seconds)

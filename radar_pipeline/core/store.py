@@ -23,7 +23,7 @@ import duckdb
 
 from radar_pipeline.core.errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
@@ -138,6 +138,21 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             bytes BIGINT NOT NULL,
             retained INTEGER NOT NULL
         );
+        """,
+    ),
+    (
+        2,
+        # Per-attempt metrics known only after the commit (items, backoff state), and the
+        # collection a dead letter's replay ran in.
+        """
+        ALTER TABLE fetch_attempts ADD COLUMN check_outcome VARCHAR;
+        ALTER TABLE fetch_attempts ADD COLUMN items_parsed INTEGER;
+        ALTER TABLE fetch_attempts ADD COLUMN items_new INTEGER;
+        ALTER TABLE fetch_attempts ADD COLUMN items_duplicate INTEGER;
+        ALTER TABLE fetch_attempts ADD COLUMN items_rejected INTEGER;
+        ALTER TABLE fetch_attempts ADD COLUMN consecutive_failures INTEGER;
+        ALTER TABLE fetch_attempts ADD COLUMN backoff_until TIMESTAMPTZ;
+        ALTER TABLE dead_letters ADD COLUMN replay_collection_id VARCHAR;
         """,
     ),
 )

@@ -50,4 +50,13 @@ def source_metadata(src: dict[str, Any]) -> dict[str, Any]:
         "duration_ms": dg.MetadataValue.float(float(src["durationMs"])),
         "error": src["error"] or "",
         "coverage_from": src["coverageFrom"] or "",
+        # Metrics per attempt; .get keeps reports recorded before they existed readable.
+        "error_class": src.get("errorClass") or "",
+        "conditional": bool(src.get("conditional")),
+        "body_sha256": src.get("bodySha256") or "",
+        "validators_changed": bool(src.get("validatorsChanged")),
+        "items_parsed": int(src.get("itemsParsed") or 0),
+        "items_new": int(src.get("itemsNew") or 0),
+        "consecutive_failures": int(src.get("consecutiveFailures") or 0),
+        "backoff_until": src.get("backoffUntil") or "",
     }

@@ -1,0 +1,191 @@
+"""Dead letters: failed checks kept until a person replays or dismisses them.
+
+The collect stage opens one per failed check (stage, class, redacted message, attempt). A
+decision never deletes it: `replay` runs a check of that Source now and records `replayed`
+with the collection it ran in; `dismiss` records `dismissed`; both keep the time. Only an
+`open` dead letter can be decided, and a replay whose check did not run (the Source was
+locked, or a publisher's wait applies) leaves it open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from radar_pipeline.core.errors import RadarError
+from radar_pipeline.core.schedule import format_utc
+from radar_pipeline.core.store import Store, rows_as_dicts
+
+STATUSES = ("open", "replayed", "dismissed")
+
+_SELECT = (
+    "SELECT dead_letter_id, collection_id, source_id, stage, error_class, message, attempt, "
+    "status, created_at, decided_at, decision, replay_collection_id FROM dead_letters"
+)
+
+
+class DeadLetterError(RadarError):
+    """A dead letter that does not exist, is already decided, or could not be replayed."""
+
+    stage = "dlq"
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One failed check and the decision taken on it."""
+
+    id: str
+    collection_id: str | None
+    source_id: str
+    stage: str
+    error_class: str
+    message: str
+    attempt: int
+    status: str
+    created_at: datetime
+    decided_at: datetime | None = None
+    decision: str | None = None
+    replay_collection_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's keys (id, sourceId, stage, errorClass, message, status, createdAt)
+        plus the decision's."""
+        return {
+            "id": self.id,
+            "sourceId": self.source_id,
+            "stage": self.stage,
+            "errorClass": self.error_class,
+            "message": self.message,
+            "status": self.status,
+            "createdAt": format_utc(self.created_at),
+            "attempt": self.attempt,
+            "collectionId": self.collection_id,
+            "decidedAt": format_utc(self.decided_at) if self.decided_at else None,
+            "decision": self.decision,
+            "replayCollectionId": self.replay_collection_id,
+        }
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A replayed dead letter, the Source's entry in the replay's collection report, and the
+    dead letter the replay itself opened if its check failed again."""
+
+    dead_letter: DeadLetter
+    source_report: Mapping[str, Any]
+    new_dead_letter: DeadLetter | None
+
+
+def _from_row(row: Mapping[str, Any]) -> DeadLetter:
+    return DeadLetter(
+        id=row["dead_letter_id"],
+        collection_id=row["collection_id"],
+        source_id=row["source_id"],
+        stage=row["stage"],
+        error_class=row["error_class"],
+        message=row["message"],
+        attempt=int(row["attempt"]),
+        status=row["status"],
+        created_at=row["created_at"],
+        decided_at=row["decided_at"],
+        decision=row["decision"],
+        replay_collection_id=row["replay_collection_id"],
+    )
+
+
+def list_dead_letters(store: Store, status: str | None = None) -> list[DeadLetter]:
+    """Every dead letter (or those with `status`), oldest first."""
+    if status is not None and status not in STATUSES:
+        raise DeadLetterError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
+    where, params = (" WHERE status = ?", [status]) if status else ("", [])
+    with store.transaction() as con:
+        rows = rows_as_dicts(con, f"{_SELECT}{where} ORDER BY created_at, dead_letter_id", params)
+    return [_from_row(r) for r in rows]
+
+
+def get_dead_letter(store: Store, dead_letter_id: str) -> DeadLetter:
+    """The dead letter with this id; DeadLetterError if there is none."""
+    with store.transaction() as con:
+        rows = rows_as_dicts(con, f"{_SELECT} WHERE dead_letter_id = ?", [dead_letter_id])
+    if not rows:
+        raise DeadLetterError(f"no dead letter with id {dead_letter_id!r}; see `radar dlq list`")
+    return _from_row(rows[0])
+
+
+def _require_open(letter: DeadLetter) -> None:
+    if letter.status != "open":
+        when = format_utc(letter.decided_at) if letter.decided_at else "earlier"
+        raise DeadLetterError(
+            f"dead letter {letter.id} is already {letter.status} ({when}); decisions are kept"
+        )
+
+
+def _decide(
+    store: Store,
+    letter: DeadLetter,
+    status: str,
+    decision: str,
+    now: datetime,
+    replay_collection_id: str | None = None,
+) -> DeadLetter:
+    with store.transaction() as con:
+        # Conditional on `open`: another process may have decided it meanwhile.
+        row = con.execute(
+            "UPDATE dead_letters SET status = ?, decided_at = ?, decision = ?, "
+            "replay_collection_id = ? WHERE dead_letter_id = ? AND status = 'open'",
+            [status, now, decision, replay_collection_id, letter.id],
+        ).fetchone()
+    if not row or not row[0]:
+        _require_open(get_dead_letter(store, letter.id))
+    return get_dead_letter(store, letter.id)
+
+
+def dismiss(store: Store, dead_letter_id: str, now: datetime) -> DeadLetter:
+    """Record that a person dismissed this dead letter (it stays, with the time)."""
+    letter = get_dead_letter(store, dead_letter_id)
+    _require_open(letter)
+    return _decide(store, letter, "dismissed", "dismissed", now)
+
+
+def replay(
+    store: Store,
+    dead_letter_id: str,
+    now: datetime,
+    run_check: Callable[[str], Mapping[str, Any]],
+) -> Replay:
+    """Run a check of the dead letter's Source now and record the decision.
+
+    `run_check(source_id)` runs one explicit collection of that Source and returns its
+    collection report (the CLI passes the Dagster launch). If the Source was not checked
+    (skipped: locked, a publisher's wait, minIntervalSeconds) the dead letter stays open and
+    DeadLetterError says why; otherwise it becomes `replayed` with the replay's collection id,
+    whether the new check passed or failed (a failure opens its own dead letter).
+    """
+    letter = get_dead_letter(store, dead_letter_id)
+    _require_open(letter)
+    report = run_check(letter.source_id)
+    entry = next((s for s in report.get("sources", ()) if s.get("id") == letter.source_id), None)
+    if entry is None or entry.get("outcome") == "skipped":
+        reason = (entry or {}).get("error") or "the Source was not part of the collection"
+        raise DeadLetterError(
+            f"dead letter {letter.id} not replayed: {letter.source_id} was not checked "
+            f"({reason}); it stays open"
+        )
+    collection_id = str(report.get("collectionId") or "")
+    outcome = str(entry.get("outcome"))
+    decision = f"replayed: {outcome}"
+    if entry.get("errorClass"):
+        decision += f" ({entry['errorClass']})"
+    decided = _decide(store, letter, "replayed", decision, now, collection_id or None)
+    new_letter = None
+    if outcome == "failed" and collection_id:
+        with store.transaction() as con:
+            rows = rows_as_dicts(
+                con,
+                f"{_SELECT} WHERE collection_id = ? AND source_id = ?",
+                [collection_id, letter.source_id],
+            )
+        new_letter = _from_row(rows[0]) if rows else None
+    return Replay(decided, entry, new_letter)
