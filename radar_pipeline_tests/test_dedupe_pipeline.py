@@ -3,7 +3,9 @@ Collector runs every stage, and the vault files and DuckDB rows are checked afte
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +178,13 @@ def test_duplicate_guids_in_one_feed_are_two_stable_signals(
     assert sorted(p.stem for p in signal_files(vault)) == ids
 
 
+def _redated(body: bytes, when: datetime) -> bytes:
+    """Every item re-dated to `when`: a date change alone must not make a new Signal, and the
+    next check (whose coverage starts an hour before the last success) still sees them all."""
+    stamp = format_datetime(when, usegmt=True).encode()
+    return re.sub(rb"<pubDate>[^<]*</pubDate>", b"<pubDate>" + stamp + b"</pubDate>", body)
+
+
 def _corpus_as_of(body: bytes) -> datetime:
     stamps = [datetime(*e.published_parsed[:6], tzinfo=UTC) for e in feedparser.parse(body).entries]
     return max(stamps) + timedelta(minutes=30)
@@ -194,6 +203,7 @@ def test_guid_equal_to_link_openai(radar_env: dict[str, Path], feed_server: Feed
     # The same items with guid and link flipped to http and tagged for a campaign.
     flipped = body.replace(b"https://openai.com/index/", b"http://openai.com/index/")
     flipped = flipped.replace(b"</link>", b"?utm_source=rss</link>")
+    flipped = _redated(flipped, as_of - timedelta(minutes=5))
     assert flipped != body
     serve(radar_env, feed_server, "openai-news", flipped)
     again = collect(radar_env, as_of + timedelta(minutes=10))
@@ -216,16 +226,19 @@ def test_guid_different_from_link_github(
     path, fm = by_item_id(vault)[guid]
     assert (fm["sourceItemId"], fm["canonicalUrl"]) == (guid, link)
     identities = {p.stem for p in signal_files(vault)}
+    files = snapshot(vault)
     # The link gains tracking parameters: the same identity (guid stays, canonical URL stays).
     tagged = body.replace(
-        f"<link>{link}</link>".encode(), f"<link>{link}?utm_source=rss&amp;ref_src=t</link>".encode()
+        f"<link>{link}</link>".encode(),
+        f"<link>{link}?utm_source=rss&amp;ref_src=t</link>".encode(),
     )
     assert tagged != body
+    tagged = _redated(tagged, as_of - timedelta(minutes=5))
     serve(radar_env, feed_server, "github-changelog", tagged)
     again = collect(radar_env, as_of + timedelta(minutes=10))
     assert (again["created"], again["reused"]) == (0, first["created"])
     assert {p.stem for p in signal_files(vault)} == identities
-    assert path.read_bytes() == path.read_bytes()
+    assert snapshot(vault) == files
 
 
 def test_content_change_is_an_update_with_a_revision(
@@ -278,6 +291,33 @@ def test_weekly_release_notes_same_day_are_two_signals_flagged(
     assert by_item_id(vault)["w3"][1]["duplicateCandidateOf"] == first_id
 
 
+def test_title_only_items_with_equal_titles_are_not_merged(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    """Without a summary the content hash is the title's; equal titles prove nothing."""
+    vault = radar_env["vault"]
+    bare = [
+        {
+            "guid": f"n{i}",
+            "link": f"https://example.com/n{i}",
+            "title": "Release notes",
+            "pubDate": ITEM_DATE,
+        }
+        for i in (1, 2)
+    ]
+    serve(radar_env, feed_server, "bare", rss(bare))
+    report = collect(radar_env)
+    assert (report["created"], report["duplicates"]) == (2, 0)
+    signals = {k: fm for k, (_, fm) in by_item_id(vault).items()}
+    assert signals["n2"]["duplicateCandidateOf"] == signals["n1"]["id"]
+    # A later third one with the same bare title: created too, flagged against the first.
+    bare.append({**bare[0], "guid": "n3", "link": "https://example.com/n3"})
+    serve(radar_env, feed_server, "bare", rss(bare))
+    later = collect(radar_env, LATER)
+    assert (later["created"], later["reused"], later["duplicates"]) == (1, 2, 0)
+    assert by_item_id(vault)["n3"][1]["duplicateCandidateOf"] == signals["n1"]["id"]
+
+
 LONG = "Cloudflare launches a new edge cache for everyone. " + " ".join(
     f"word{i}" for i in range(60)
 )
@@ -292,9 +332,10 @@ def test_simhash_near_item_from_another_source_is_flagged(
     original = item("orig", "https://blog.example.com/edge", "Edge cache", LONG)
     serve(radar_env, feed_server, "blog", rss([original]))
     collect(radar_env)
-    [(orig_path, orig_fm)] = by_item_id(vault).values()
+    [(_, orig_fm)] = by_item_id(vault).values()
     mirror = item("mirror", "https://news.example.org/edge-cache", "Edge cache", near, None)
     serve(radar_env, feed_server, "news", rss([original, mirror]))
+    serve(radar_env, feed_server, "blog", rss([original]))
     report = collect(radar_env, LATER)
     by_source = {s["id"]: s for s in report["sources"]}
     assert by_source["blog"]["reused"] == 1
@@ -329,8 +370,12 @@ def test_dates_missing_and_future(radar_env: dict[str, Path], feed_server: FeedS
     vault = radar_env["vault"]
     undated = item("u", "https://example.com/u", "Undated", "No date at all.", None)
     garbled = item("g", "https://example.com/g", "Garbled", "Bad date.", "the 31st of Smarch")
-    future = item("f", "https://example.com/f", "Future", "From later.", "Fri, 01 Jan 2027 00:00:00 GMT")
-    soon = item("s", "https://example.com/s", "Soon", "Clock skew.", "Mon, 30 Nov 2026 13:00:00 GMT")
+    future = item(
+        "f", "https://example.com/f", "Future", "From later.", "Fri, 01 Jan 2027 00:00:00 GMT"
+    )
+    soon = item(
+        "s", "https://example.com/s", "Soon", "Clock skew.", "Mon, 30 Nov 2026 13:00:00 GMT"
+    )
     serve(radar_env, feed_server, "dates", rss([undated, garbled, future, soon]))
     report = collect(radar_env)
     assert report["created"] == 4
