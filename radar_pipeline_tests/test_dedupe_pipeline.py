@@ -223,7 +223,7 @@ def test_guid_different_from_link_github(
     serve(radar_env, feed_server, "github-changelog", body)
     first = collect(radar_env, as_of)
     assert first["created"] > 0
-    path, fm = by_item_id(vault)[guid]
+    _, fm = by_item_id(vault)[guid]
     assert (fm["sourceItemId"], fm["canonicalUrl"]) == (guid, link)
     identities = {p.stem for p in signal_files(vault)}
     files = snapshot(vault)

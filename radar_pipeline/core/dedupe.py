@@ -37,7 +37,7 @@ SIMHASH_DISTANCE = 3  # bands below assume <= 3: 4 bands, so one band is always 
 BANDS = 4
 BAND_BITS = 16
 PENDING_PREFIX = "pending:"
-_IN_CHUNK = 100  # placeholders per IN list
+_IN_CHUNK = 50  # placeholders per IN list
 
 Decision = Literal["new", "reused", "updated", "duplicate"]
 
@@ -110,6 +110,7 @@ def decide(
         return ()
     batch = batch if batch is not None else DedupeBatch()
     known = lookup_identities(con, [c.identity for c in candidates])
+    index = _SecondaryIndex.load(con, [c for c in candidates if c.identity not in known])
     decisions: list[ItemDecision] = []
     for cand in candidates:
         hit = known.get(cand.identity)
@@ -118,11 +119,11 @@ def decide(
             outcome: Decision = "reused" if content_hash == cand.content_hash else "updated"
             decisions.append(ItemDecision(cand, outcome, signal_id))
             continue
-        twin = _secondary_match(con, source_id, cand) or batch.twin(source_id, cand)
+        twin = index.twin(source_id, cand) or batch.twin(source_id, cand)
         if twin is not None:
             decisions.append(ItemDecision(cand, "duplicate", twin))
             continue
-        flag = _near_match(con, cand) or batch.near(cand)
+        flag = index.near(cand) or batch.near(cand)
         batch.add(source_id, cand, flag)
         decisions.append(ItemDecision(cand, "new", None, flag))
     return tuple(decisions)
@@ -173,7 +174,7 @@ def lookup_identities(
 
 
 def _select_in(
-    con: duckdb.DuckDBPyConnection, columns: str, table: str, key: str, values: Sequence[str]
+    con: duckdb.DuckDBPyConnection, columns: str, table: str, key: str, values: Sequence[Any]
 ) -> list[tuple[Any, ...]]:
     rows: list[tuple[Any, ...]] = []
     unique = list(dict.fromkeys(values))
@@ -186,60 +187,87 @@ def _select_in(
     return rows
 
 
-def _secondary_match(
-    con: duckdb.DuckDBPyConnection, source_id: str, cand: ItemCandidate
-) -> str | None:
-    """The oldest Signal of this Source with the candidate's canonical URL or content."""
-    rows = con.execute(
-        "SELECT signal_id, source_id, first_seen_at FROM signals WHERE canonical_url = ?",
-        [cand.canonical_url],
-    ).fetchall()
-    # A re-key may have re-canonicalised an older Signal's URL: that form is the alias's.
-    rows += con.execute(
-        "SELECT a.signal_id, a.source_id, a.recorded_at FROM identity_aliases a "
-        "WHERE a.canonical_url = ?",
-        [cand.canonical_url],
-    ).fetchall()
-    if _has_content(cand):
-        rows += con.execute(
-            "SELECT signal_id, source_id, first_seen_at FROM signals WHERE content_hash = ?",
-            [cand.content_hash],
-        ).fetchall()
-    return _oldest(r for r in rows if r[1] == source_id)
+_Row = tuple[str, str, datetime]  # signal id, source id or flag, first seen
 
 
-def _near_match(con: duckdb.DuckDBPyConnection, cand: ItemCandidate) -> str | None:
-    """The oldest Signal (any Source) with the same title key and day, or a near simhash."""
-    rows: list[tuple[Any, ...]] = []
-    day = _day(cand)
-    if day is not None:
-        rows += [
-            (r[0], r[2])
-            for r in con.execute(
-                "SELECT signal_id, observed_day, first_seen_at FROM signals WHERE title_key = ?",
-                [cand.title_key],
-            ).fetchall()
-            if r[1] == day
-        ]
-    if cand.simhash:  # 0 means "no words": nothing to compare
-        keys = simhash_band_keys(cand.simhash)
-        rows += [
-            (r[0], r[2])
-            for r in con.execute(
-                "SELECT signal_id, simhash, first_seen_at FROM simhash_bands "
-                f"WHERE band_key IN ({', '.join('?' * len(keys))})",
-                keys,
-            ).fetchall()
-            if hamming64(int(r[1]), cand.simhash) <= SIMHASH_DISTANCE
-        ]
-    match = _oldest((r[0], None, r[1]) for r in rows)
-    if match is None:
-        return None
-    # Flags name the first Signal of a cluster, never another flagged one (no chains).
-    row = con.execute(
-        "SELECT duplicate_candidate_of FROM signals WHERE signal_id = ?", [match]
-    ).fetchone()
-    return str(row[0]) if row and row[0] else match
+@dataclass(frozen=True)
+class _SecondaryIndex:
+    """The indexed rows that can match the candidates of one Source, fetched in one query per
+    key (an IN list on one indexed column), so a check costs a few queries, not a few per item.
+    """
+
+    by_url: dict[str, list[_Row]]  # canonical URL -> (signal, source, first seen)
+    by_content: dict[str, list[_Row]]  # content hash -> (signal, source, first seen)
+    by_title: dict[tuple[str, date], list[_Row]]  # (title key, day) -> (signal, flag, seen)
+    by_band: dict[int, list[tuple[str, int, datetime]]]  # band key -> (signal, simhash, seen)
+    flags: dict[str, str]  # duplicateCandidateOf of the Signals a near match can name
+
+    @classmethod
+    def load(cls, con: duckdb.DuckDBPyConnection, cands: list[ItemCandidate]) -> _SecondaryIndex:
+        by_url: dict[str, list[_Row]] = {}
+        by_content: dict[str, list[_Row]] = {}
+        by_title: dict[tuple[str, date], list[_Row]] = {}
+        by_band: dict[int, list[tuple[str, int, datetime]]] = {}
+        if not cands:
+            return cls(by_url, by_content, by_title, by_band, {})
+        urls = [c.canonical_url for c in cands]
+        cols = "canonical_url, signal_id, source_id, first_seen_at"
+        for r in _select_in(con, cols, "signals", "canonical_url", urls):
+            by_url.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
+        # A re-key may have re-canonicalised an older Signal's URL: that form is the alias's.
+        cols = "canonical_url, signal_id, source_id, recorded_at"
+        for r in _select_in(con, cols, "identity_aliases", "canonical_url", urls):
+            by_url.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
+        hashes = [c.content_hash for c in cands if _has_content(c)]
+        cols = "content_hash, signal_id, source_id, first_seen_at"
+        for r in _select_in(con, cols, "signals", "content_hash", hashes):
+            by_content.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
+        titles = [c.title_key for c in cands if c.observed_at is not None]
+        cols = "title_key, observed_day, signal_id, duplicate_candidate_of, first_seen_at"
+        for r in _select_in(con, cols, "signals", "title_key", titles):
+            if r[1] is not None:
+                by_title.setdefault((r[0], r[1]), []).append((str(r[2]), str(r[3] or ""), r[4]))
+        wanted: dict[int, list[int]] = {}  # band key -> simhashes of candidates with it
+        for c in cands:
+            for key in simhash_band_keys(c.simhash) if c.simhash else ():
+                wanted.setdefault(key, []).append(c.simhash)
+        cols = "band_key, signal_id, simhash, first_seen_at"
+        for r in _select_in(con, cols, "simhash_bands", "band_key", list(wanted)):
+            # Most rows share a band by chance; keep only those near a candidate.
+            if any(hamming64(int(r[2]), h) <= SIMHASH_DISTANCE for h in wanted[int(r[0])]):
+                by_band.setdefault(int(r[0]), []).append((str(r[1]), int(r[2]), r[3]))
+        near = [row[0] for rows in by_band.values() for row in rows]
+        flags = {
+            str(r[0]): str(r[1])
+            for r in _select_in(
+                con, "signal_id, duplicate_candidate_of", "signals", "signal_id", near
+            )
+            if r[1]
+        }
+        flags.update((row[0], row[1]) for rows in by_title.values() for row in rows if row[1])
+        return cls(by_url, by_content, by_title, by_band, flags)
+
+    def twin(self, source_id: str, cand: ItemCandidate) -> str | None:
+        """The oldest Signal of this Source with the candidate's canonical URL or content."""
+        rows = self.by_url.get(cand.canonical_url, [])
+        if _has_content(cand):
+            rows = rows + self.by_content.get(cand.content_hash, [])
+        return _oldest(r for r in rows if r[1] == source_id)
+
+    def near(self, cand: ItemCandidate) -> str | None:
+        """The oldest Signal (any Source) with the same title key and day, or a near simhash;
+        if that one is itself flagged, the Signal it is flagged against (no chains)."""
+        day = _day(cand)
+        rows = list(self.by_title.get((cand.title_key, day), [])) if day is not None else []
+        if cand.simhash:  # 0 means "no words": nothing to compare
+            rows += [
+                (sid, "", seen)
+                for key in simhash_band_keys(cand.simhash)
+                for sid, simhash, seen in self.by_band.get(key, [])
+                if hamming64(simhash, cand.simhash) <= SIMHASH_DISTANCE
+            ]
+        match = _oldest(rows)
+        return self.flags.get(match, match) if match is not None else None
 
 
 def _oldest(rows: Iterable[tuple[Any, ...]]) -> str | None:
