@@ -3,14 +3,21 @@ Collector runs every stage, and the vault files and DuckDB rows are checked afte
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
 import feedparser
+import pytest
 
+from radar_pipeline.core import collect as collect_module
+from radar_pipeline.core import identity, index
 from radar_pipeline.core.collect import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.identity import hamming64, simhash64
@@ -21,6 +28,7 @@ from radar_pipeline_tests.conftest import CORPUS_REAL
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
 
+RADAR = str(Path(sys.executable).parent / "radar")
 AS_OF = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 # Items dated inside the coverage overlap of a check ten minutes later (lastSuccessAt - 1 h).
 ITEM_DATE = "Mon, 30 Nov 2026 11:40:00 GMT"
@@ -406,3 +414,122 @@ def test_dates_missing_and_future(radar_env: dict[str, Path], feed_server: FeedS
     # Within the tolerance (one hour ahead): a clock skew, not flagged.
     assert signals["s"]["validationState"] == "valid"
     assert signals["s"]["validationNotes"] == []
+
+
+def _change_identity_rules(monkeypatch: pytest.MonkeyPatch, version: int) -> None:
+    """Simulate a later release whose identity rules differ: a new version (every identity
+    hash changes) that also strips `ref` as a tracking parameter (canonical URLs change)."""
+    monkeypatch.setattr(identity, "IDENTITY_VERSION", version)
+    monkeypatch.setattr(collect_module, "IDENTITY_VERSION", version)
+    monkeypatch.setattr(identity, "TRACKING_PARAMS", identity.TRACKING_PARAMS | {"ref"})
+
+
+REKEY_ITEMS = [
+    item("k1", "https://example.com/k1?ref=rss", "K1", "First keyed item."),
+    item("https://example.com/k2?ref=feed", "https://example.com/k2?ref=feed", "K2", "Second."),
+    item("k3", "https://example.com/k3", "K3", "Third keyed item."),
+]
+
+
+def test_identity_rule_change_rekeys_instead_of_duplicating(
+    radar_env: dict[str, Path], feed_server: FeedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vault = radar_env["vault"]
+    serve(radar_env, feed_server, "keyed", rss(REKEY_ITEMS))
+    assert collect(radar_env)["created"] == 3
+    files = snapshot(vault)
+    old = dict(query(radar_env, "SELECT source_item_id, signal_id FROM signals"))
+
+    _change_identity_rules(monkeypatch, 2)
+    changed = [*REKEY_ITEMS[:2], {**REKEY_ITEMS[2], "description": "Third, revised."}]
+    serve(radar_env, feed_server, "keyed", rss(changed))
+    report = collect(radar_env, LATER)
+    # Matched through the aliases the dedupe stage recorded first: same Signals, the content
+    # change an update of the old Signal (only possible through its identity), nothing new.
+    counts = (report["created"], report["reused"], report["updated"], report["duplicates"])
+    assert counts == (0, 2, 1, 0)
+    assert snapshot(vault) == files
+    aliases = query(
+        radar_env,
+        "SELECT s.source_item_id, a.identity_version, a.identity <> s.identity, a.canonical_url "
+        "FROM identity_aliases a JOIN signals s USING (signal_id) ORDER BY 1",
+    )
+    assert aliases == [
+        ("https://example.com/k2?ref=feed", 2, True, "https://example.com/k2"),
+        ("k1", 2, True, "https://example.com/k1"),
+        ("k3", 2, True, "https://example.com/k3"),
+    ]
+    assert query(radar_env, "SELECT signal_id FROM signal_revisions") == [(old["k3"],)]
+
+    # A re-publication under a new guid at the re-canonicalised URL: a duplicate of the old one.
+    repub = {**REKEY_ITEMS[0], "guid": "k1-again", "link": "https://example.com/k1"}
+    serve(radar_env, feed_server, "keyed", rss([*changed, repub]))
+    again = collect(radar_env, LATER + timedelta(minutes=10))
+    assert (again["created"], again["reused"], again["duplicates"]) == (0, 3, 1)
+    assert query(
+        radar_env, "SELECT signal_id FROM item_observations WHERE source_item_id = 'k1-again'"
+    ) == [(old["k1"],)]
+
+    # The index is derived data: rebuilt from the vault, it is re-keyed again, same result.
+    repair = index.rebuild(Store(radar_env["db"]), vault)
+    assert repair.indexed == 3 and repair.rekey is not None
+    assert (repair.rekey.identity_version, repair.rekey.rekeyed, repair.rekey.aliased) == (2, 3, 3)
+    serve(radar_env, feed_server, "keyed", rss(changed))
+    rebuilt = collect(radar_env, LATER + timedelta(minutes=20))
+    assert (rebuilt["created"], rebuilt["duplicates"]) == (0, 0)
+    assert len(signal_files(vault)) == 3
+
+
+def test_rekey_conflict_keeps_the_older_signal(
+    radar_env: dict[str, Path], feed_server: FeedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two old Signals that fold into one identity under the new rules: the older keeps it."""
+    vault = radar_env["vault"]
+    twins = [
+        item(f"https://example.com/t?ref={ref}", f"https://example.com/t?ref={ref}", "T", text)
+        for ref, text in (("a", "One."), ("b", "Two."))
+    ]
+    serve(radar_env, feed_server, "folds", rss(twins))
+    assert collect(radar_env)["created"] == 2
+    _change_identity_rules(monkeypatch, 2)
+    with Store(radar_env["db"]).transaction() as con:
+        result = index.rekey(con)
+    assert (result.rekeyed, len(result.conflicts)) == (1, 1)
+    assert len(signal_files(vault)) == 2
+
+
+def test_radar_index_rebuild_rekeys_signals_of_an_older_version(
+    radar_env: dict[str, Path], feed_server: FeedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Signals written by an older release (version 0 rules, in-process), then the real
+    `radar` command of this release: `index rebuild` re-keys them, `collect` reuses them."""
+    vault = radar_env["vault"]
+    url = serve(radar_env, feed_server, "legacy", rss(REKEY_ITEMS))
+    with monkeypatch.context() as old_release:
+        old_release.setattr(identity, "IDENTITY_VERSION", 0)
+        old_release.setattr(collect_module, "IDENTITY_VERSION", 0)
+        assert collect(radar_env)["created"] == 3
+    assert {read_signal_frontmatter(p)["identityVersion"] for p in signal_files(vault)} == {0}
+    files = snapshot(vault)
+    env = {**os.environ, "RADAR_VAULT": str(vault), "RADAR_DB": str(radar_env["db"])}
+    env["DAGSTER_HOME"] = str(radar_env["home"])
+    done = subprocess.run(
+        [RADAR, "index", "rebuild", "--json"], capture_output=True, text=True, env=env, timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert (payload["indexed"], payload["rekeyed"], payload["aliased"]) == (3, 3, 3)
+    assert payload["identityVersion"] == identity.IDENTITY_VERSION == 1
+    feed_server.add("/legacy.xml", rss(REKEY_ITEMS) + b"<!-- v1 -->")
+    assert url.endswith("/legacy.xml")
+    done = subprocess.run(
+        [RADAR, "collect", "--source", "legacy", "--as-of", "2026-11-30T12:10:00Z", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["created"], report["reused"], report["duplicates"]) == (0, 3, 0)
+    assert snapshot(vault) == files

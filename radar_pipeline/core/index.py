@@ -98,7 +98,7 @@ def index_row_from_frontmatter(signal_id: str, fm: dict[str, Any]) -> tuple[Any,
     return (
         signal_id,
         identity_of(signal_id),
-        int(fm.get("identityVersion") or 1),
+        _identity_version(fm.get("identityVersion")),
         str(fm["sourceId"]),
         str(fm["sourceItemId"]),
         str(fm["canonicalUrl"]),
@@ -110,6 +110,11 @@ def index_row_from_frontmatter(signal_id: str, fm: dict[str, Any]) -> tuple[Any,
         fm.get("duplicateCandidateOf") or None,
         (SIGNALS_DIR / f"{signal_id}.md").as_posix(),
     )
+
+
+def _identity_version(value: Any) -> int:
+    # Signals written before the key existed were made under the first rules (version 1).
+    return 1 if value is None or value == "" else int(value)
 
 
 def reconcile(con: duckdb.DuckDBPyConnection, vault: Path) -> IndexRepair:
