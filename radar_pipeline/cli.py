@@ -159,12 +159,22 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
 
     paths = RadarPaths.from_env()
     repair = index.rebuild(Store(paths.db), paths.vault)
+    rekey = repair.rekey
     payload = {
         "indexed": repair.indexed,
         "unreadable": list(repair.unreadable),
+        "identityVersion": rekey.identity_version if rekey else None,
+        "rekeyed": rekey.rekeyed if rekey else 0,
+        "aliased": rekey.aliased if rekey else 0,
+        "rekeyConflicts": list(rekey.conflicts) if rekey else [],
         "at": format_utc(datetime.now(UTC)),
     }
-    _emit(args, payload, f"indexed {repair.indexed} Signals; unreadable {len(repair.unreadable)}")
+    _emit(
+        args,
+        payload,
+        f"indexed {repair.indexed} Signals; unreadable {len(repair.unreadable)}; "
+        f"re-keyed {payload['rekeyed']} to identity version {payload['identityVersion']}",
+    )
     return EXIT_ERROR if repair.unreadable else EXIT_OK
 
 

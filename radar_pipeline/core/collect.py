@@ -21,7 +21,13 @@ import duckdb
 
 from radar_pipeline.core import index
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.dedupe import PENDING_PREFIX, ItemDecision, decide
+from radar_pipeline.core.dedupe import (
+    PENDING_PREFIX,
+    DedupeBatch,
+    ItemDecision,
+    decide,
+    resolve_pending,
+)
 from radar_pipeline.core.errors import ParseError, RegistryError
 from radar_pipeline.core.fetch import Fetcher, FetchSettings, fetch_many
 from radar_pipeline.core.frontmatter import update_frontmatter_keys
@@ -131,13 +137,14 @@ class Collector:
     def dedupe(self, results: tuple[CheckResult, ...]) -> tuple[DedupedCheck, ...]:
         """Repair the index from the vault, then classify every candidate."""
         out: list[DedupedCheck] = []
+        batch = DedupeBatch()  # new items of earlier Sources in this collection count too
         with self.store.transaction() as con:
             repair = index.reconcile(con, self.paths.vault)
             if repair.indexed:
                 log.info("index: %d Signal files had no index row; indexed", repair.indexed)
             for res in results:
                 cands = res.parsed.candidates if res.parsed else ()
-                out.append(DedupedCheck(res, decide(con, res.check.source_id, cands)))
+                out.append(DedupedCheck(res, decide(con, res.check.source_id, cands, batch)))
         return tuple(out)
 
     def materialize(
@@ -182,7 +189,8 @@ class Collector:
                 continue
             cand = dec.candidate
             signal_id = make_signal_id(spec.as_of, cand.identity)
-            doc = build_document(signal_id, cand, res, rec.record_path, dec.duplicate_candidate_of)
+            flag = resolve_pending(dec.duplicate_candidate_of, spec.as_of)
+            doc = build_document(signal_id, cand, res, rec.record_path, flag)
             outcome = create_signal_file(self.paths.vault, doc)
             write.outcomes[cand.identity] = (signal_id, outcome)
             if outcome == "created" and rec.source.full_text == "feed-content" and cand.content:
@@ -387,8 +395,8 @@ def _commit_source(
         cand = dec.candidate
         if dec.decision == "new":
             signal_id, _ = write.outcomes[cand.identity]
-            row = _index_row(check.source_id, signal_id, cand, now, dec.duplicate_candidate_of)
-            con.execute(index.INSERT_SIGNAL_SQL, row)
+            flag = resolve_pending(dec.duplicate_candidate_of, now)
+            index.insert_signals(con, [_index_row(check.source_id, signal_id, cand, now, flag)])
         else:
             signal_id = dec.signal_id or ""
             if signal_id.startswith(PENDING_PREFIX):

@@ -1,25 +1,43 @@
 """Layered dedupe: identity first, then the secondary keys that catch what identity misses.
 
 Decision per candidate (one Source):
-- identity known          -> `reused`, or `updated` when its content hash changed (a revision);
-- same canonical URL or same content hash as a Signal of the same Source -> `duplicate` of it
-  (a re-publication under a new guid; no new file);
+- identity known (or an alias of it recorded by a re-key) -> `reused`, or `updated` when its
+  content hash changed (a revision);
+- same canonical URL, or the same content hash of real content (summary or body, not a bare
+  title), as a Signal of the same Source -> `duplicate` of it (a re-publication under a new
+  guid; no new file);
 - otherwise `new`; if its normalized title + observation day, or a simhash within
   `SIMHASH_DISTANCE` bits, matches an existing Signal (any Source) it is still created, only
   flagged `duplicateCandidateOf` for a person to review. Nothing is merged automatically.
+  The flag names the oldest match, or the Signal that match is itself flagged against, so a
+  cluster of near items all point at its first Signal.
+
+Items decided `new` earlier in the same collection are not in the index yet; a `DedupeBatch`
+carries them so later items (of the same or another Source) are checked against them too.
+
+Every database lookup is an equality on one ART-indexed column (migration 2): DuckDB turns
+exactly that into an index scan and scans the whole table for anything else (a conjunction, a
+composite index, an OR), so further conditions are applied here, in Python, on the few rows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from datetime import date, datetime
+from typing import Any, Literal
 
 import duckdb
 
+from radar_pipeline.core.identity import hamming64
 from radar_pipeline.core.models import ItemCandidate
+from radar_pipeline.core.signals import make_signal_id
 
-SIMHASH_DISTANCE = 3
+SIMHASH_DISTANCE = 3  # bands below assume <= 3: 4 bands, so one band is always equal
+BANDS = 4
+BAND_BITS = 16
 PENDING_PREFIX = "pending:"
+_IN_CHUNK = 50  # placeholders per IN list
 
 Decision = Literal["new", "reused", "updated", "duplicate"]
 
@@ -32,16 +50,68 @@ class ItemDecision:
     duplicate_candidate_of: str | None = None  # review flag for new Signals
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """A candidate decided `new` in this collection (its Signal id is known only later)."""
+
+    source_id: str
+    candidate: ItemCandidate
+    flag: str | None  # its own duplicateCandidateOf
+
+    @property
+    def ref(self) -> str:
+        return f"{PENDING_PREFIX}{self.candidate.identity}"
+
+
+class DedupeBatch:
+    """The `new` candidates of one collection so far, across Sources, in decision order."""
+
+    def __init__(self) -> None:
+        self._pending: list[_Pending] = []
+
+    def add(self, source_id: str, cand: ItemCandidate, flag: str | None) -> str:
+        entry = _Pending(source_id, cand, flag)
+        self._pending.append(entry)
+        return entry.ref
+
+    def twin(self, source_id: str, cand: ItemCandidate) -> str | None:
+        for p in self._pending:
+            if p.source_id == source_id and (
+                p.candidate.canonical_url == cand.canonical_url
+                or (_has_content(cand) and p.candidate.content_hash == cand.content_hash)
+            ):
+                return p.ref
+        return None
+
+    def near(self, cand: ItemCandidate) -> str | None:
+        day = _day(cand)
+        for p in self._pending:
+            other = p.candidate
+            if (day is not None and other.title_key == cand.title_key and _day(other) == day) or (
+                cand.simhash and hamming64(other.simhash, cand.simhash) <= SIMHASH_DISTANCE
+            ):
+                return p.flag or p.ref
+        return None
+
+
 def decide(
-    con: duckdb.DuckDBPyConnection, source_id: str, candidates: tuple[ItemCandidate, ...]
+    con: duckdb.DuckDBPyConnection,
+    source_id: str,
+    candidates: tuple[ItemCandidate, ...],
+    batch: DedupeBatch | None = None,
 ) -> tuple[ItemDecision, ...]:
-    """Classify every candidate of one Source against the Signal index (indexed lookups only)."""
+    """Classify every candidate of one Source against the Signal index and `batch`.
+
+    `batch` (one per collection) holds the items already decided `new` in this collection;
+    the new ones of this call are added to it. A decision naming such an item carries
+    `pending:<identity>` until `resolve_pending` turns it into the Signal id.
+    """
     if not candidates:
         return ()
-    known = _lookup(con, "identity", [c.identity for c in candidates])
+    batch = batch if batch is not None else DedupeBatch()
+    known = lookup_identities(con, [c.identity for c in candidates])
+    index = _SecondaryIndex.load(con, [c for c in candidates if c.identity not in known])
     decisions: list[ItemDecision] = []
-    batch_urls: dict[str, str] = {}
-    batch_hashes: dict[str, str] = {}
     for cand in candidates:
         hit = known.get(cand.identity)
         if hit is not None:
@@ -49,48 +119,168 @@ def decide(
             outcome: Decision = "reused" if content_hash == cand.content_hash else "updated"
             decisions.append(ItemDecision(cand, outcome, signal_id))
             continue
-        twin = _secondary_match(con, source_id, cand) or batch_urls.get(cand.canonical_url)
-        twin = twin or batch_hashes.get(cand.content_hash)
+        twin = index.twin(source_id, cand) or batch.twin(source_id, cand)
         if twin is not None:
             decisions.append(ItemDecision(cand, "duplicate", twin))
             continue
-        # A duplicate of an item that is new in this same batch names it by this marker
-        # until the materialize stage knows its Signal id.
-        pending = f"{PENDING_PREFIX}{cand.identity}"
-        batch_urls[cand.canonical_url] = pending
-        batch_hashes[cand.content_hash] = pending
-        decisions.append(ItemDecision(cand, "new", None, _near_match(con, cand)))
+        flag = index.near(cand) or batch.near(cand)
+        batch.add(source_id, cand, flag)
+        decisions.append(ItemDecision(cand, "new", None, flag))
     return tuple(decisions)
 
 
-def _lookup(
-    con: duckdb.DuckDBPyConnection, column: str, values: list[str]
+def resolve_pending(ref: str | None, first_seen_at: datetime) -> str | None:
+    """The Signal id behind a `pending:<identity>` reference (a `new` item of the collection
+    whose `as_of` is `first_seen_at`); any other value is returned unchanged."""
+    if ref is None or not ref.startswith(PENDING_PREFIX):
+        return ref
+    return make_signal_id(first_seen_at, ref[len(PENDING_PREFIX) :])
+
+
+def simhash_band_keys(simhash: int) -> list[int]:
+    """The four indexed band keys of a simhash: band number * 65536 + its 16-bit slice."""
+    mask = (1 << BAND_BITS) - 1
+    return [b << BAND_BITS | (simhash >> (BAND_BITS * b)) & mask for b in range(BANDS)]
+
+
+def lookup_identities(
+    con: duckdb.DuckDBPyConnection, identities: Sequence[str]
 ) -> dict[str, tuple[str, str]]:
-    rows = con.execute(
-        f"SELECT {column}, signal_id, content_hash FROM signals WHERE {column} IN "
-        "(SELECT unnest(?))",
-        [values],
-    ).fetchall()
-    return {str(r[0]): (str(r[1]), str(r[2])) for r in rows}
+    """identity -> (Signal id, current content hash), by Signal identity or recorded alias."""
+    found = {
+        str(r[0]): (str(r[1]), str(r[2]))
+        for r in _select_in(
+            con, "identity, signal_id, content_hash", "signals", "identity", identities
+        )
+    }
+    missing = [i for i in identities if i not in found]
+    if not missing:
+        return found
+    aliases = {
+        str(r[0]): str(r[1])
+        for r in _select_in(con, "identity, signal_id", "identity_aliases", "identity", missing)
+    }
+    if aliases:
+        current = {
+            str(r[0]): str(r[1])
+            for r in _select_in(
+                con, "signal_id, content_hash", "signals", "signal_id", list(aliases.values())
+            )
+        }
+        for alias, signal_id in aliases.items():
+            if signal_id in current:
+                found[alias] = (signal_id, current[signal_id])
+    return found
 
 
-def _secondary_match(
-    con: duckdb.DuckDBPyConnection, source_id: str, cand: ItemCandidate
-) -> str | None:
-    row = con.execute(
-        "SELECT signal_id FROM signals WHERE source_id = ? AND "
-        "(canonical_url = ? OR content_hash = ?) ORDER BY first_seen_at LIMIT 1",
-        [source_id, cand.canonical_url, cand.content_hash],
-    ).fetchone()
-    return str(row[0]) if row else None
+def _select_in(
+    con: duckdb.DuckDBPyConnection, columns: str, table: str, key: str, values: Sequence[Any]
+) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = []
+    unique = list(dict.fromkeys(values))
+    for start in range(0, len(unique), _IN_CHUNK):
+        chunk = unique[start : start + _IN_CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        rows += con.execute(
+            f"SELECT {columns} FROM {table} WHERE {key} IN ({marks})", chunk
+        ).fetchall()
+    return rows
 
 
-def _near_match(con: duckdb.DuckDBPyConnection, cand: ItemCandidate) -> str | None:
-    day = cand.observed_at.date() if cand.observed_at else None
-    row = con.execute(
-        "SELECT signal_id FROM signals WHERE (title_key = ? AND observed_day IS NOT DISTINCT FROM ?"
-        " AND ? IS NOT NULL) OR bit_count(xor(simhash, ?::UBIGINT)) <= ? "
-        "ORDER BY first_seen_at LIMIT 1",
-        [cand.title_key, day, day, cand.simhash, SIMHASH_DISTANCE],
-    ).fetchone()
-    return str(row[0]) if row else None
+_Row = tuple[str, str, datetime]  # signal id, source id or flag, first seen
+
+
+@dataclass(frozen=True)
+class _SecondaryIndex:
+    """The indexed rows that can match the candidates of one Source, fetched in one query per
+    key (an IN list on one indexed column), so a check costs a few queries, not a few per item.
+    """
+
+    by_url: dict[str, list[_Row]]  # canonical URL -> (signal, source, first seen)
+    by_content: dict[str, list[_Row]]  # content hash -> (signal, source, first seen)
+    by_title: dict[tuple[str, date], list[_Row]]  # (title key, day) -> (signal, flag, seen)
+    by_band: dict[int, list[tuple[str, int, datetime]]]  # band key -> (signal, simhash, seen)
+    flags: dict[str, str]  # duplicateCandidateOf of the Signals a near match can name
+
+    @classmethod
+    def load(cls, con: duckdb.DuckDBPyConnection, cands: list[ItemCandidate]) -> _SecondaryIndex:
+        by_url: dict[str, list[_Row]] = {}
+        by_content: dict[str, list[_Row]] = {}
+        by_title: dict[tuple[str, date], list[_Row]] = {}
+        by_band: dict[int, list[tuple[str, int, datetime]]] = {}
+        if not cands:
+            return cls(by_url, by_content, by_title, by_band, {})
+        urls = [c.canonical_url for c in cands]
+        cols = "canonical_url, signal_id, source_id, first_seen_at"
+        for r in _select_in(con, cols, "signals", "canonical_url", urls):
+            by_url.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
+        # A re-key may have re-canonicalised an older Signal's URL: that form is the alias's.
+        cols = "canonical_url, signal_id, source_id, recorded_at"
+        for r in _select_in(con, cols, "identity_aliases", "canonical_url", urls):
+            by_url.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
+        hashes = [c.content_hash for c in cands if _has_content(c)]
+        cols = "content_hash, signal_id, source_id, first_seen_at"
+        for r in _select_in(con, cols, "signals", "content_hash", hashes):
+            by_content.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
+        titles = [c.title_key for c in cands if c.observed_at is not None]
+        cols = "title_key, observed_day, signal_id, duplicate_candidate_of, first_seen_at"
+        for r in _select_in(con, cols, "signals", "title_key", titles):
+            if r[1] is not None:
+                by_title.setdefault((r[0], r[1]), []).append((str(r[2]), str(r[3] or ""), r[4]))
+        wanted: dict[int, list[int]] = {}  # band key -> simhashes of candidates with it
+        for c in cands:
+            for key in simhash_band_keys(c.simhash) if c.simhash else ():
+                wanted.setdefault(key, []).append(c.simhash)
+        cols = "band_key, signal_id, simhash, first_seen_at"
+        for r in _select_in(con, cols, "simhash_bands", "band_key", list(wanted)):
+            # Most rows share a band by chance; keep only those near a candidate.
+            if any(hamming64(int(r[2]), h) <= SIMHASH_DISTANCE for h in wanted[int(r[0])]):
+                by_band.setdefault(int(r[0]), []).append((str(r[1]), int(r[2]), r[3]))
+        near = [row[0] for rows in by_band.values() for row in rows]
+        flags = {
+            str(r[0]): str(r[1])
+            for r in _select_in(
+                con, "signal_id, duplicate_candidate_of", "signals", "signal_id", near
+            )
+            if r[1]
+        }
+        flags.update((row[0], row[1]) for rows in by_title.values() for row in rows if row[1])
+        return cls(by_url, by_content, by_title, by_band, flags)
+
+    def twin(self, source_id: str, cand: ItemCandidate) -> str | None:
+        """The oldest Signal of this Source with the candidate's canonical URL or content."""
+        rows = self.by_url.get(cand.canonical_url, [])
+        if _has_content(cand):
+            rows = rows + self.by_content.get(cand.content_hash, [])
+        return _oldest(r for r in rows if r[1] == source_id)
+
+    def near(self, cand: ItemCandidate) -> str | None:
+        """The oldest Signal (any Source) with the same title key and day, or a near simhash;
+        if that one is itself flagged, the Signal it is flagged against (no chains)."""
+        day = _day(cand)
+        rows = list(self.by_title.get((cand.title_key, day), [])) if day is not None else []
+        if cand.simhash:  # 0 means "no words": nothing to compare
+            rows += [
+                (sid, "", seen)
+                for key in simhash_band_keys(cand.simhash)
+                for sid, simhash, seen in self.by_band.get(key, [])
+                if hamming64(simhash, cand.simhash) <= SIMHASH_DISTANCE
+            ]
+        match = _oldest(rows)
+        return self.flags.get(match, match) if match is not None else None
+
+
+def _oldest(rows: Iterable[tuple[Any, ...]]) -> str | None:
+    """The signal id (column 0) with the earliest first-seen time (column 2); ties by id."""
+    best = min(rows, key=lambda r: (r[2], str(r[0])), default=None)
+    return str(best[0]) if best is not None else None
+
+
+def _has_content(cand: ItemCandidate) -> bool:
+    # Without summary or body the content hash is the title's: equal titles are no proof
+    # of a re-publication (two "Weekly release notes" are two items).
+    return bool(cand.summary or cand.content)
+
+
+def _day(cand: ItemCandidate) -> date | None:
+    return cand.observed_at.date() if cand.observed_at else None

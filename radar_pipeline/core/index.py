@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from radar_pipeline.core import identity
+from radar_pipeline.core.dedupe import simhash_band_keys
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.identity import normalize_title
 from radar_pipeline.core.schedule import parse_utc
@@ -31,9 +35,58 @@ INSERT_SIGNAL_SQL = (
 
 
 @dataclass(frozen=True)
+class Rekey:
+    """What one re-key did (see `rekey`)."""
+
+    identity_version: int  # the current rules' version
+    rekeyed: int  # Signals of another identity version given their current identity
+    aliased: int  # of those, how many have an identity that differs (a new alias to match)
+    conflicts: tuple[str, ...] = ()  # Signals whose current identity another Signal holds
+
+
+@dataclass(frozen=True)
 class IndexRepair:
     indexed: int  # files that had no index row and got one
     unreadable: tuple[str, ...]  # Signal files that could not be parsed (left untouched)
+    rekey: Rekey | None = None
+
+
+def insert_signals(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Insert Signal index rows (`INSERT_SIGNAL_SQL` order) with their simhash band keys."""
+    if not rows:
+        return
+    con.executemany(INSERT_SIGNAL_SQL, list(rows))
+    ids = [str(row[0]) for row in rows]
+    # Bands only for rows that are in the index and have none yet (a row that conflicted
+    # with an existing Signal was not inserted; a re-inserted one keeps its bands).
+    indexed = {str(r[0]) for r in _select_ids(con, "signals", ids)}
+    banded = {str(r[0]) for r in _select_ids(con, "simhash_bands", ids)}
+    bands = [
+        (key, str(row[0]), int(row[9]), row[10])
+        for row in rows
+        if row[0] in indexed and row[0] not in banded
+        for key in simhash_band_keys(int(row[9]))
+    ]
+    if bands:
+        con.execute(
+            "INSERT INTO simhash_bands SELECT unnest(?), unnest(?), unnest(?::UBIGINT[]), "
+            "unnest(?::TIMESTAMPTZ[])",
+            [list(col) for col in zip(*bands, strict=True)],
+        )
+
+
+def _select_ids(
+    con: duckdb.DuckDBPyConnection, table: str, ids: list[str]
+) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    for start in range(0, len(ids), 100):  # one indexed IN list per chunk
+        chunk = ids[start : start + 100]
+        out += con.execute(
+            f"SELECT DISTINCT signal_id FROM {table} WHERE signal_id IN "
+            f"({', '.join('?' * len(chunk))})",
+            chunk,
+        ).fetchall()
+    return out
 
 
 def index_row_from_frontmatter(signal_id: str, fm: dict[str, Any]) -> tuple[Any, ...]:
@@ -45,7 +98,7 @@ def index_row_from_frontmatter(signal_id: str, fm: dict[str, Any]) -> tuple[Any,
     return (
         signal_id,
         identity_of(signal_id),
-        int(fm.get("identityVersion") or 1),
+        _identity_version(fm.get("identityVersion")),
         str(fm["sourceId"]),
         str(fm["sourceItemId"]),
         str(fm["canonicalUrl"]),
@@ -57,6 +110,11 @@ def index_row_from_frontmatter(signal_id: str, fm: dict[str, Any]) -> tuple[Any,
         fm.get("duplicateCandidateOf") or None,
         (SIGNALS_DIR / f"{signal_id}.md").as_posix(),
     )
+
+
+def _identity_version(value: Any) -> int:
+    # Signals written before the key existed were made under the first rules (version 1).
+    return 1 if value is None or value == "" else int(value)
 
 
 def reconcile(con: duckdb.DuckDBPyConnection, vault: Path) -> IndexRepair:
@@ -74,13 +132,71 @@ def reconcile(con: duckdb.DuckDBPyConnection, vault: Path) -> IndexRepair:
         except (VaultError, KeyError, ValueError) as exc:
             log.warning("index: skipping unreadable Signal %s: %s", signal_id, exc)
             unreadable.append(signal_id)
-    if rows:
-        con.executemany(INSERT_SIGNAL_SQL, rows)
-    return IndexRepair(len(rows), tuple(unreadable))
+    insert_signals(con, rows)
+    return IndexRepair(len(rows), tuple(unreadable), rekey(con))
 
 
 def rebuild(store: Store, vault: Path) -> IndexRepair:
-    """Drop the Signal index and derive it again from the vault files."""
+    """Drop the Signal index and derive it again from the vault files, re-keying every Signal
+    indexed under another identity version (its aliases are derived data too)."""
     with store.transaction() as con:
-        con.execute("DELETE FROM signals")
+        for table in ("signals", "identity_aliases", "simhash_bands"):
+            con.execute(f"DELETE FROM {table}")
         return reconcile(con, vault)
+
+
+def rekey(con: duckdb.DuckDBPyConnection) -> Rekey:
+    """Give every Signal indexed under another identity version its current identity.
+
+    The identity is recomputed from what the Signal file recorded (sourceId, canonicalUrl
+    re-canonicalised under the current rules, sourceItemId) and stored as an alias that the
+    dedupe identity lookup also matches: an item seen again after the rules changed is
+    `reused`, never a second Signal. The Signal keeps its id and file. Runs in every dedupe
+    stage (cheap when nothing is stale) and in `radar index rebuild`.
+    """
+    version = identity.IDENTITY_VERSION
+    stale = con.execute(
+        "SELECT signal_id, identity, source_id, canonical_url, source_item_id FROM signals s "
+        "WHERE identity_version <> ? AND NOT EXISTS (SELECT 1 FROM identity_aliases a "
+        "WHERE a.signal_id = s.signal_id AND a.identity_version = ?) "
+        "ORDER BY first_seen_at, signal_id",
+        [version, version],
+    ).fetchall()
+    if not stale:
+        return Rekey(version, 0, 0)
+    taken = {
+        str(r[0]): str(r[1])
+        for table in ("signals", "identity_aliases")
+        for r in con.execute(f"SELECT identity, signal_id FROM {table}").fetchall()
+    }
+    aliases: list[tuple[str, str, str, str]] = []
+    conflicts: list[str] = []
+    changed = 0
+    for signal_id, old_identity, source_id, url, item_id in stale:
+        canonical = _recanonicalize(str(url))
+        current = identity.identity_hash(str(source_id), canonical, str(item_id))
+        owner = taken.get(current)
+        if owner is not None and owner != signal_id:
+            # Two old Signals fold into one identity under the new rules: the older keeps it.
+            conflicts.append(str(signal_id))
+            continue
+        taken[current] = str(signal_id)
+        changed += current != old_identity
+        aliases.append((current, str(signal_id), str(source_id), canonical))
+    if aliases:
+        # An alias equal to the Signal's own identity only marks it as checked at `version`.
+        idents, signal_ids, source_ids, urls = (list(c) for c in zip(*aliases, strict=True))
+        con.execute(
+            "INSERT INTO identity_aliases SELECT unnest(?), unnest(?), ?, unnest(?), unnest(?), ?",
+            [idents, signal_ids, version, source_ids, urls, datetime.now(UTC)],
+        )
+    if conflicts:
+        log.warning("re-key: %d Signals share an identity with an older one", len(conflicts))
+    return Rekey(version, len(aliases), changed, tuple(conflicts))
+
+
+def _recanonicalize(url: str) -> str:
+    try:
+        return identity.canonicalize_url(url)
+    except ValueError:
+        return url  # recorded before a rule that now refuses it: keep the recorded form

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import yaml
 
 from radar_pipeline.core.errors import VaultError
-from radar_pipeline.core.text import inert_markdown, one_line
+from radar_pipeline.core.text import inert_markdown, inert_property, one_line
 
 SIGNAL_SCHEMA_VERSION = 1
 SIGNALS_DIR = Path("Radar") / "Signals"
@@ -63,7 +63,10 @@ class SignalDocument:
 
     def render(self) -> str:
         header = yaml.safe_dump(
-            self.frontmatter,
+            {
+                k: inert_property(v) if isinstance(v, str) else v
+                for k, v in self.frontmatter.items()
+            },
             sort_keys=False,
             allow_unicode=True,
             default_flow_style=False,

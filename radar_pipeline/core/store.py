@@ -23,7 +23,7 @@ import duckdb
 
 from radar_pipeline.core.errors import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
@@ -153,6 +153,41 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         ALTER TABLE fetch_attempts ADD COLUMN consecutive_failures INTEGER;
         ALTER TABLE fetch_attempts ADD COLUMN backoff_until TIMESTAMPTZ;
         ALTER TABLE dead_letters ADD COLUMN replay_collection_id VARCHAR;
+        """,
+    ),
+    (
+        3,
+        # Identity aliases (re-key after an identity rule change) and single-column lookup
+        # keys: DuckDB answers an equality on one ART-indexed column with an index scan, but
+        # scans the whole table for a composite index or a conjunction, so every dedupe
+        # lookup is one equality on one of these. Simhash bands: four 16-bit slices of the
+        # simhash; two simhashes within 3 bits share at least one slice (pigeonhole).
+        """
+        CREATE TABLE identity_aliases (
+            identity VARCHAR PRIMARY KEY,
+            signal_id VARCHAR NOT NULL,
+            identity_version INTEGER NOT NULL,
+            source_id VARCHAR NOT NULL,
+            canonical_url VARCHAR NOT NULL,
+            recorded_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE INDEX identity_aliases_signal ON identity_aliases (signal_id);
+        CREATE INDEX identity_aliases_url ON identity_aliases (canonical_url);
+        CREATE INDEX signals_canonical_url ON signals (canonical_url);
+        CREATE INDEX signals_content_hash ON signals (content_hash);
+        CREATE INDEX signals_title_key ON signals (title_key);
+        CREATE TABLE simhash_bands (
+            band_key INTEGER NOT NULL,
+            signal_id VARCHAR NOT NULL,
+            simhash UBIGINT NOT NULL,
+            first_seen_at TIMESTAMPTZ NOT NULL
+        );
+        INSERT INTO simhash_bands
+            SELECT b * 65536 + ((simhash >> (16 * b)) & 65535)::INTEGER, signal_id, simhash,
+                first_seen_at
+            FROM signals, range(4) AS t(b);
+        CREATE INDEX simhash_bands_key ON simhash_bands (band_key);
+        CREATE INDEX simhash_bands_signal ON simhash_bands (signal_id);
         """,
     ),
 )

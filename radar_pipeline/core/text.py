@@ -155,3 +155,26 @@ def _escape_line(line: str) -> str:
     if match:  # an ordered-list marker
         escaped = f"{match.group(1)}\\{match.group(2)}{escaped[match.end() :]}"
     return escaped
+
+
+# Sequences that act even inside a property value: Obsidian links/embeds in properties,
+# Templater commands (it scans whole new files), HTML a raw-text consumer might render.
+_LIVE_IN_PROPERTY = re.compile(
+    r"\[\[|\]\]|<(?=\s*(?:%|/?\s*(?:script|iframe|object|embed|style|img|svg)\b))",
+    re.IGNORECASE,
+)
+_PROPERTY_LOOKALIKE = {"[[": "\uff3b\uff3b", "]]": "\uff3d\uff3d", "<": "\uff1c"}
+
+
+def inert_property(value: str) -> str:
+    """Return a frontmatter string value that no Obsidian feature or plugin acts on.
+
+    Plain values come back unchanged. Otherwise control, format and bidi characters go,
+    line breaks become spaces (a multi-line YAML scalar could start a fence line), and `[[`,
+    `]]`, `<%` and `<script`-like tags get full-width brackets: shown almost alike, never a
+    link, embed, Templater command or tag.
+    """
+    if _NOT_PRINTABLE_ASCII.search(value) is None and _LIVE_IN_PROPERTY.search(value) is None:
+        return value
+    flat = " ".join(_strip_invisible(value).split())
+    return _LIVE_IN_PROPERTY.sub(lambda m: _PROPERTY_LOOKALIKE[m.group()], flat)
