@@ -5,7 +5,12 @@ from __future__ import annotations
 import dagster as dg
 
 from radar_pipeline.defs.assets import MEM_IO, signals, source_registry
-from radar_pipeline.defs.freshness import on_cadence_check, source_freshness_sensor, with_freshness
+from radar_pipeline.defs.freshness import (
+    cadence_check_job,
+    on_cadence_check,
+    source_freshness_sensor,
+    with_freshness,
+)
 from radar_pipeline.defs.jobs import collect_job
 from radar_pipeline.defs.resources import RadarResource
 from radar_pipeline.defs.sensors import (
@@ -17,7 +22,7 @@ from radar_pipeline.defs.sensors import (
 defs = dg.Definitions(
     assets=[source_registry, with_freshness(signals)],
     asset_checks=[on_cadence_check],
-    jobs=[collect_job],
+    jobs=[collect_job, cadence_check_job],
     sensors=[
         source_registry_sensor,
         due_sources_sensor,
