@@ -194,3 +194,39 @@ def test_single_run_backfill_keeps_sources_isolated_and_locked(
     assert by_id["bf-b"]["outcome"] == "skipped" and by_id["bf-b"]["error"] == "locked"
     assert by_id["bf-c"]["outcome"] == "failed"
     assert len(feed_server.requests_for("/bf-b.xml")) == 0
+
+
+@pytest.mark.parametrize(
+    ("successes", "last_collection", "expected"),
+    [
+        ({}, None, None),  # never ran
+        ({}, T - DOWNTIME, T - DOWNTIME),  # ran, never succeeded (offline since install)
+        ({"dt-a": T - timedelta(hours=7)}, None, None),  # one check a bit late: not downtime
+        ({"dt-a": T - timedelta(hours=12)}, None, T - timedelta(hours=12)),  # a whole slot missed
+        # Offline for three days while collections kept failing: downtime from the last success.
+        ({"dt-a": T - DOWNTIME, "dt-b": T - DOWNTIME}, T - timedelta(minutes=5), T - DOWNTIME),
+        # One Source failing alone for days while the other succeeds: no downtime.
+        ({"dt-a": T - DOWNTIME, "dt-b": T - timedelta(hours=1)}, None, None),
+    ],
+)
+def test_downtime_from_is_the_last_success_after_a_missed_check(
+    tmp_path: Path,
+    successes: dict[str, datetime],
+    last_collection: datetime | None,
+    expected: datetime | None,
+) -> None:
+    from radar_pipeline.core.plan import CollectionSpec, LockBook, plan_collection
+    from radar_pipeline.core.registry import load_registry
+    from radar_pipeline.core.state import FeedState
+
+    for sid in ("dt-a", "dt-b"):
+        write_source(tmp_path, sid, f"https://example.com/{sid}.xml", cadence="PT6H")
+    states = {sid: FeedState(sid, last_success_at=at) for sid, at in successes.items()}
+    plan = plan_collection(
+        CollectionSpec("c1", "explicit", T),
+        load_registry(tmp_path),
+        states,
+        last_collection,
+        LockBook(tmp_path / "locks"),
+    )
+    assert plan.downtime_from == expected
