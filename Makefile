@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The CLI defaults RADAR_VAULT, RADAR_DB and DAGSTER_HOME to data/ in this repository.
 UI_HOME := $(if $(DAGSTER_HOME),$(DAGSTER_HOME),$(CURDIR)/data/dagster_home)
+UI_PORT ?= 3000
 
 .PHONY: run test test-fast test-slow lint typecheck ui bench faults clean-venv
 
@@ -35,10 +36,12 @@ test-slow: $(STAMP)
 test: lint typecheck $(STAMP)
 	$(BIN)/pytest -q
 
+# `exec` makes dagster dev the recipe's own process: Ctrl-C (SIGINT to the terminal's process
+# group) reaches it directly and it stops the webserver, the daemon and the code servers.
 ui: $(STAMP)
 	@mkdir -p "$(UI_HOME)"
 	@test -f "$(UI_HOME)/dagster.yaml" || cp dagster.yaml "$(UI_HOME)/dagster.yaml"
-	DAGSTER_HOME="$(UI_HOME)" $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	DAGSTER_HOME="$(UI_HOME)" exec $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)

@@ -5,11 +5,15 @@ decision never deletes it: `replay` runs a check of that Source now and records 
 with the collection it ran in; `dismiss` records `dismissed`; both keep the time. Only an
 `open` dead letter can be decided, and a replay whose check did not run (the Source was
 locked, or a publisher's wait applies) leaves it open.
+
+A run that fails as a whole (a crash, a killed process, an op error) records nothing itself;
+the run-failure sensor calls `record_run_failure` so each of its Sources still gets one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,6 +23,8 @@ from radar_pipeline.core.schedule import format_utc
 from radar_pipeline.core.store import Store, rows_as_dicts
 
 STATUSES = ("open", "replayed", "dismissed")
+RUN_FAILURE_STAGE = "dagster-run"
+RUN_FAILURE_CLASS = "run-failure"
 
 _SELECT = (
     "SELECT dead_letter_id, collection_id, source_id, stage, error_class, message, attempt, "
@@ -189,3 +195,40 @@ def replay(
             )
         new_letter = _from_row(rows[0]) if rows else None
     return Replay(decided, entry, new_letter)
+
+
+def run_failure_dead_letter_id(run_id: str, source_id: str) -> str:
+    """Deterministic, so a sensor tick evaluated twice for the same run adds nothing."""
+    return hashlib.sha256(f"{run_id}:{source_id}".encode()).hexdigest()[:12]
+
+
+def record_run_failure(
+    store: Store, run_id: str, source_ids: Sequence[str], message: str, now: datetime
+) -> int:
+    """One open dead letter per Source of the failed run; returns how many were new."""
+    added = 0
+    with store.transaction() as con:
+        for source_id in source_ids:
+            row = con.execute(
+                "SELECT count(*) FROM dead_letters WHERE source_id = ? AND stage = ?",
+                [source_id, RUN_FAILURE_STAGE],
+            ).fetchone()
+            attempt = (int(row[0]) if row else 0) + 1
+            cur = con.execute(
+                "INSERT INTO dead_letters (dead_letter_id, collection_id, source_id, stage, "
+                "error_class, message, attempt, status, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?) "
+                "ON CONFLICT (dead_letter_id) DO NOTHING RETURNING dead_letter_id",
+                [
+                    run_failure_dead_letter_id(run_id, source_id),
+                    run_id,
+                    source_id,
+                    RUN_FAILURE_STAGE,
+                    RUN_FAILURE_CLASS,
+                    (message or "the Dagster run failed")[:1000],
+                    attempt,
+                    now,
+                ],
+            )
+            added += len(cur.fetchall())
+    return added

@@ -15,6 +15,7 @@ from radar_pipeline.core.models import FetchRequest
 from radar_pipeline.core.registry import RegistrySnapshot, SourceRecord
 from radar_pipeline.core.schedule import (
     coverage_from,
+    due_slot,
     is_due,
     is_overdue,
     needs_unconditional,
@@ -53,6 +54,20 @@ class PlannedCheck:
     skip_reason: str | None = None  # skipped: locked, backoff, rate-limit, not eligible
     failure: tuple[str, str] | None = None  # (error class, message) decided before fetching
     notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceTiming:
+    """Where one eligible, cadence-driven Source stands at `now`: what the sensors act on."""
+
+    source_id: str
+    cadence: timedelta
+    last_success_at: datetime | None
+    backoff_until: datetime | None
+    overdue: bool  # its cadence has passed without a success (backoff does not matter)
+    due: bool  # overdue and not in backoff: a `due` collection checks it now
+    slot: datetime  # the start of its current slot (EPOCH + stable offset + k * cadence)
+    rank: tuple[int, int]  # recovery priority: critical, then primary/discovery, then the rest
 
 
 @dataclass(frozen=True)
@@ -113,11 +128,7 @@ def plan_collection(
     env = os.environ if environ is None else environ
     now = spec.as_of
     records = _selected_records(spec, snapshot)
-    overdue = sum(
-        1
-        for rec in snapshot.sources
-        if rec.source.is_eligible and _overdue(rec, states.get(rec.source.id), now)
-    )
+    overdue = sum(1 for t in source_timings(snapshot, states, now) if t.overdue)
     checks: list[PlannedCheck] = []
     for rec in sorted(
         records, key=lambda r: (*priority_rank(r.source.priority, r.source.role), r.source.id)
@@ -128,9 +139,36 @@ def plan_collection(
     for missing in sorted(set(spec.source_ids) - {r.source.id for r in records}):
         if spec.mode == "explicit":
             checks.append(PlannedCheck(missing, None, skip_reason="not a valid Source"))
-    return CollectionPlan(
-        spec, tuple(checks), overdue, _downtime_from(snapshot, last_collection_at, now)
-    )
+    downtime_from = _downtime_from(snapshot, states, last_collection_at, now)
+    return CollectionPlan(spec, tuple(checks), overdue, downtime_from)
+
+
+def source_timings(
+    snapshot: RegistrySnapshot, states: Mapping[str, FeedState], now: datetime
+) -> tuple[SourceTiming, ...]:
+    """Every eligible Source with a cadence (`manual` ones never are), in recovery priority
+    order: the same due rule `plan_collection` applies in mode `due`."""
+    out: list[SourceTiming] = []
+    for rec in snapshot.sources:
+        cadence = parse_cadence(rec.source.cadence)
+        if not rec.source.is_eligible or cadence is None:
+            continue
+        state = states.get(rec.source.id)
+        last = _last_success(rec, state)
+        backoff = state.backoff_until if state else None
+        out.append(
+            SourceTiming(
+                source_id=rec.source.id,
+                cadence=cadence,
+                last_success_at=last,
+                backoff_until=backoff,
+                overdue=is_overdue(cadence, last, now),
+                due=is_due(cadence, last, now, backoff),
+                slot=due_slot(rec.source.id, cadence, now),
+                rank=priority_rank(rec.source.priority, rec.source.role),
+            )
+        )
+    return tuple(sorted(out, key=lambda t: (*t.rank, t.source_id)))
 
 
 def _selected_records(spec: CollectionSpec, snapshot: RegistrySnapshot) -> list[SourceRecord]:
@@ -143,11 +181,6 @@ def _selected_records(spec: CollectionSpec, snapshot: RegistrySnapshot) -> list[
 def _last_success(rec: SourceRecord, state: FeedState | None) -> datetime | None:
     # DuckDB is the authority; the Source file's mirror covers a lost database file.
     return state.last_success_at if state and state.last_success_at else rec.source.last_success_at
-
-
-def _overdue(rec: SourceRecord, state: FeedState | None, now: datetime) -> bool:
-    cadence = parse_cadence(rec.source.cadence)
-    return cadence is not None and is_overdue(cadence, _last_success(rec, state), now)
 
 
 def _plan_one(
@@ -227,15 +260,28 @@ def _ineligible_reason(rec: SourceRecord) -> str:
 
 
 def _downtime_from(
-    snapshot: RegistrySnapshot, last_collection_at: datetime | None, now: datetime
+    snapshot: RegistrySnapshot,
+    states: Mapping[str, FeedState],
+    last_collection_at: datetime | None,
+    now: datetime,
 ) -> datetime | None:
-    """The last collection's time, when more than the shortest cadence has passed since."""
-    if last_collection_at is None:
+    """When the Radar last made progress, if it has been down since; else None.
+
+    Progress is the latest `lastSuccessAt` of any eligible cadence-driven Source: a sleeping
+    laptop, a stopped Dagster and an absent network all stop it, while one Source failing on
+    its own does not (the others keep succeeding). The time of the last collection is not
+    progress (a collection whose every check failed while offline is still downtime); it is
+    used only while no Source has ever succeeded. It counts as downtime once a whole check was
+    missed: the busiest Source (shortest cadence) was due at `last + cadence` and another
+    cadence went by, so `now >= last + 2 * cadence`. A check a few minutes late is not
+    downtime.
+    """
+    timings = source_timings(snapshot, states, now)
+    if not timings:
         return None
-    cadences = [
-        c
-        for c in (parse_cadence(r.source.cadence) for r in snapshot.sources if r.source.is_eligible)
-        if c is not None
-    ]
-    shortest = min(cadences, default=timedelta(hours=6))
-    return last_collection_at if now - last_collection_at > shortest else None
+    last = max((t.last_success_at for t in timings if t.last_success_at), default=None)
+    last = last or last_collection_at
+    if last is None or last > now:
+        return None
+    shortest = min(t.cadence for t in timings)
+    return last if now - last >= 2 * shortest else None

@@ -136,6 +136,16 @@ def signal_materialize(
         if src["outcome"] == "skipped":
             continue
         yield event_type(asset_key="signals", partition=src["id"], metadata=source_metadata(src))
+    # The recovery report of the whole collection, on the asset without a partition: it lands
+    # in the run whatever its Sources did (a failed or skipped Source has no materialization).
+    yield dg.AssetObservation(
+        asset_key="signals",
+        metadata={
+            "collection_report": dg.MetadataValue.md(collection_markdown(report)),
+            "downtime_from": report["downtimeFrom"] or "",
+            **{k: report[k] for k in ("overdue", "due", "passed", "failed", "skipped", "created")},
+        },
+    )
 
 
 @dg.graph_asset(

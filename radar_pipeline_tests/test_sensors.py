@@ -1,0 +1,325 @@
+"""Sensors on a real temp Dagster instance: `evaluate_tick`, then what the daemon would do with
+the result (apply partition requests, launch the requested runs in-process, record runless
+check evaluations). The clock is `RADAR_AS_OF`, never the wall clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from radar_pipeline.core.schedule import due_slot, format_utc
+from radar_pipeline.defs.freshness import ON_CADENCE, source_freshness_sensor
+from radar_pipeline.defs.jobs import COLLECT_JOB_NAME
+from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
+from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.sensors import (
+    due_sources_sensor,
+    run_failure_dead_letter_sensor,
+    run_sources,
+    source_registry_sensor,
+)
+from radar_pipeline_tests.feedserver import FeedServer
+from radar_pipeline_tests.vaultkit import rss, write_source
+
+SIX_HOURS = timedelta(hours=6)
+T0 = datetime(2026, 11, 2, 9, 17, tzinfo=UTC)
+# (id, role, priority): the order the due sensor must request them in after downtime.
+PRIORITY_ORDER = (
+    ("eng-crit", "engineering-blog", "critical"),
+    ("disc-high", "discovery", "high"),
+    ("prim-low", "primary", "low"),
+    ("blog-high", "engineering-blog", "high"),
+    ("research-normal", "research", "normal"),
+)
+SIX_HOUR_IDS = [sid for sid, _, _ in PRIORITY_ORDER]
+
+
+@pytest.fixture
+def instance(radar_env: dict[str, Path]) -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test(temp_dir=str(radar_env["home"])) as inst:
+        yield inst
+
+
+def write_feed_source(
+    vault: Path, server: FeedServer, sid: str, status: int = 200, **overrides: str
+) -> None:
+    body = rss([{"title": sid, "guid": sid, "link": f"https://example.com/{sid}"}])
+    headers = None if status == 200 else {"Content-Type": "text/plain"}
+    server.add(f"/{sid}.xml", body if status == 200 else b"down", status=status, headers=headers)
+    write_source(vault, sid, server.url(f"/{sid}.xml"), **overrides)
+
+
+def tick(
+    sensor: dg.SensorDefinition, instance: dg.DagsterInstance, cursor: str | None = None
+) -> dg.SensorExecutionData:
+    from radar_pipeline.definitions import defs
+
+    return sensor.evaluate_tick(
+        dg.build_sensor_context(
+            instance_ref=instance.get_ref(),
+            cursor=cursor,
+            definitions=defs,
+            resources={"radar": RadarResource()},
+        )
+    )
+
+
+def apply_partitions(instance: dg.DagsterInstance, data: dg.SensorExecutionData) -> None:
+    for req in data.dynamic_partitions_requests or []:
+        if isinstance(req, dg.AddDynamicPartitionsRequest):
+            instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+        else:
+            for key in req.partition_keys:
+                instance.delete_dynamic_partition(req.partitions_def_name, key)
+
+
+def launch(instance: dg.DagsterInstance, requests: list[dg.RunRequest]) -> None:
+    """Run each request as the daemon would launch it (here in-process), run key included."""
+    from radar_pipeline.definitions import defs
+
+    job = defs.resolve_job_def(COLLECT_JOB_NAME)
+    for req in requests:
+        result = job.execute_in_process(
+            run_config=req.run_config,
+            instance=instance,
+            partition_key=req.partition_key,
+            tags={**req.tags, "dagster/run_key": str(req.run_key)},
+            raise_on_error=False,
+        )
+        assert result.success
+
+
+def run_cadence_checks(instance: dg.DagsterInstance, data: dg.SensorExecutionData) -> None:
+    """Launch the freshness sensor's check-only runs, as the daemon would."""
+    from radar_pipeline.definitions import defs
+
+    job = defs.resolve_job_def("source_cadence_check")
+    for req in data.run_requests or []:
+        result = job.execute_in_process(
+            instance=instance, tags={**req.tags, "dagster/run_key": str(req.run_key)}
+        )
+        assert result.success
+
+
+def on_cadence_by_partition(instance: dg.DagsterInstance) -> dict[str, str]:
+    key = dg.AssetCheckKey(dg.AssetKey("signals"), ON_CADENCE)
+    infos = instance.event_log_storage.get_asset_check_partition_info([key])
+    return {str(i.partition_key): i.latest_execution_status.value for i in infos if i.partition_key}
+
+
+def keys_at(now: datetime, ids: list[str]) -> list[str]:
+    return [f"{sid}:{format_utc(due_slot(sid, SIX_HOURS, now))}" for sid in ids]
+
+
+def test_registry_sensor_follows_source_files(
+    radar_env: dict[str, Path], instance: dg.DagsterInstance
+) -> None:
+    vault = radar_env["vault"]
+    write_source(vault, "alpha", "https://example.com/a.xml")
+    write_source(vault, "beta", "https://example.com/b.xml")
+    data = tick(source_registry_sensor, instance)
+    apply_partitions(instance, data)
+    assert set(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)) == {"alpha", "beta"}
+    again = tick(source_registry_sensor, instance)
+    assert not again.dynamic_partitions_requests and "in sync" in str(again.skip_message)
+
+    write_source(vault, "gamma", "https://example.com/c.xml")  # a new valid file
+    (vault / "Radar/Sources/alpha.md").unlink()  # a deleted file
+    write_source(vault, "beta", "not a url")  # a file that became invalid
+    apply_partitions(instance, tick(source_registry_sensor, instance))
+    assert instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME) == ["gamma"]
+
+
+def test_due_sensor_one_run_per_due_source_slot_in_priority_order(
+    radar_env: dict[str, Path],
+    instance: dg.DagsterInstance,
+    feed_server: FeedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    vault = radar_env["vault"]
+    for sid, role, priority in reversed(PRIORITY_ORDER):
+        write_feed_source(vault, feed_server, sid, role=role, priority=priority)
+    write_feed_source(vault, feed_server, "by-hand", cadence="manual")
+    write_feed_source(vault, feed_server, "switched-off", enabled="false")
+    apply_partitions(instance, tick(source_registry_sensor, instance))
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(T0))
+
+    first = tick(due_sources_sensor, instance)
+    requests = first.run_requests or []
+    assert [r.partition_key for r in requests] == SIX_HOUR_IDS  # never checked: all due
+    assert [r.run_key for r in requests] == keys_at(T0, SIX_HOUR_IDS)
+    assert [int(r.tags["dagster/priority"]) for r in requests] == [23, 12, 10, 2, 1]
+    fetch_config = requests[0].run_config["ops"]["signals"]["ops"]["fetch"]["config"]
+    assert fetch_config == {
+        "mode": "due",
+        "sources": ["eng-crit"],
+        "as_of": format_utc(T0),
+        "trigger": "sensor",
+    }
+    # Stable offsets: the five slots of the same cadence start at five different instants.
+    assert len({r.tags["radar/slot"] for r in requests}) == 5
+
+    # A repeated tick asks for nothing new; a tick without the cursor asks for the same keys
+    # (the daemon skips a run key it has already launched).
+    repeat = tick(due_sources_sensor, instance, cursor=first.cursor)
+    assert not repeat.run_requests and "no Source due" in str(repeat.skip_message)
+    fresh = tick(due_sources_sensor, instance)
+    assert [r.run_key for r in fresh.run_requests or []] == keys_at(T0, SIX_HOUR_IDS)
+
+
+@pytest.mark.slow  # 18 in-process runs (collections and check-only runs)
+def test_no_replay_after_downtime_and_freshness_per_partition(
+    radar_env: dict[str, Path],
+    instance: dg.DagsterInstance,
+    feed_server: FeedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    vault = radar_env["vault"]
+    ids = SIX_HOUR_IDS[:3]  # three Sources keep the 18 in-process runs affordable
+    for sid, role, priority in PRIORITY_ORDER[:3]:
+        write_feed_source(vault, feed_server, sid, role=role, priority=priority)
+    apply_partitions(instance, tick(source_registry_sensor, instance))
+
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(T0))
+    never = tick(source_freshness_sensor, instance)  # never succeeded: late
+    run_cadence_checks(instance, never)
+    assert on_cadence_by_partition(instance) == dict.fromkeys(ids, "FAILED")
+    first = tick(due_sources_sensor, instance)
+    launch(instance, list(first.run_requests or []))
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(T0 + timedelta(minutes=1)))
+    assert not tick(due_sources_sensor, instance, cursor=first.cursor).run_requests
+    freshness = tick(source_freshness_sensor, instance, cursor=never.cursor)
+    run_cadence_checks(instance, freshness)
+    assert on_cadence_by_partition(instance) == dict.fromkeys(ids, "SUCCEEDED")
+    collections = [r for r in instance.get_runs() if r.job_name == COLLECT_JOB_NAME]
+    assert len(collections) == 3
+
+    # Dagster stopped for three days: twelve slots per Source went by.
+    later = T0 + timedelta(days=3)
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(later))
+    late = tick(source_freshness_sensor, instance, cursor=freshness.cursor)
+    run_cadence_checks(instance, late)
+    assert on_cadence_by_partition(instance) == dict.fromkeys(ids, "FAILED")
+    recovery = tick(due_sources_sensor, instance, cursor=first.cursor)
+    requests = list(recovery.run_requests or [])
+    assert [r.run_key for r in requests] == keys_at(later, ids)  # one each, current
+    launch(instance, requests)
+    collections = [r for r in instance.get_runs() if r.job_name == COLLECT_JOB_NAME]
+    assert len(collections) == 6
+
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(later + timedelta(minutes=1)))
+    assert not tick(due_sources_sensor, instance, cursor=recovery.cursor).run_requests
+    on_time = tick(source_freshness_sensor, instance, cursor=late.cursor)
+    run_cadence_checks(instance, on_time)
+    assert on_cadence_by_partition(instance) == dict.fromkeys(ids, "SUCCEEDED")
+    # Nothing changed since: the freshness sensor stays quiet.
+    assert not tick(source_freshness_sensor, instance, cursor=on_time.cursor).run_requests
+
+
+def test_due_sensor_respects_backoff_and_retries_in_a_later_slot(
+    radar_env: dict[str, Path],
+    instance: dg.DagsterInstance,
+    feed_server: FeedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    write_feed_source(radar_env["vault"], feed_server, "flaky", status=503)
+    apply_partitions(instance, tick(source_registry_sensor, instance))
+    start = due_slot("flaky", SIX_HOURS, T0) + timedelta(minutes=1)  # early in a slot
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(start))
+    first = tick(due_sources_sensor, instance)
+    launch(instance, list(first.run_requests or []))  # the Source fails; the run does not
+    con = duckdb.connect(str(radar_env["db"]), read_only=True)
+    try:
+        row = con.execute("SELECT backoff_until FROM feed_state WHERE source_id = 'flaky'")
+        backoff_until = row.fetchone()[0]  # type: ignore[index]
+    finally:
+        con.close()
+    assert start < backoff_until < start + timedelta(hours=1)
+
+    # In backoff: not requested, even by a sensor that forgot its cursor.
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(backoff_until - timedelta(seconds=1)))
+    assert not tick(due_sources_sensor, instance).run_requests
+    # Backoff over but the same slot: its run key is spent, so no second run in this slot.
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(backoff_until + timedelta(seconds=1)))
+    assert not tick(due_sources_sensor, instance, cursor=first.cursor).run_requests
+    # The next slot: one retry.
+    next_slot = due_slot("flaky", SIX_HOURS, start) + SIX_HOURS
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(next_slot))
+    retry = tick(due_sources_sensor, instance, cursor=first.cursor)
+    assert [r.run_key for r in retry.run_requests or []] == [f"flaky:{format_utc(next_slot)}"]
+
+
+def test_run_failure_sensor_records_a_dead_letter(
+    radar_env: dict[str, Path],
+    instance: dg.DagsterInstance,
+    feed_server: FeedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from radar_pipeline.definitions import defs
+
+    write_feed_source(radar_env["vault"], feed_server, "victim")
+    instance.add_dynamic_partitions(SOURCES_PARTITIONS_NAME, ["victim"])
+    # The run's process cannot open its DuckDB file (a directory stands where it should be).
+    broken = radar_env["root"] / "not-a-db"
+    broken.mkdir()
+    monkeypatch.setenv("RADAR_DB", str(broken))
+    result = defs.resolve_job_def(COLLECT_JOB_NAME).execute_in_process(
+        instance=instance, partition_key="victim", raise_on_error=False
+    )
+    assert not result.success
+    monkeypatch.setenv("RADAR_DB", str(radar_env["db"]))
+    run = instance.get_run_by_id(result.run_id)
+    assert run is not None
+    [failure] = instance.all_logs(result.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+    assert failure.dagster_event is not None
+    for _ in range(2):  # a repeated evaluation adds nothing
+        context = dg.build_run_status_sensor_context(
+            sensor_name=run_failure_dead_letter_sensor.name,
+            dagster_event=failure.dagster_event,
+            dagster_instance=instance,
+            dagster_run=run,
+            resources={"radar": RadarResource()},
+        ).for_run_failure()
+        run_failure_dead_letter_sensor(context)
+    con = duckdb.connect(str(radar_env["db"]), read_only=True)
+    try:
+        rows = con.execute(
+            "SELECT collection_id, source_id, stage, error_class, status, attempt FROM dead_letters"
+        ).fetchall()
+    finally:
+        con.close()
+    assert rows == [(result.run_id, "victim", "dagster-run", "run-failure", "open", 1)]
+
+
+@pytest.mark.parametrize(
+    ("tags", "sources", "expected"),
+    [
+        ({"dagster/partition": "b"}, [], ["b"]),
+        (
+            {
+                "dagster/asset_partition_range_start": "a",
+                "dagster/asset_partition_range_end": "c",
+            },
+            [],
+            ["a", "b", "c"],
+        ),
+        (
+            {
+                "dagster/asset_partition_range_start": "a",
+                "dagster/asset_partition_range_end": "d",
+            },
+            ["d", "b"],
+            ["b", "d"],
+        ),
+        ({"dagster/partition": "2026-11-22"}, [], []),  # a weekly partition, not a Source
+        ({}, [], []),
+    ],
+)
+def test_run_sources(tags: dict[str, str], sources: list[str], expected: list[str]) -> None:
+    config = {"ops": {"signals": {"ops": {"fetch": {"config": {"sources": sources}}}}}}
+    assert run_sources(tags, config, ["a", "b", "c", "d"]) == expected
