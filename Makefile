@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 UI_HOME := $(if $(DAGSTER_HOME),$(DAGSTER_HOME),$(CURDIR)/data/dagster_home)
 UI_PORT ?= 3000
 
-.PHONY: run test test-fast test-slow lint typecheck ui bench faults clean-venv
+.PHONY: run test test-fast test-slow test-postgres lint typecheck ui bench faults clean-venv
 
 # Recreated when missing or stale (the lock or pyproject changed since it was installed).
 $(STAMP): requirements.lock pyproject.toml
@@ -35,6 +35,11 @@ test-slow: $(STAMP)
 
 test: lint typecheck $(STAMP)
 	$(BIN)/pytest -q
+
+# The team profile: a private PostgreSQL server on 127.0.0.1 (installed from Debian's packages
+# when missing), the Dagster instance on it, daemon-launched runs; the server is removed after.
+test-postgres: $(STAMP)
+	bash radar_pipeline/deploy/test_postgres.sh
 
 # `exec` makes dagster dev the recipe's own process: Ctrl-C (SIGINT to the terminal's process
 # group) reaches it directly and it stops the webserver, the daemon and the code servers.

@@ -9,6 +9,7 @@ versioned: `MIGRATIONS` is append-only and applied in order at first connection.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import threading
 import time
@@ -194,6 +195,38 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
 
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock")
 
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LockWaitStats:
+    """This process's time spent waiting for DuckDB's single-writer lock (all Stores)."""
+
+    connects: int  # successful opens of a store file
+    waited: int  # opens that found the file held by another process at least once
+    wait_s: float  # total time spent waiting in those opens
+    max_wait_s: float  # the longest single wait
+
+
+_wait_lock = threading.Lock()
+_wait_totals: dict[str, float] = {"connects": 0, "waited": 0, "wait_s": 0.0, "max_wait_s": 0.0}
+
+
+def lock_wait_stats() -> LockWaitStats:
+    """Counters of the writer-lock waits in this process, for benchmarks and logs."""
+    with _wait_lock:
+        t = dict(_wait_totals)
+    return LockWaitStats(int(t["connects"]), int(t["waited"]), t["wait_s"], t["max_wait_s"])
+
+
+def _count_connect(wait_s: float | None) -> None:
+    with _wait_lock:
+        _wait_totals["connects"] += 1
+        if wait_s is not None:
+            _wait_totals["waited"] += 1
+            _wait_totals["wait_s"] += wait_s
+            _wait_totals["max_wait_s"] = max(_wait_totals["max_wait_s"], wait_s)
+
 
 @dataclass(frozen=True)
 class StoreSettings:
@@ -215,12 +248,18 @@ class Store:
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.settings.lock_timeout_s
+        started = time.monotonic()
+        deadline = started + self.settings.lock_timeout_s
         delay = 0.01
+        waited = False
         while True:
             try:
                 con = duckdb.connect(str(self.path))
                 con.execute("SET TimeZone = 'UTC'")
+                wait_s = time.monotonic() - started if waited else None
+                _count_connect(wait_s)
+                if wait_s is not None:
+                    log.info("waited %.3f s for the DuckDB writer lock on %s", wait_s, self.path)
                 return con
             except duckdb.IOException as exc:
                 if not any(marker in str(exc) for marker in _LOCK_MARKERS):
@@ -230,6 +269,7 @@ class Store:
                         f"{self.path} stayed locked by another process for "
                         f"{self.settings.lock_timeout_s:.0f} s; retry when it has finished"
                     ) from exc
+                waited = True
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.5)
             except duckdb.Error as exc:

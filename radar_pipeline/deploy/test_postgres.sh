@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `make test-postgres`: a private PostgreSQL server on 127.0.0.1 (Debian's packages), the team
+# profile's Dagster instance on it, and the scale-out tests (daemon-launched runs) against it.
+# The server, its data directory and its socket are removed on every exit path.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=.venv/bin
+started=$(date +%s)
+
+# The profile's extra packages (see requirements-postgres.txt for why --no-deps).
+"$BIN/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+  -r radar_pipeline/deploy/requirements-postgres.txt
+
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
+if [ -z "$(pg_bin)" ] || [ ! -x "$(pg_bin)/initdb" ]; then
+  echo "test-postgres: installing PostgreSQL from Debian's packages"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
+PGBIN=$(pg_bin)
+
+# PostgreSQL refuses to run as root: run the server as the `postgres` system user then.
+AS=()
+if [ "$(id -u)" = 0 ]; then
+  id -u postgres >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin postgres
+  AS=(runuser -u postgres --)
+fi
+
+work=$(mktemp -d /tmp/radar-pg.XXXXXX)
+cleanup() {
+  if [ -f "$work/data/postmaster.pid" ]; then
+    "${AS[@]}" "$PGBIN/pg_ctl" -D "$work/data" -m immediate -w stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+[ "${#AS[@]}" -eq 0 ] || chown postgres "$work"
+
+port=$("$BIN/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+password=$("$BIN/python" -c 'import secrets; print(secrets.token_hex(16))')
+printf '%s\n' "$password" >"$work/pw"
+[ "${#AS[@]}" -eq 0 ] || chown postgres "$work/pw"
+
+"${AS[@]}" "$PGBIN/initdb" -D "$work/data" -U radar --pwfile="$work/pw" -E UTF8 \
+  --auth-local=trust --auth-host=scram-sha-256 >"$work/initdb.log"
+rm -f "$work/pw"
+"${AS[@]}" "$PGBIN/pg_ctl" -D "$work/data" -l "$work/server.log" -w -t 60 \
+  -o "-c listen_addresses=127.0.0.1 -p $port -k $work -c max_connections=200" start >/dev/null
+"${AS[@]}" "$PGBIN/createdb" -h "$work" -p "$port" -U radar radar_dagster
+echo "test-postgres: PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port"
+
+export DAGSTER_PG_HOST=127.0.0.1 DAGSTER_PG_PORT="$port" DAGSTER_PG_USER=radar
+export DAGSTER_PG_PASSWORD="$password" DAGSTER_PG_DB=radar_dagster RADAR_TEST_POSTGRES=1
+status=0
+"$BIN/pytest" -q -p no:cacheprovider --durations=0 radar_pipeline_tests/scaleout || status=$?
+echo "test-postgres: $(( $(date +%s) - started )) s (server setup, tests, teardown)"
+exit "$status"
