@@ -7,10 +7,6 @@ cd "$(dirname "$0")/../.."
 BIN=.venv/bin
 started=$(date +%s)
 
-# The profile's extra packages (see requirements-postgres.txt for why --no-deps).
-"$BIN/python" -m pip install --quiet --disable-pip-version-check --no-deps \
-  -r radar_pipeline/deploy/requirements-postgres.txt
-
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 if [ -z "$(pg_bin)" ] || [ ! -x "$(pg_bin)/initdb" ]; then
   echo "test-postgres: installing PostgreSQL from Debian's packages"
