@@ -51,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     collect.add_argument("--json", action="store_true")
     collect.set_defaults(handler=cmd_collect)
 
+    cleanup = sub.add_parser("cleanup", help="close the weekly cycle: empty Temporary Content")
+    cleanup.add_argument("--as-of", metavar="TS", help="ISO-8601 time replacing the clock")
+    cleanup.add_argument("--json", action="store_true")
+    cleanup.set_defaults(handler=cmd_cleanup)
+
     report = sub.add_parser("report", help="the evidence snapshot")
     report.add_argument("--json", action="store_true")
     report.set_defaults(handler=cmd_report)
@@ -143,12 +148,31 @@ def _collect_text(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    """One weekly close through the Dagster definitions: the partition of the week of --as-of."""
+    from radar_pipeline.defs.cleanup import launch_cleanup
+
+    as_of = _as_of(args.as_of)
+    close = launch_cleanup(dagster_instance(), as_of)
+    payload = {k: close[k] for k in ("deleted", "bytes", "retained")}
+    if args.json:
+        payload |= {k: close[k] for k in ("week", "closedAt", "refused", "dagsterRunId")}
+    _emit(
+        args,
+        payload,
+        f"weekly close of {close['week']}: deleted {close['deleted']} files "
+        f"({close['bytes']} bytes), retained {close['retained']}",
+    )
+    for refused in close["refused"]:
+        print(f"radar: cleanup kept {refused}", file=sys.stderr)
+    return EXIT_ERROR if close["retained"] else EXIT_OK
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    from radar_pipeline.core.evidence import evidence_snapshot
+    from radar_pipeline.core.evidence import evidence_snapshot, evidence_text
 
     payload = evidence_snapshot(RadarPaths.from_env(), datetime.now(UTC))
-    text = "\n".join(f"{k}: {v}" for k, v in payload.items() if k != "lastCollection")
-    _emit(args, payload, text)
+    _emit(args, payload, evidence_text(payload))
     return EXIT_OK
 
 
