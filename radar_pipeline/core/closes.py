@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from radar_pipeline.core.cleanup import CleanupResult
+from radar_pipeline.core.schedule import format_utc
 from radar_pipeline.core.store import Store
 
 
@@ -24,7 +25,7 @@ class CloseRecord:
     def to_json(self) -> dict[str, object]:
         return {
             "cleanupId": self.cleanup_id,
-            "closedAt": self.closed_at.isoformat(),
+            "closedAt": format_utc(self.closed_at),
             "week": self.week,
             "deleted": self.deleted,
             "bytes": self.bytes,

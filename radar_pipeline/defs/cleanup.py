@@ -12,7 +12,7 @@ import dagster as dg
 
 from radar_pipeline.core.cleanup import close_temporary_content
 from radar_pipeline.core.closes import record_close
-from radar_pipeline.core.errors import CleanupRefused
+from radar_pipeline.core.errors import CleanupRefused, RadarError
 from radar_pipeline.core.schedule import format_utc, parse_utc
 from radar_pipeline.core.store import Store
 from radar_pipeline.defs.resources import RadarResource
@@ -73,8 +73,10 @@ weekly_cleanup_schedule = dg.build_schedule_from_partitioned_job(
 )
 
 
-class CleanupFailed(CleanupRefused):
-    """The close's Dagster run failed for a reason other than a refusal (stage "cleanup")."""
+class CleanupFailed(RadarError):
+    """The close's Dagster run failed for a reason other than a refusal."""
+
+    stage = "cleanup"
 
 
 def week_of(as_of: datetime) -> str:
@@ -103,7 +105,9 @@ def launch_cleanup(instance: dg.DagsterInstance, as_of: datetime) -> dict[str, A
     job = defs.resolve_job_def(WEEKLY_CLEANUP_JOB_NAME)
     run_config = {
         "ops": {"weekly_cleanup": {"config": {"as_of": format_utc(as_of)}}},
-        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+        # The failure is raised below as one clear line; Dagster's own account (with its
+        # traceback) stays in the run's log in the UI, not on the terminal.
+        "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
     }
     result = job.execute_in_process(
         run_config=run_config,
@@ -113,16 +117,7 @@ def launch_cleanup(instance: dg.DagsterInstance, as_of: datetime) -> dict[str, A
         raise_on_error=False,
     )
     if not result.success:
-        messages = [
-            str(e.event_specific_data.error.message).strip().splitlines()[-1]  # type: ignore[union-attr]
-            for e in result.all_events
-            if e.is_step_failure and e.event_specific_data is not None
-        ]
-        # The op's CleanupRefused arrives as its message: "CleanupRefused: cleanup: ...".
-        text = "; ".join(m.split(": ", 1)[-1] for m in messages) or "see the Dagster UI"
-        if text.startswith("cleanup: "):
-            text = text[len("cleanup: ") :]
-        raise CleanupFailed(f"{text} (Dagster run {result.run_id})")
+        raise _run_failure(result)
     [mat] = result.asset_materializations_for_node("weekly_cleanup")
     meta = mat.metadata
     return {
@@ -134,3 +129,20 @@ def launch_cleanup(instance: dg.DagsterInstance, as_of: datetime) -> dict[str, A
         "refused": list(meta["refused"].value),  # type: ignore[arg-type]
         "dagsterRunId": result.run_id,
     }
+
+
+def _run_failure(result: dg.ExecuteInProcessResult) -> RadarError:
+    """The failed run's root cause as one line: a refusal keeps its own message."""
+    for event in result.all_events:
+        if not event.is_step_failure or event.event_specific_data is None:
+            continue
+        error = event.event_specific_data.error  # type: ignore[union-attr]
+        while error is not None and error.cause is not None:
+            error = error.cause
+        if error is None:
+            continue
+        message = str(error.message).strip().splitlines()[-1].split(": ", 1)[-1]
+        if error.cls_name == "CleanupRefused":
+            return CleanupRefused(message.removeprefix("cleanup: "))
+        return CleanupFailed(f"{message} (Dagster run {result.run_id})")
+    return CleanupFailed(f"Dagster run {result.run_id} failed; see the Dagster UI")
