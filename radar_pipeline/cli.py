@@ -181,13 +181,21 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
     from radar_pipeline.core.store import Store
 
     paths = RadarPaths.from_env()
-    repair = index.rebuild(Store(paths.db), paths.vault)
+    now = datetime.now(UTC)
+    store = Store(paths.db)
+    # A corrupted file is kept under another name, never deleted; the index starts afresh.
+    moved = index.set_aside_if_unusable(store, now.strftime("%Y%m%dT%H%M%SZ"))
+    repair = index.rebuild(store, paths.vault)
     payload = {
         "indexed": repair.indexed,
         "unreadable": list(repair.unreadable),
-        "at": format_utc(datetime.now(UTC)),
+        "movedAside": str(moved) if moved else None,
+        "at": format_utc(now),
     }
-    _emit(args, payload, f"indexed {repair.indexed} Signals; unreadable {len(repair.unreadable)}")
+    text = f"indexed {repair.indexed} Signals; unreadable {len(repair.unreadable)}"
+    if moved:
+        text = f"{paths.db} was not a usable DuckDB file; kept as {moved}\n{text}"
+    _emit(args, payload, text)
     return EXIT_ERROR if repair.unreadable else EXIT_OK
 
 
