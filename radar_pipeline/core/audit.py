@@ -158,15 +158,32 @@ def read_signal_files(vault: Path) -> tuple[SignalFile, ...]:
             continue
         if not entry.is_file(follow_symlinks=False):
             continue
-        path = Path(entry.path)
-        rel = (SIGNALS_DIR / name).as_posix()
-        try:
-            fm: Mapping[str, Any] | None = read_signal_frontmatter(path)
-            error = None
-        except VaultError as exc:
-            fm, error = None, exc.message
-        files.append(SignalFile(rel, name[:-3], fm, error, _body(path)))
+        info = entry.stat(follow_symlinks=False)
+        key = (entry.path, info.st_ino, info.st_size, info.st_mtime_ns)
+        cached = _PARSED.get(key)
+        if cached is None:
+            cached = _read_one(Path(entry.path), name)
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[key] = cached
+        files.append(cached)
     return tuple(files)
+
+
+# Several checks read the same files in one process; an unchanged file (same inode, size and
+# mtime) is parsed once. Signal files are created once and rarely edited, so this stays small.
+_PARSED: dict[tuple[str, int, int, int], SignalFile] = {}
+_PARSED_MAX = 200_000
+
+
+def _read_one(path: Path, name: str) -> SignalFile:
+    rel = (SIGNALS_DIR / name).as_posix()
+    try:
+        fm: Mapping[str, Any] | None = read_signal_frontmatter(path)
+        error = None
+    except VaultError as exc:
+        fm, error = None, exc.message
+    return SignalFile(rel, name[:-3], fm, error, _body(path))
 
 
 def _body(path: Path) -> str:

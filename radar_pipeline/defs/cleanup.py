@@ -18,7 +18,7 @@ from radar_pipeline.core.store import Store
 from radar_pipeline.defs.resources import RadarResource
 
 WEEKLY_CLEANUP_JOB_NAME = "weekly_cleanup_job"
-FIRST_WEEK = "2020-01-05"  # a Sunday; the first week a close can be recorded for
+FIRST_WEEK = "2025-01-05"  # a Sunday; the first week a close can be recorded for
 
 weekly_partitions = dg.WeeklyPartitionsDefinition(
     start_date=FIRST_WEEK, timezone="UTC", end_offset=1
