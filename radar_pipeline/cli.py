@@ -51,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     collect.add_argument("--json", action="store_true")
     collect.set_defaults(handler=cmd_collect)
 
+    cleanup = sub.add_parser("cleanup", help="close the weekly cycle: empty Temporary Content")
+    cleanup.add_argument("--as-of", metavar="TS", help="ISO-8601 time replacing the clock")
+    cleanup.add_argument("--json", action="store_true")
+    cleanup.set_defaults(handler=cmd_cleanup)
+
     report = sub.add_parser("report", help="the evidence snapshot")
     report.add_argument("--json", action="store_true")
     report.set_defaults(handler=cmd_report)
@@ -144,12 +149,31 @@ def _collect_text(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    """One weekly close through the Dagster definitions: the partition of the week of --as-of."""
+    from radar_pipeline.defs.cleanup import launch_cleanup
+
+    as_of = _as_of(args.as_of)
+    close = launch_cleanup(dagster_instance(), as_of)
+    payload = {k: close[k] for k in ("deleted", "bytes", "retained")}
+    if args.json:
+        payload |= {k: close[k] for k in ("week", "closedAt", "refused", "dagsterRunId")}
+    _emit(
+        args,
+        payload,
+        f"weekly close of {close['week']}: deleted {close['deleted']} files "
+        f"({close['bytes']} bytes), retained {close['retained']}",
+    )
+    for refused in close["refused"]:
+        print(f"radar: cleanup kept {refused}", file=sys.stderr)
+    return EXIT_ERROR if close["retained"] else EXIT_OK
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    from radar_pipeline.core.evidence import evidence_snapshot
+    from radar_pipeline.core.evidence import evidence_snapshot, evidence_text
 
     payload = evidence_snapshot(RadarPaths.from_env(), datetime.now(UTC))
-    text = "\n".join(f"{k}: {v}" for k, v in payload.items() if k != "lastCollection")
-    _emit(args, payload, text)
+    _emit(args, payload, evidence_text(payload))
     return EXIT_OK
 
 
@@ -158,23 +182,29 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
     from radar_pipeline.core.store import Store
 
     paths = RadarPaths.from_env()
-    repair = index.rebuild(Store(paths.db), paths.vault)
+    now = datetime.now(UTC)
+    store = Store(paths.db)
+    # A corrupted file is kept under another name, never deleted; the index starts afresh.
+    moved = index.set_aside_if_unusable(store, now.strftime("%Y%m%dT%H%M%SZ"))
+    repair = index.rebuild(store, paths.vault)
     rekey = repair.rekey
     payload = {
         "indexed": repair.indexed,
         "unreadable": list(repair.unreadable),
+        "movedAside": str(moved) if moved else None,
         "identityVersion": rekey.identity_version if rekey else None,
         "rekeyed": rekey.rekeyed if rekey else 0,
         "aliased": rekey.aliased if rekey else 0,
         "rekeyConflicts": list(rekey.conflicts) if rekey else [],
-        "at": format_utc(datetime.now(UTC)),
+        "at": format_utc(now),
     }
-    _emit(
-        args,
-        payload,
+    text = (
         f"indexed {repair.indexed} Signals; unreadable {len(repair.unreadable)}; "
-        f"re-keyed {payload['rekeyed']} to identity version {payload['identityVersion']}",
+        f"re-keyed {payload['rekeyed']} to identity version {payload['identityVersion']}"
     )
+    if moved:
+        text = f"{paths.db} was not a usable DuckDB file; kept as {moved}\n{text}"
+    _emit(args, payload, text)
     return EXIT_ERROR if repair.unreadable else EXIT_OK
 
 

@@ -5,6 +5,13 @@ from __future__ import annotations
 import dagster as dg
 
 from radar_pipeline.defs.assets import MEM_IO, signals, source_registry
+from radar_pipeline.defs.checks import (
+    EVIDENCE_CHECKS,
+    signal_checks_after_collection,
+    signal_checks_job,
+)
+from radar_pipeline.defs.cleanup import weekly_cleanup, weekly_cleanup_job, weekly_cleanup_schedule
+from radar_pipeline.defs.evidence import evidence_snapshot
 from radar_pipeline.defs.freshness import (
     cadence_check_job,
     on_cadence_check,
@@ -20,14 +27,16 @@ from radar_pipeline.defs.sensors import (
 )
 
 defs = dg.Definitions(
-    assets=[source_registry, with_freshness(signals)],
-    asset_checks=[on_cadence_check],
-    jobs=[collect_job, cadence_check_job],
+    assets=[source_registry, with_freshness(signals), weekly_cleanup, evidence_snapshot],
+    asset_checks=[on_cadence_check, *EVIDENCE_CHECKS],
+    jobs=[collect_job, cadence_check_job, weekly_cleanup_job, signal_checks_job],
+    schedules=[weekly_cleanup_schedule],
     sensors=[
         source_registry_sensor,
         due_sources_sensor,
         source_freshness_sensor,
         run_failure_dead_letter_sensor,
+        signal_checks_after_collection,
     ],
     resources={"radar": RadarResource(), MEM_IO: dg.mem_io_manager},
     executor=dg.in_process_executor,

@@ -94,7 +94,7 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
             "d-down": "failed",
         }
         assert instance.get_materialized_partitions(dg.AssetKey("signals")) == {"a-fix", "c-fix"}
-        runs = instance.get_runs()
+        runs = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))
         assert len(runs) == 1
 
 

@@ -1,50 +1,167 @@
-"""The evidence snapshot behind `radar report`: inventory, scope, recovery and retention."""
+"""The evidence snapshot behind `radar report` and the `evidence_snapshot` asset.
+
+Two scopes are kept apart on purpose: the *inventory* (what files exist: six Source files are
+six files) and *production* (what the Radar actually collects: eligible, non-fixture Sources).
+The contract's keys stay at the top level; everything else is grouped beneath them.
+"""
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from typing import Any
 
+from radar_pipeline.core.audit import (
+    AUDIT_NAMES,
+    audit_overdue,
+    list_temporary,
+    overdue_sources,
+    run_audits,
+)
 from radar_pipeline.core.cleanup import temporary_inventory
+from radar_pipeline.core.closes import last_close
 from radar_pipeline.core.collect import last_report
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.errors import CleanupRefused
 from radar_pipeline.core.registry import load_registry
-from radar_pipeline.core.schedule import RECOVERY_CAP, is_overdue, parse_cadence
+from radar_pipeline.core.schedule import RECOVERY_CAP, format_utc, parse_utc
 from radar_pipeline.core.signals import list_signal_ids
 from radar_pipeline.core.state import load_states
 from radar_pipeline.core.store import Store
 
 
 def evidence_snapshot(paths: RadarPaths, now: datetime) -> dict[str, Any]:
-    """What the Radar can show about itself right now (the contract's report keys and more)."""
+    """What the Radar can show about itself at `now` (the contract's report keys and more)."""
     snapshot = load_registry(paths.vault)
     store = Store(paths.db)
     with store.transaction() as con:
         states = load_states(con)
         row = con.execute("SELECT count(*) FROM dead_letters WHERE status = 'open'").fetchone()
         open_dead = int(row[0]) if row else 0
-        row = con.execute("SELECT count(*) FROM signals").fetchone()
-        indexed = int(row[0]) if row else 0
+        indexed = con.execute(
+            "SELECT source_id, count(*) FROM signals GROUP BY source_id ORDER BY source_id"
+        ).fetchall()
     eligible = [r for r in snapshot.sources if r.source.is_eligible]
-    overdue = 0
-    for rec in eligible:
-        cadence = parse_cadence(rec.source.cadence)
-        state = states.get(rec.source.id)
-        last = state.last_success_at if state and state.last_success_at else None
-        if cadence is not None and is_overdue(cadence, last or rec.source.last_success_at, now):
-            overdue += 1
-    files, _ = temporary_inventory(paths.vault)
+    production = {r.source.id for r in eligible if not r.source.is_fixture}
+    overdue = overdue_sources(snapshot, states, now)
+    last = last_report(store)
+    try:
+        retained, retained_bytes = temporary_inventory(paths.vault)
+        temporary_error = None
+    except CleanupRefused as exc:
+        retained, retained_bytes = len(list_temporary(paths.vault)), 0
+        temporary_error = str(exc)
+    close = last_close(store)
+    audits = run_audits(paths, now)
+    signal_ids = list_signal_ids(paths.vault)
+    by_source = {str(sid): int(n) for sid, n in indexed}
     return {
-        "asOf": now.isoformat(),
-        "sourceFiles": len(snapshot.sources) + len({i.path for i in snapshot.issues}),
-        "registryIssues": len(snapshot.issues),
-        "productionSources": sum(1 for r in eligible if not r.source.is_fixture),
+        # ---- the contract's keys
+        "asOf": format_utc(now),
+        "productionSources": len(production),
         "fixtureSources": sum(1 for r in eligible if r.source.is_fixture),
-        "signals": len(list_signal_ids(paths.vault)),
-        "indexedSignals": indexed,
+        "signals": len(signal_ids),
         "recoveryCapDays": RECOVERY_CAP.days,
-        "overdue": overdue,
-        "retainedTemporary": files,
+        "overdue": len(overdue),
+        "retainedTemporary": retained,
+        "lastCollection": last,
         "openDeadLetters": open_dead,
-        "lastCollection": last_report(store),
+        # ---- what else the evidence shows
+        "registryIssues": len(snapshot.issues),
+        "inventory": {
+            "sourceFiles": _source_files(paths),
+            "validSources": len(snapshot.sources),
+            "eligibleSources": len(eligible),
+            "inactiveSources": sorted(
+                r.source.id for r in snapshot.sources if not r.source.is_eligible
+            ),
+            "registryIssues": [
+                {"path": i.path, "code": i.code, "message": i.message} for i in snapshot.issues
+            ],
+            "signalFiles": len(signal_ids),
+            "indexedSignals": sum(by_source.values()),
+            "indexedBySource": dict(sorted(by_source.items())),
+        },
+        "production": {
+            "sources": sorted(production),
+            "signals": sum(n for sid, n in by_source.items() if sid in production),
+            "overdueNow": sorted(o.source_id for o in overdue if o.source_id in production),
+        },
+        "recovery": _recovery(paths, last, snapshot, states),
+        "temporary": {
+            "retainedFiles": retained,
+            "retainedBytes": retained_bytes,
+            "error": temporary_error,
+            "lastClose": close.to_json() if close else None,
+        },
+        "checks": {name: audits[name].to_json() for name in AUDIT_NAMES},
     }
+
+
+def _source_files(paths: RadarPaths) -> int:
+    try:
+        return sum(1 for e in os.scandir(paths.sources_dir) if e.name.endswith(".md"))
+    except OSError:
+        return 0
+
+
+def _recovery(
+    paths: RadarPaths, last: dict[str, Any] | None, snapshot: Any, states: Any
+) -> dict[str, Any] | None:
+    """The last collection's recovery: overdue before it, outcome, and overdue right after it
+    (evaluated at that collection's own clock with the state it left)."""
+    if last is None:
+        return None
+    as_of = parse_utc(str(last["asOf"]))
+    after = overdue_sources(snapshot, states, as_of)
+    eligible = sum(1 for r in snapshot.sources if r.source.is_eligible)
+    return {
+        "asOf": last["asOf"],
+        "mode": last.get("mode"),
+        "downtimeFrom": last.get("downtimeFrom"),
+        "overdueBefore": last.get("overdue"),
+        "due": last.get("due"),
+        "passed": last.get("passed"),
+        "failed": last.get("failed"),
+        "skipped": last.get("skipped"),
+        "postRecoveryOverdue": audit_overdue(after, eligible, as_of).figures["overdue"],
+        "postRecoveryOverdueSources": [o.source_id for o in after],
+    }
+
+
+def evidence_text(report: dict[str, Any]) -> str:
+    """The snapshot as a few readable lines for `radar report`."""
+    inv, prod, tmp = report["inventory"], report["production"], report["temporary"]
+    rec = report["recovery"]
+    lines = [
+        f"evidence as of {report['asOf']}",
+        f"inventory: {inv['sourceFiles']} Source files, {inv['validSources']} valid, "
+        f"{report['registryIssues']} registry issues; {inv['signalFiles']} Signal files, "
+        f"{inv['indexedSignals']} indexed",
+        f"production: {report['productionSources']} Sources, {prod['signals']} Signals; "
+        f"fixtures: {report['fixtureSources']}",
+        f"overdue now: {report['overdue']}; recovery cap: {report['recoveryCapDays']} days; "
+        f"open dead letters: {report['openDeadLetters']}",
+    ]
+    if rec is None:
+        lines.append("last collection: none")
+    else:
+        lines.append(
+            f"last collection {rec['asOf']} ({rec['mode']}): overdue before {rec['overdueBefore']}"
+            f", passed {rec['passed']}, failed {rec['failed']}, skipped {rec['skipped']}; "
+            f"overdue after {rec['postRecoveryOverdue']}"
+        )
+    close = tmp["lastClose"]
+    lines.append(
+        f"temporary text retained: {tmp['retainedFiles']} files ({tmp['retainedBytes']} bytes); "
+        + (
+            f"last close {close['closedAt']} (week {close['week']}): deleted {close['deleted']}, "
+            f"retained {close['retained']}"
+            if close
+            else "no weekly close yet"
+        )
+    )
+    for name, check in report["checks"].items():
+        verdict = "passed" if check["passed"] else f"FAILED {check['severity']}"
+        lines.append(f"check {name:<12} {verdict} ({check['findings']} findings)")
+    return "\n".join(lines)

@@ -10,7 +10,8 @@ COLLECT_JOB_NAME = "collect_signals"
 
 collect_job = dg.define_asset_job(
     COLLECT_JOB_NAME,
-    selection=dg.AssetSelection.assets("signals"),
+    # Checks run in their own run after the collection (see defs/checks.py).
+    selection=dg.AssetSelection.assets("signals").without_checks(),
     partitions_def=sources_partitions,
     executor_def=dg.in_process_executor,
 )

@@ -56,6 +56,7 @@ def launch_collection(
         "dagster/asset_partition_range_end": keys[positions[-1]],
         "radar/trigger": trigger,
         "radar/mode": mode,
+        "radar/checks": "inline",  # the evidence checks follow below, not via the sensor
     }
     job = defs.resolve_job_def(COLLECT_JOB_NAME)
     result = job.execute_in_process(
@@ -74,6 +75,9 @@ def launch_collection(
     if report is None:
         raise CollectionFailed(f"run {result.run_id} finished without recording a report")
     report["dagsterRunId"] = result.run_id
+    from radar_pipeline.defs.checks import run_signal_checks
+
+    report["checks"] = run_signal_checks(instance, as_of, result.run_id)
     return report
 
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from radar_pipeline.core.store import Store, lock_wait_stats
+from radar_pipeline.core.store import SCHEMA_VERSION, Store, lock_wait_stats
 
 HOLDER = """
 import sys, time, duckdb
@@ -26,7 +26,7 @@ def test_a_held_file_is_waited_for_and_the_wait_counted(tmp_path: Path) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         before = lock_wait_stats()
-        assert Store(db).schema_version() == 1  # blocks until the other process lets go
+        assert Store(db).schema_version() == SCHEMA_VERSION  # blocks until the holder lets go
         after = lock_wait_stats()
     finally:
         holder.wait(timeout=30)

@@ -1,0 +1,555 @@
+"""The Radar's claims about itself, each measured against the vault and DuckDB (no Dagster here).
+
+Every audit returns an `AuditResult`: passed or not, the severity of the worst finding (ERROR
+for a broken promise, WARN for a soft one that the next run or a person resolves) and a
+Markdown table that names each finding. The Dagster asset checks and `radar report` both call
+these functions, so the UI and the command line can never disagree.
+
+    idempotency   every identity has exactly one Signal file and one index row
+    provenance    every Signal carries every provenance field; `publishedAt` only with evidence
+    registry      every Source file is a valid, uniquely declared Source
+    overdue       eligible Sources past their cadence (0 after a successful recovery)
+    retention     nothing under Temporary Content survives a weekly close; no full text elsewhere
+    agreement     the vault and the DuckDB index hold the same Signal ids
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from radar_pipeline.core.cleanup import TEMPORARY_DIR
+from radar_pipeline.core.closes import CloseRecord, last_close
+from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.errors import VaultError
+from radar_pipeline.core.parse import SUMMARY_MAX
+from radar_pipeline.core.registry import RegistrySnapshot, load_registry
+from radar_pipeline.core.schedule import format_utc, is_overdue, parse_cadence, parse_utc
+from radar_pipeline.core.signals import (
+    PROVENANCE_FIELDS,
+    SIGNAL_ID_RE,
+    SIGNALS_DIR,
+    TEMP_PREFIX,
+    identity_of,
+    read_signal_frontmatter,
+)
+from radar_pipeline.core.state import FeedState, load_states
+from radar_pipeline.core.store import Store
+
+Severity = Literal["ERROR", "WARN"]
+
+# The pipeline writes a Signal body as: title heading (<= 300 chars), the feed's summary
+# (<= SUMMARY_MAX chars of plain text) and a one-line trailer. Measured as rendered text
+# (escapes count as one character), anything longer carries more than a summary.
+SIGNAL_BODY_MAX = SUMMARY_MAX + 300 + 300
+# Marks the end of what the pipeline wrote; people may annotate below it freely.
+BODY_TRAILER = "*Collected by Radar from "
+# A verified first-party publication date needs this key to say where it was verified.
+PUBLISHED_EVIDENCE_KEY = "publishedAtEvidence"
+TEMPORARY_MARKER = "entityType: temporary-content"
+MAX_TABLE_ROWS = 200
+
+_ESCAPE = re.compile(r"&#?[0-9A-Za-z]+;|\\.")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One row of an audit table: the severity it carries and its cells."""
+
+    severity: Severity
+    cells: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """One audit's verdict: findings (empty means passed), figures and a readable table."""
+
+    name: str
+    claim: str
+    columns: tuple[str, ...]
+    findings: tuple[Finding, ...]
+    figures: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return not self.findings
+
+    @property
+    def severity(self) -> Severity:
+        """ERROR if any finding breaks a promise, else WARN (also when passed)."""
+        return "ERROR" if any(f.severity == "ERROR" for f in self.findings) else "WARN"
+
+    def markdown(self) -> str:
+        """A heading line with the verdict and figures, then one table row per finding."""
+        verdict = "passed" if self.passed else f"FAILED ({self.severity})"
+        figures = " · ".join(f"{k} {v}" for k, v in self.figures.items())
+        head = f"**{self.name}**: {self.claim}: {verdict}" + (f" · {figures}" if figures else "")
+        columns = ("severity", *self.columns)
+        lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        for finding in self.findings[:MAX_TABLE_ROWS]:
+            cells = (finding.severity, *finding.cells)
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        if not self.findings:
+            lines.append("| – | " + " | ".join(["–"] * (len(columns) - 2) + ["no findings"]) + " |")
+        elif len(self.findings) > MAX_TABLE_ROWS:
+            lines.append(f"\n… and {len(self.findings) - MAX_TABLE_ROWS} more findings")
+        return head + "\n\n" + "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "severity": None if self.passed else self.severity,
+            "findings": len(self.findings),
+            **dict(self.figures),
+        }
+
+
+def _cell(value: str) -> str:
+    return value.replace("|", "\\|").replace("\n", " ") or "–"
+
+
+# ---- reading the vault and the index ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SignalFile:
+    """One Markdown file in the Signals folder, read without trusting it."""
+
+    rel_path: str
+    stem: str
+    frontmatter: Mapping[str, Any] | None
+    error: str | None
+    body: str
+
+    @property
+    def declared_id(self) -> str | None:
+        value = self.frontmatter.get("id") if self.frontmatter else None
+        return value if isinstance(value, str) and SIGNAL_ID_RE.fullmatch(value) else None
+
+    @property
+    def identity(self) -> str | None:
+        """The identity the file claims: its declared id's hex part, else its name's."""
+        if self.declared_id:
+            return identity_of(self.declared_id)
+        return identity_of(self.stem) if SIGNAL_ID_RE.fullmatch(self.stem) else None
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    signal_id: str
+    identity: str
+    file_path: str
+
+
+def read_signal_files(vault: Path) -> tuple[SignalFile, ...]:
+    """Every `*.md` in the Signals folder (copies under other names included, temp files not)."""
+    folder = vault / SIGNALS_DIR
+    if not folder.is_dir():
+        return ()
+    files: list[SignalFile] = []
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        name = entry.name
+        if not name.endswith(".md") or name.startswith(TEMP_PREFIX):
+            continue
+        if not entry.is_file(follow_symlinks=False):
+            continue
+        info = entry.stat(follow_symlinks=False)
+        key = (entry.path, info.st_ino, info.st_size, info.st_mtime_ns)
+        cached = _PARSED.get(key)
+        if cached is None:
+            cached = _read_one(Path(entry.path), name)
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[key] = cached
+        files.append(cached)
+    return tuple(files)
+
+
+# Several checks read the same files in one process; an unchanged file (same inode, size and
+# mtime) is parsed once. Signal files are created once and rarely edited, so this stays small.
+_PARSED: dict[tuple[str, int, int, int], SignalFile] = {}
+_PARSED_MAX = 200_000
+
+
+def _read_one(path: Path, name: str) -> SignalFile:
+    rel = (SIGNALS_DIR / name).as_posix()
+    try:
+        fm: Mapping[str, Any] | None = read_signal_frontmatter(path)
+        error = None
+    except VaultError as exc:
+        fm, error = None, exc.message
+    return SignalFile(rel, name[:-3], fm, error, _body(path))
+
+
+def _body(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    if text.startswith("---\n"):
+        end = text.find("\n---\n", 4)
+        if end >= 0:
+            return text[end + 5 :]
+    return text
+
+
+def read_index(store: Store) -> tuple[IndexRow, ...]:
+    with store.transaction() as con:
+        rows = con.execute(
+            "SELECT signal_id, identity, file_path FROM signals ORDER BY signal_id"
+        ).fetchall()
+    return tuple(IndexRow(str(r[0]), str(r[1]), str(r[2])) for r in rows)
+
+
+# ---- the audits --------------------------------------------------------------------------------
+
+
+def audit_idempotency(files: Iterable[SignalFile], index: Iterable[IndexRow]) -> AuditResult:
+    """Every identity has exactly one Signal file and one index row naming that file."""
+    by_identity: dict[str, list[SignalFile]] = {}
+    unidentified: list[SignalFile] = []
+    for f in files:
+        if f.identity is None:
+            unidentified.append(f)
+        else:
+            by_identity.setdefault(f.identity, []).append(f)
+    rows_by_identity: dict[str, list[IndexRow]] = {}
+    for row in index:
+        rows_by_identity.setdefault(row.identity, []).append(row)
+    findings: list[Finding] = []
+    for identity in sorted(by_identity.keys() | rows_by_identity.keys()):
+        owners = by_identity.get(identity, [])
+        rows = rows_by_identity.get(identity, [])
+        names = ", ".join(f.rel_path for f in owners) or "–"
+        counts = (identity, str(len(owners)), str(len(rows)), names)
+        if len(owners) > 1:
+            findings.append(Finding("ERROR", (*counts, "several files share this identity")))
+        elif not owners:
+            findings.append(Finding("ERROR", (*counts, "index row without a Signal file")))
+        elif not rows:
+            findings.append(
+                Finding("WARN", (*counts, "no index row (the next collection repairs it)"))
+            )
+        elif rows[0].signal_id != (owners[0].declared_id or owners[0].stem):
+            findings.append(Finding("ERROR", (*counts, f"index names {rows[0].signal_id}")))
+    for f in unidentified:
+        findings.append(Finding("ERROR", ("–", "1", "0", f.rel_path, "no Signal id to identify")))
+    return AuditResult(
+        "idempotency",
+        "one Signal file and one index row per identity",
+        ("identity", "files", "index rows", "files named", "problem"),
+        tuple(findings),
+        {"identities": len(by_identity), "files": sum(map(len, by_identity.values()))},
+    )
+
+
+def audit_provenance(files: Iterable[SignalFile]) -> AuditResult:
+    """Every Signal carries every provenance field; `publishedAt` is empty unless verified."""
+    findings: list[Finding] = []
+    count = 0
+    for f in files:
+        count += 1
+        if f.frontmatter is None:
+            findings.append(Finding("ERROR", (f.rel_path, "all", f.error or "unreadable")))
+            continue
+        fm = f.frontmatter
+        missing = [k for k in PROVENANCE_FIELDS if fm.get(k) in (None, "")]
+        if missing:
+            findings.append(Finding("ERROR", (f.rel_path, ", ".join(missing), "missing or empty")))
+        if fm.get("publishedAt") not in (None, "") and not fm.get(PUBLISHED_EVIDENCE_KEY):
+            findings.append(
+                Finding(
+                    "ERROR",
+                    (f.rel_path, "publishedAt", f"set without `{PUBLISHED_EVIDENCE_KEY}`"),
+                )
+            )
+        if f.stem != fm.get("id"):
+            findings.append(Finding("ERROR", (f.rel_path, "id", f"declares {fm.get('id')!r}")))
+    return AuditResult(
+        "provenance",
+        "every Signal carries its full provenance",
+        ("Signal file", "fields", "problem"),
+        tuple(findings),
+        {"signals": count, "fields": len(PROVENANCE_FIELDS)},
+    )
+
+
+_DECLARED_IN = re.compile(r"already declared in (\S+?);")
+
+
+def audit_registry(snapshot: RegistrySnapshot) -> AuditResult:
+    """Every Source file is valid and declares its own id; issues name the first declaration."""
+    findings: list[Finding] = []
+    for issue in snapshot.issues:
+        first = "–"
+        if issue.code == "duplicate-id":
+            match = _DECLARED_IN.search(issue.message)
+            first = match.group(1) if match else issue.path
+        # A duplicate id silences every file that declares it; other issues silence one file.
+        severity: Severity = "ERROR" if issue.code in ("duplicate-id", "unreadable") else "WARN"
+        findings.append(Finding(severity, (issue.path, issue.code, first, issue.message)))
+    return AuditResult(
+        "registry",
+        "every Source file is a valid, uniquely declared Source",
+        ("file", "code", "first declaration", "message"),
+        tuple(findings),
+        {"sources": len(snapshot.sources), "issues": len(snapshot.issues)},
+    )
+
+
+@dataclass(frozen=True)
+class OverdueSource:
+    source_id: str
+    priority: str
+    cadence: str
+    last_success_at: datetime | None
+    due_since: datetime | None  # None: never succeeded
+
+
+def overdue_sources(
+    snapshot: RegistrySnapshot, states: Mapping[str, FeedState], now: datetime
+) -> list[OverdueSource]:
+    """Eligible Sources with a cadence whose last success is older than the cadence at `now`.
+
+    DuckDB's feed state is the authority; the Source file's mirror covers a lost database.
+    """
+    out: list[OverdueSource] = []
+    for rec in snapshot.sources:
+        src = rec.source
+        if not src.is_eligible:
+            continue
+        cadence = parse_cadence(src.cadence)
+        state = states.get(src.id)
+        last = state.last_success_at if state and state.last_success_at else src.last_success_at
+        if cadence is not None and is_overdue(cadence, last, now):
+            due = last + cadence if last is not None else None
+            out.append(OverdueSource(src.id, src.priority, src.cadence, last, due))
+    return out
+
+
+def audit_overdue(overdue: Iterable[OverdueSource], eligible: int, now: datetime) -> AuditResult:
+    """No eligible Source is past its cadence (soft: a failing publisher makes one overdue)."""
+    findings = tuple(
+        Finding(
+            "WARN",
+            (
+                o.source_id,
+                o.priority,
+                o.cadence,
+                format_utc(o.last_success_at) if o.last_success_at else "never",
+                format_utc(o.due_since) if o.due_since else "first check",
+            ),
+        )
+        for o in overdue
+    )
+    return AuditResult(
+        "overdue",
+        f"no eligible Source past its cadence at {format_utc(now)}",
+        ("Source", "priority", "cadence", "last success", "due since"),
+        findings,
+        {"eligible": eligible, "overdue": len(findings)},
+    )
+
+
+@dataclass(frozen=True)
+class TemporaryEntry:
+    rel_path: str
+    written_at: datetime  # from the Signal id's timestamp, else the file's mtime
+
+
+def list_temporary(vault: Path) -> tuple[TemporaryEntry, ...]:
+    """Every non-directory entry under Temporary Content; links are listed, never followed."""
+    root = vault / TEMPORARY_DIR
+    if root.is_symlink() or not root.is_dir():
+        return ()
+    entries: list[TemporaryEntry] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        # os.walk lists links to folders under dirnames without entering them: count them.
+        names = filenames + [d for d in dirnames if (here / d).is_symlink()]
+        for name in sorted(names):
+            path = here / name
+            entries.append(
+                TemporaryEntry(path.relative_to(vault).as_posix(), _written_at(path, name))
+            )
+    return tuple(entries)
+
+
+def _written_at(path: Path, name: str) -> datetime:
+    stem = name[:-3] if name.endswith(".md") else ""
+    if SIGNAL_ID_RE.fullmatch(stem):
+        return parse_utc(stem.split("-", 1)[0])
+    return datetime.fromtimestamp(path.lstat().st_mtime, UTC)
+
+
+def audit_retention(
+    vault: Path,
+    files: Iterable[SignalFile],
+    last_close: CloseRecord | None,
+    temporary: Iterable[TemporaryEntry],
+) -> AuditResult:
+    """Nothing in Temporary Content predates the last weekly close, which retained 0; and no
+    full text lives elsewhere: no Signal body longer than a summary, no temporary-content file
+    outside the folder. Text written after the last close waits for the next one (counted)."""
+    findings: list[Finding] = []
+    temporary = tuple(temporary)
+    if (vault / TEMPORARY_DIR).is_symlink():
+        findings.append(
+            Finding("ERROR", (TEMPORARY_DIR.as_posix(), "is a symlink; the close refuses it"))
+        )
+    if last_close is not None and last_close.retained:
+        week = last_close.week or "–"
+        findings.append(
+            Finding(
+                "ERROR",
+                (
+                    TEMPORARY_DIR.as_posix(),
+                    f"the close of week {week} retained {last_close.retained} files",
+                ),
+            )
+        )
+    pending = 0
+    for entry in temporary:
+        if last_close is None:
+            findings.append(Finding("WARN", (entry.rel_path, "no weekly close recorded yet")))
+        # Signal ids keep whole seconds: text from the close's own second counts as newer.
+        elif entry.written_at < last_close.closed_at.replace(microsecond=0):
+            closed = format_utc(last_close.closed_at)
+            findings.append(Finding("ERROR", (entry.rel_path, f"survived the close at {closed}")))
+        else:
+            pending += 1
+    oversized = 0
+    for f in files:
+        length = visible_length(pipeline_section(f.body))
+        if length > SIGNAL_BODY_MAX:
+            oversized += 1
+            findings.append(
+                Finding(
+                    "ERROR",
+                    (f.rel_path, f"body of {length} characters exceeds a summary's bound"),
+                )
+            )
+    stray = stray_temporary_text(vault)
+    findings.extend(
+        Finding("ERROR", (p, "temporary text outside Temporary Content")) for p in stray
+    )
+    return AuditResult(
+        "retention",
+        "full text lives only in Temporary Content and never outlives a weekly close",
+        ("path", "problem"),
+        tuple(findings),
+        {
+            "temporary_files": len(temporary),
+            "pending_next_close": pending,
+            "last_close_retained": last_close.retained if last_close else 0,
+            "oversized_signal_bodies": oversized,
+            "stray_temporary_files": len(stray),
+        },
+    )
+
+
+def pipeline_section(body: str) -> str:
+    """The part of a Signal body the pipeline wrote: up to and including its trailer line."""
+    at = body.find(BODY_TRAILER)
+    if at < 0:
+        return body
+    end = body.find("\n", at)
+    return body if end < 0 else body[:end]
+
+
+def visible_length(markdown: str) -> int:
+    """Length as rendered: an entity or a backslash escape is one character."""
+    return len(_ESCAPE.sub("x", markdown.strip()))
+
+
+def stray_temporary_text(vault: Path) -> list[str]:
+    """Vault files marked as temporary content that lie outside Temporary Content."""
+    temporary = vault / TEMPORARY_DIR
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(vault, followlinks=False):
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and here / d != temporary)
+        for name in sorted(filenames):
+            if not name.endswith(".md"):
+                continue
+            path = here / name
+            if path.is_symlink():
+                continue
+            try:
+                with path.open("rb") as handle:
+                    head = handle.read(256).decode("utf-8", errors="replace")
+            except OSError:
+                continue
+            if head.startswith("---\n") and TEMPORARY_MARKER in head:
+                found.append(path.relative_to(vault).as_posix())
+    return found
+
+
+def audit_agreement(files: Iterable[SignalFile], index: Iterable[IndexRow]) -> AuditResult:
+    """The vault and the DuckDB index hold the same Signal ids (the vault is the truth)."""
+    in_vault = {f.declared_id or f.stem for f in files}
+    in_index = {r.signal_id for r in index}
+    findings = [
+        Finding("ERROR", (sid, "no", "yes", "index row without a Signal file"))
+        for sid in sorted(in_index - in_vault)
+    ]
+    findings += [
+        Finding("WARN", (sid, "yes", "no", "not indexed yet (the next collection repairs it)"))
+        for sid in sorted(in_vault - in_index)
+    ]
+    return AuditResult(
+        "agreement",
+        "the vault and the DuckDB index hold the same Signal ids",
+        ("Signal", "in vault", "in index", "problem"),
+        tuple(findings),
+        {"vault": len(in_vault), "index": len(in_index), "common": len(in_vault & in_index)},
+    )
+
+
+# ---- everything at once ----------------------------------------------------------------------
+
+AUDIT_NAMES = ("idempotency", "provenance", "registry", "overdue", "retention", "agreement")
+
+
+def run_audit(name: str, paths: RadarPaths, now: datetime) -> AuditResult:
+    """One audit by name, reading what it needs."""
+    return run_audits(paths, now, (name,))[name]
+
+
+def run_audits(
+    paths: RadarPaths, now: datetime, names: Iterable[str] = AUDIT_NAMES
+) -> dict[str, AuditResult]:
+    """The named audits over the vault and DuckDB as they are now."""
+    wanted = tuple(names)
+    unknown = set(wanted) - set(AUDIT_NAMES)
+    if unknown:
+        raise ValueError(f"unknown audits: {sorted(unknown)}")
+    store = Store(paths.db)
+    files = read_signal_files(paths.vault)
+    index = read_index(store) if {"idempotency", "agreement"} & set(wanted) else ()
+    out: dict[str, AuditResult] = {}
+    for name in wanted:
+        if name == "idempotency":
+            out[name] = audit_idempotency(files, index)
+        elif name == "provenance":
+            out[name] = audit_provenance(files)
+        elif name == "registry":
+            out[name] = audit_registry(load_registry(paths.vault))
+        elif name == "overdue":
+            snapshot = load_registry(paths.vault)
+            with store.transaction() as con:
+                states = load_states(con)
+            eligible = sum(1 for r in snapshot.sources if r.source.is_eligible)
+            out[name] = audit_overdue(overdue_sources(snapshot, states, now), eligible, now)
+        elif name == "retention":
+            out[name] = audit_retention(
+                paths.vault, files, last_close(store), list_temporary(paths.vault)
+            )
+        else:
+            out[name] = audit_agreement(files, index)
+    return out

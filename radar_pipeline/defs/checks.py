@@ -1,0 +1,190 @@
+"""Asset checks: the evidence reports. Each wraps one audit of `core.audit` and shows its table.
+
+Why the checks on `signals` are unpartitioned although `signals` is partitioned by Source: a
+collection is one range run over many Source partitions, and in a range run Dagster keeps
+partitioned check records PLANNED and accepts one result per check (dagster-notes.md). So each
+check reads the whole vault and DuckDB and is stored with `partition=None`: one verdict over all
+Sources, the same whether it runs after a collection or alone from the UI.
+
+Why they run in their own run right after a collection: `signal_materialize` reports each
+Source with its own materialization event and never emits the asset's output (that would mark
+every partition of the range), so Dagster would skip checks planned inside the collection run.
+`run_signal_checks` runs them in-process after a CLI collection; the run status sensor
+`signal_checks_after_collection` does the same for runs the daemon, a backfill or the UI launched.
+
+ERROR marks a broken promise (a duplicate file, missing provenance, text that outlived a close,
+an index row with no file); WARN a soft one (an overdue Source, a file not indexed yet).
+"""
+
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+
+from radar_pipeline.core.audit import AuditResult, run_audit
+from radar_pipeline.core.schedule import format_utc, parse_utc
+from radar_pipeline.defs.assets import signals, source_registry
+from radar_pipeline.defs.cleanup import weekly_cleanup
+from radar_pipeline.defs.resources import RadarResource
+
+
+def check_result(audit: AuditResult) -> dg.AssetCheckResult:
+    """An audit as a check result: verdict, severity, figures and the Markdown table."""
+    severity = (
+        dg.AssetCheckSeverity.ERROR if audit.severity == "ERROR" else dg.AssetCheckSeverity.WARN
+    )
+    metadata: dict[str, Any] = {
+        "report": dg.MetadataValue.md(audit.markdown()),
+        "findings": len(audit.findings),
+        **dict(audit.figures),
+    }
+    return dg.AssetCheckResult(passed=audit.passed, severity=severity, metadata=metadata)
+
+
+class CheckClock(dg.Config):
+    """The clock of the collection the checks follow (`as_of`); empty means now."""
+
+    as_of: str = ""
+
+
+@dg.asset_check(asset=signals, name="idempotency", blocking=False)
+def idempotency_check(
+    context: dg.AssetCheckExecutionContext, radar: RadarResource
+) -> dg.AssetCheckResult:
+    """Every identity has exactly one Signal file and one index row; no two files share an
+    identity. Unpartitioned: reads the whole vault and DuckDB (see the module docstring)."""
+    return check_result(run_audit("idempotency", radar.paths(), datetime.now(UTC)))
+
+
+@dg.asset_check(asset=signals, name="provenance", blocking=False)
+def provenance_check(
+    context: dg.AssetCheckExecutionContext, radar: RadarResource
+) -> dg.AssetCheckResult:
+    """Every Signal carries every provenance field of the contract, and `publishedAt` is empty
+    unless verified evidence exists. Unpartitioned: reads every Signal file."""
+    return check_result(run_audit("provenance", radar.paths(), datetime.now(UTC)))
+
+
+@dg.asset_check(asset=signals, name="overdue", blocking=False)
+def overdue_check(
+    context: dg.AssetCheckExecutionContext, config: CheckClock, radar: RadarResource
+) -> dg.AssetCheckResult:
+    """Eligible Sources past their cadence, at the collection's clock (0 after a recovery).
+    WARN: a failing publisher keeps its Source overdue; that is recorded, not broken.
+    Unpartitioned: reads the registry and DuckDB feed state for every Source."""
+    now = parse_utc(config.as_of) if config.as_of else datetime.now(UTC)
+    return check_result(run_audit("overdue", radar.paths(), now))
+
+
+@dg.asset_check(asset=signals, name="agreement", blocking=False)
+def agreement_check(
+    context: dg.AssetCheckExecutionContext, radar: RadarResource
+) -> dg.AssetCheckResult:
+    """The vault and the DuckDB index hold the same Signal ids (an index row without a file is
+    an ERROR; a file not indexed yet a WARN). Unpartitioned: reads the vault and DuckDB."""
+    return check_result(run_audit("agreement", radar.paths(), datetime.now(UTC)))
+
+
+@dg.asset_check(asset=source_registry, name="registry_validity", blocking=False)
+def registry_check(
+    context: dg.AssetCheckExecutionContext, radar: RadarResource
+) -> dg.AssetCheckResult:
+    """Every Source file is a valid Source with its own id; each issue is listed with its file
+    and, for a duplicate id, the first declaration."""
+    return check_result(run_audit("registry", radar.paths(), datetime.now(UTC)))
+
+
+@dg.asset_check(asset=weekly_cleanup, name="retention", blocking=False)
+def retention_check(
+    context: dg.AssetCheckExecutionContext, radar: RadarResource
+) -> dg.AssetCheckResult:
+    """Nothing under Temporary Content predates the last weekly close (which retained 0), and
+    no full text lives anywhere else: no Signal body longer than a summary, no temporary-content
+    file outside the folder. Unpartitioned: the verdict is about the vault, not one week."""
+    return check_result(run_audit("retention", radar.paths(), datetime.now(UTC)))
+
+
+EVIDENCE_CHECKS = [
+    idempotency_check,
+    provenance_check,
+    overdue_check,
+    agreement_check,
+    registry_check,
+    retention_check,
+]
+
+SIGNAL_CHECKS_JOB_NAME = "signal_checks"
+SIGNAL_CHECKS = [idempotency_check, provenance_check, overdue_check, agreement_check]
+INLINE_CHECKS_TAG = "radar/checks"  # "inline": the launcher already ran the checks
+
+signal_checks_job = dg.define_asset_job(
+    SIGNAL_CHECKS_JOB_NAME,
+    selection=dg.AssetSelection.checks(*SIGNAL_CHECKS),
+    executor_def=dg.in_process_executor,
+    description="The evidence checks on `signals`, run after each collection.",
+)
+
+
+def checks_run_config(as_of: str) -> dict[str, Any]:
+    return {"ops": {"signals_overdue": {"config": {"as_of": as_of}}}}
+
+
+def run_signal_checks(
+    instance: dg.DagsterInstance, as_of: datetime, after_run_id: str
+) -> dict[str, bool]:
+    """Run the `signals` checks in this process right after a collection; {check: passed}."""
+    from radar_pipeline.definitions import defs
+
+    job = defs.resolve_job_def(SIGNAL_CHECKS_JOB_NAME)
+    result = job.execute_in_process(
+        run_config={
+            **checks_run_config(format_utc(as_of)),
+            "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+        },
+        instance=instance,
+        tags={"radar/after_run": after_run_id},
+        raise_on_error=False,
+    )
+    return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+
+
+def collection_as_of(run_config: Any) -> str:
+    """The `as_of` a collection run was configured with, or empty."""
+    try:
+        return str(run_config["ops"]["signals"]["ops"]["fetch"]["config"]["as_of"] or "")
+    except (KeyError, TypeError):
+        return ""
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    request_job=signal_checks_job,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+)
+def signal_checks_after_collection(
+    context: dg.RunStatusSensorContext,
+) -> dg.RunRequest | dg.SkipReason:
+    """After any successful run that materialized `signals` (schedule, sensor, backfill, UI),
+    run the evidence checks once for it, at that run's clock."""
+    run = context.dagster_run
+    if not _materialized_signals(context.instance, run.run_id):
+        return dg.SkipReason(f"run {run.run_id} materialized no Signals")
+    if run.tags.get(INLINE_CHECKS_TAG) == "inline":
+        return dg.SkipReason(f"run {run.run_id} ran its checks itself")
+    return dg.RunRequest(
+        run_key=f"checks-after:{run.run_id}",
+        run_config=checks_run_config(collection_as_of(run.run_config)),
+        tags={"radar/after_run": run.run_id},
+    )
+
+
+def _materialized_signals(instance: dg.DagsterInstance, run_id: str) -> bool:
+    # The run's asset selection is not always recorded (ephemeral jobs); its events are.
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+        if record.dagster_event is not None and record.dagster_event.asset_key == SIGNALS_KEY:
+            return True
+    return False
+
+
+SIGNALS_KEY = dg.AssetKey("signals")

@@ -1,0 +1,36 @@
+"""The `evidence_snapshot` asset: what the Radar can show about itself, as `radar report`."""
+
+import json
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from radar_pipeline.core.evidence import evidence_snapshot as build_snapshot
+from radar_pipeline.core.evidence import evidence_text
+from radar_pipeline.defs.assets import signals, source_registry
+from radar_pipeline.defs.cleanup import weekly_cleanup
+from radar_pipeline.defs.resources import RadarResource
+
+
+@dg.asset(deps=[source_registry, signals, weekly_cleanup], group_name="radar")
+def evidence_snapshot(radar: RadarResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """The evidence snapshot: inventory (files) and production scope (what is collected) kept
+    apart, the last collection's recovery and what stayed overdue after it, retained temporary
+    text and the last weekly close, and every audit's verdict. The same object as
+    `radar report --json`, so the UI plots its figures over time."""
+    report = build_snapshot(radar.paths(), datetime.now(UTC))
+    checks = report["checks"]
+    return dg.MaterializeResult(
+        metadata={
+            "production_sources": report["productionSources"],
+            "fixture_sources": report["fixtureSources"],
+            "signals": report["signals"],
+            "overdue": report["overdue"],
+            "retained_temporary": report["retainedTemporary"],
+            "open_dead_letters": report["openDeadLetters"],
+            "registry_issues": report["registryIssues"],
+            "failed_checks": sum(1 for c in checks.values() if not c["passed"]),
+            "summary": dg.MetadataValue.md("```\n" + evidence_text(report) + "\n```"),
+            "report": dg.MetadataValue.json(json.loads(json.dumps(report, default=str))),
+        }
+    )

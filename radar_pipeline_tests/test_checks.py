@@ -1,0 +1,350 @@
+"""The asset checks as evidence reports: each passes on a healthy vault and fails, with a table a
+person can read, on a vault broken on purpose. Checks run on a real temp Dagster instance, both
+inside a collection run and alone (as from the UI)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.schedule import format_utc
+from radar_pipeline.core.store import Store
+from radar_pipeline.defs.assets import signals, source_registry
+from radar_pipeline.defs.checks import (
+    EVIDENCE_CHECKS,
+    SIGNAL_CHECKS_JOB_NAME,
+    agreement_check,
+    idempotency_check,
+    overdue_check,
+    provenance_check,
+    registry_check,
+    retention_check,
+    signal_checks_after_collection,
+)
+from radar_pipeline.defs.cleanup import launch_cleanup, weekly_cleanup
+from radar_pipeline.defs.launch import launch_collection
+from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline_tests.evidencekit import content_rss
+from radar_pipeline_tests.feedserver import FeedServer
+from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
+
+ITEMS = [("a1", "First", "Full text one. " * 30), ("a2", "Second", "Full text two. " * 30)]
+RESOURCES = {"radar": RadarResource(), "radar_mem_io": dg.mem_io_manager}
+
+
+@pytest.fixture
+def instance(radar_env: dict[str, Path]) -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test(temp_dir=str(radar_env["home"])) as inst:
+        yield inst
+
+
+def collect(
+    instance: dg.DagsterInstance, as_of: datetime | None = None, mode: str = "all"
+) -> dict[str, Any]:
+    return launch_collection(
+        instance, RadarPaths.from_env(), mode, (), as_of or datetime.now(UTC), "test"
+    )
+
+
+def healthy_vault(vault: Path, feed_server: FeedServer, instance: dg.DagsterInstance) -> None:
+    """A fixture Source with full text, an HTTP Source, one collection and one weekly close."""
+    write_fixture_source(vault, "fixture", content_rss(ITEMS), fullText="feed-content")
+    url = feed_server.add(
+        "/feed.xml",
+        rss([{"title": "Web", "guid": "w1", "link": "https://example.com/w1"}]),
+    )
+    write_source(vault, "web", url)
+    report = collect(instance)
+    assert (report["created"], report["failed"]) == (3, 0)
+
+
+def run_checks(
+    instance: dg.DagsterInstance, *checks: dg.AssetChecksDefinition
+) -> dict[str, dg.AssetCheckEvaluation]:
+    """The checks alone, as the UI's "execute check" does: no asset is materialized."""
+    result = dg.materialize(
+        [signals, source_registry, weekly_cleanup, *EVIDENCE_CHECKS],
+        instance=instance,
+        resources=RESOURCES,
+        selection=dg.AssetSelection.checks(*checks),
+    )
+    assert result.success
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def run_evaluations(
+    instance: dg.DagsterInstance, run_id: str
+) -> dict[str, dg.AssetCheckEvaluation]:
+    """The check evaluations recorded in one run, by check name."""
+    found: dict[str, dg.AssetCheckEvaluation] = {}
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+        data = record.dagster_event.event_specific_data if record.dagster_event else None
+        if isinstance(data, dg.AssetCheckEvaluation):
+            found[data.check_name] = data
+    return found
+
+
+def table(evaluation: dg.AssetCheckEvaluation) -> str:
+    return str(evaluation.metadata["report"].value)
+
+
+def test_checks_run_right_after_the_collection_and_pass(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
+) -> None:
+    healthy_vault(radar_env["vault"], feed_server, instance)
+    [collection] = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))
+    [checks] = instance.get_runs(filters=dg.RunsFilter(job_name=SIGNAL_CHECKS_JOB_NAME))
+    assert checks.tags["radar/after_run"] == collection.run_id
+    evaluations = run_evaluations(instance, checks.run_id)
+    assert set(evaluations) == {"idempotency", "provenance", "overdue", "agreement"}
+    assert all(e.passed for e in evaluations.values()), {
+        k: table(e) for k, e in evaluations.items() if not e.passed
+    }
+    # The collection run itself plans no checks (they would only be skipped there).
+    assert run_evaluations(instance, collection.run_id) == {}
+
+
+def test_sensor_requests_checks_after_a_run_the_daemon_launched(
+    radar_env: dict[str, Path], instance: dg.DagsterInstance
+) -> None:
+    from radar_pipeline.definitions import defs
+
+    write_fixture_source(radar_env["vault"], "fixture", content_rss(ITEMS))
+    instance.add_dynamic_partitions("sources", ["fixture"])
+    result = dg.materialize(
+        [signals], partition_key="fixture", instance=instance, resources=RESOURCES
+    )
+    run = instance.get_run_by_id(result.run_id)
+    assert run is not None
+    context = dg.build_run_status_sensor_context(
+        sensor_name="signal_checks_after_collection",
+        dagster_instance=instance,
+        dagster_run=run,
+        dagster_event=result.get_run_success_event(),
+        context=dg.build_sensor_context(instance=instance, definitions=defs),
+    )
+    request = signal_checks_after_collection(context)
+    assert isinstance(request, dg.RunRequest)
+    assert request.run_key == f"checks-after:{run.run_id}"
+    assert request.tags["radar/after_run"] == run.run_id
+
+    # A CLI collection ran its checks itself: the sensor leaves it alone.
+    collect(instance)
+    [inline] = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))
+    context = dg.build_run_status_sensor_context(
+        sensor_name="signal_checks_after_collection",
+        dagster_instance=instance,
+        dagster_run=inline,
+        dagster_event=result.get_run_success_event(),
+        context=dg.build_sensor_context(instance=instance, definitions=defs),
+    )
+    assert isinstance(signal_checks_after_collection(context), dg.SkipReason)
+
+
+def test_every_check_passes_on_a_healthy_vault(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
+) -> None:
+    healthy_vault(radar_env["vault"], feed_server, instance)
+    close = launch_cleanup(instance, datetime.now(UTC))
+    assert (close["deleted"], close["retained"]) == (2, 0)
+    found = run_checks(instance, *EVIDENCE_CHECKS)
+    assert set(found) == {
+        "idempotency",
+        "provenance",
+        "overdue",
+        "agreement",
+        "registry_validity",
+        "retention",
+    }
+    for name, evaluation in found.items():
+        assert evaluation.passed, f"{name}\n{table(evaluation)}"
+        assert "passed" in table(evaluation) and "no findings" in table(evaluation)
+
+
+def test_duplicate_identity_file_fails_idempotency(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
+) -> None:
+    vault = radar_env["vault"]
+    healthy_vault(vault, feed_server, instance)
+    original = signal_files(vault)[0]
+    identity = original.stem.split("-")[1]
+    copy = original.with_name(f"20990101T000000Z-{identity}.md")  # same identity, later name
+    shutil.copyfile(original, copy)
+    person_copy = original.with_name(f"{original.stem} 1.md")  # Obsidian's "duplicate file"
+    shutil.copyfile(original, person_copy)
+
+    evaluation = run_checks(instance, idempotency_check)["idempotency"]
+
+    assert not evaluation.passed
+    assert evaluation.severity == dg.AssetCheckSeverity.ERROR
+    text = table(evaluation)
+    assert "FAILED (ERROR)" in text
+    row = next(line for line in text.splitlines() if identity in line and "|" in line)
+    assert "| 3 | 1 |" in row and "several files share this identity" in row
+    for path in (original, copy, person_copy):
+        assert path.name in row
+
+
+def test_signal_missing_canonical_url_fails_provenance(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
+) -> None:
+    vault = radar_env["vault"]
+    healthy_vault(vault, feed_server, instance)
+    first, second = signal_files(vault)[:2]
+    lines = first.read_text(encoding="utf-8").splitlines(keepends=True)
+    first.write_text("".join(x for x in lines if not x.startswith("canonicalUrl:")))
+    text = second.read_text(encoding="utf-8").replace(
+        "publishedAt: null", "publishedAt: '2026-01-01T00:00:00Z'"
+    )
+    second.write_text(text)
+
+    evaluation = run_checks(instance, provenance_check)["provenance"]
+
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+    report = table(evaluation)
+    assert f"| ERROR | Radar/Signals/{first.name} | canonicalUrl | missing or empty |" in report
+    assert f"Radar/Signals/{second.name} | publishedAt | set without" in report
+    assert evaluation.metadata["findings"].value == 2
+
+
+def test_leftover_temporary_text_and_full_text_elsewhere_fail_retention(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
+) -> None:
+    vault = radar_env["vault"]
+    healthy_vault(vault, feed_server, instance)
+    launch_cleanup(instance, datetime.now(UTC))
+    folder = vault / "Radar" / "Temporary Content"
+    # Written before the close, still there: it survived the close.
+    leftover = folder / f"20200101T000000Z-{'0' * 16}.md"
+    leftover.write_text("---\nentityType: temporary-content\n---\n\nold full text\n")
+    # Written after the close: waits for the next one, not a finding.
+    later = datetime.now(UTC) + timedelta(hours=1)
+    (folder / f"{later.strftime('%Y%m%dT%H%M%SZ')}-{'1' * 16}.md").write_text("fresh\n")
+    # Full text inside a Signal's pipeline-written body, and a temporary file outside the folder.
+    signal = signal_files(vault)[0]
+    body = signal.read_text(encoding="utf-8").replace(
+        "\n\n*Collected by Radar",
+        "\n\n" + "Pasted full article. " * 300 + "\n\n*Collected by Radar",
+    )
+    signal.write_text(body)
+    stray = vault / "Radar" / "Sources" / "notes.md"
+    stray.write_text("---\nentityType: temporary-content\nsignal: x\n---\n\ntext\n")
+
+    evaluation = run_checks(instance, retention_check)["retention"]
+
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+    report = table(evaluation)
+    assert f"Radar/Temporary Content/{leftover.name} | survived the close" in report
+    assert f"Radar/Signals/{signal.name} | body of" in report
+    assert "Radar/Sources/notes.md | temporary text outside Temporary Content" in report
+    figures = {k: evaluation.metadata[k].value for k in ("temporary_files", "pending_next_close")}
+    assert figures == {"temporary_files": 2, "pending_next_close": 1}
+
+
+def test_people_may_annotate_below_the_trailer(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
+) -> None:
+    vault = radar_env["vault"]
+    healthy_vault(vault, feed_server, instance)
+    launch_cleanup(instance, datetime.now(UTC))
+    signal = signal_files(vault)[0]
+    with signal.open("a", encoding="utf-8") as handle:
+        handle.write("\n## My notes\n\n" + "A long human annotation. " * 400)
+    assert run_checks(instance, retention_check)["retention"].passed
+
+
+def test_index_row_without_a_file_fails_agreement_and_idempotency(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
+) -> None:
+    vault = radar_env["vault"]
+    healthy_vault(vault, feed_server, instance)
+    gone, unindexed = signal_files(vault)[:2]
+    gone.unlink()
+    with Store(radar_env["db"]).transaction() as con:
+        con.execute("DELETE FROM signals WHERE signal_id = ?", [unindexed.stem])
+
+    found = run_checks(instance, agreement_check, idempotency_check)
+
+    agreement = found["agreement"]
+    assert not agreement.passed and agreement.severity == dg.AssetCheckSeverity.ERROR
+    report = table(agreement)
+    assert f"| ERROR | {gone.stem} | no | yes | index row without a Signal file |" in report
+    assert f"| WARN | {unindexed.stem} | yes | no |" in report
+    assert not found["idempotency"].passed
+    assert "index row without a Signal file" in table(found["idempotency"])
+
+
+def test_only_a_file_without_index_row_is_a_warning(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
+) -> None:
+    vault = radar_env["vault"]
+    healthy_vault(vault, feed_server, instance)
+    unindexed = signal_files(vault)[0]
+    with Store(radar_env["db"]).transaction() as con:
+        con.execute("DELETE FROM signals WHERE signal_id = ?", [unindexed.stem])
+    found = run_checks(instance, agreement_check, idempotency_check)
+    for evaluation in found.values():
+        assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
+
+
+def test_registry_issues_fail_registry_validity_with_first_declaration(
+    radar_env: dict[str, Path], instance: dg.DagsterInstance
+) -> None:
+    vault = radar_env["vault"]
+    write_source(vault, "alpha", "https://example.com/a.xml")
+    write_source(vault, "beta", "https://example.com/b.xml", id="alpha")
+    write_source(vault, "gamma", "https://example.com/c.xml", priority="urgent")
+
+    evaluation = run_checks(instance, registry_check)["registry_validity"]
+
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+    report = table(evaluation)
+    assert "| ERROR | Radar/Sources/beta.md | duplicate-id | Radar/Sources/alpha.md |" in report
+    assert "| ERROR | Radar/Sources/alpha.md | duplicate-id | Radar/Sources/alpha.md |" in report
+    assert "| WARN | Radar/Sources/gamma.md |" in report
+    # Only the invalid file left: a soft failure.
+    (vault / "Radar" / "Sources" / "beta.md").unlink()
+    evaluation = run_checks(instance, registry_check)["registry_validity"]
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
+
+
+def test_overdue_counts_sources_past_cadence_and_is_zero_after_recovery(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
+) -> None:
+    vault = radar_env["vault"]
+    feed = rss([{"title": "Web", "guid": "w1", "link": "https://example.com/w1"}])
+    url = feed_server.add("/feed.xml", b"down", status=503, headers={})
+    write_source(vault, "web", url, cadence="PT6H")
+    t0 = datetime.now(UTC).replace(microsecond=0)
+    down = collect(instance, t0, mode="due")
+    assert down["failed"] == 1
+
+    evaluation = run_checks(instance, overdue_check)["overdue"]
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
+    assert "| WARN | web | normal | PT6H | never | first check |" in table(evaluation)
+
+    feed_server.add("/feed.xml", feed)
+    recovered = collect(instance, t0 + timedelta(days=2), mode="due")
+    assert (recovered["passed"], recovered["overdue"]) == (1, 1)
+    # The overdue check that ran right after the recovery used the recovery's clock.
+    checks_run = instance.get_runs(filters=dg.RunsFilter(job_name=SIGNAL_CHECKS_JOB_NAME))[0]
+    after = run_evaluations(instance, checks_run.run_id)["overdue"]
+    assert after.passed, table(after)
+    assert after.metadata["overdue"].value == 0
+    assert f"at {format_utc(t0 + timedelta(days=2))}" in table(after)
+
+
+def test_checks_are_unpartitioned_and_documented() -> None:
+    for check in EVIDENCE_CHECKS:
+        [spec] = check.check_specs
+        assert check.partitions_def is None, spec.name
+        assert spec.description and len(spec.description) > 40
+    [spec] = idempotency_check.check_specs
+    assert "Unpartitioned" in (spec.description or "")
