@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="radar-bench-", dir=args.workdir))
     started = datetime.now(UTC)
+    load_before = os.getloadavg()
     _say(f"radar bench: work folder {workdir} ({filesystem_of(workdir)})")
     farm = FeedFarm(max(args.ns), latency_s=args.latency_ms / 1000).start()
     sizes = farm.feed_sizes()
@@ -98,7 +100,13 @@ def main(argv: list[str] | None = None) -> int:
             "signals": args.signals,
             "tempFiles": args.temp_files,
         },
-        "machine": {**machine(), "workdirFilesystem": filesystem_of(workdir.parent)},
+        "machine": {
+            **machine(),
+            "workdirFilesystem": filesystem_of(workdir.parent),
+            # Other processes on the machine skew wall times; the load says how much.
+            "loadAverage1mBefore": round(load_before[0], 2),
+            "loadAverage1mAfter": round(os.getloadavg()[0], 2),
+        },
         "farm": {"feeds": len(sizes), "minBytes": min(sizes), "maxBytes": max(sizes)},
         "runs": [r for o in outcomes for r in o.rows],
         "checks": [c for o in outcomes for c in o.checks],
@@ -123,7 +131,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         f"{result['options']['latencyMs']:g} ms, farm feeds "
         f"{result['farm']['minBytes'] // 1000}-{result['farm']['maxBytes'] // 1000} KB.",
         f"Machine: {m['cpu']}, {m['cpus']} CPUs, {m['memory_gb']} GB RAM, {m['platform']}, "
-        f"Python {m['python']}, work folder on {m['workdirFilesystem']}.",
+        f"Python {m['python']}, work folder on {m['workdirFilesystem']}; 1-min load average "
+        f"{m['loadAverage1mBefore']} before, {m['loadAverage1mAfter']} after.",
         "",
         "| scenario | run | wall s | CPU s | peak RSS MB | items | detail |",
         "|---|---|---:|---:|---:|---:|---|",
