@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 
 import duckdb
 
-from radar_pipeline.core.store import rows_as_dicts
+from radar_pipeline.core.store import insert_rows, rows_as_dicts
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,16 @@ class FeedState:
 
 
 _COLUMNS = [f.name for f in fields(FeedState)]
+_TYPES = {
+    **dict.fromkeys(_COLUMNS, "VARCHAR"),
+    **dict.fromkeys(
+        ("last_unconditional_at", "last_attempt_at", "last_success_at", "last_fetch_at"),
+        "TIMESTAMPTZ",
+    ),
+    "backoff_until": "TIMESTAMPTZ",
+    "last_status": "INTEGER",
+    "consecutive_failures": "INTEGER",
+}
 
 
 def load_states(con: duckdb.DuckDBPyConnection) -> dict[str, FeedState]:
@@ -41,4 +52,21 @@ def save_state(con: duckdb.DuckDBPyConnection, state: FeedState) -> None:
         f"INSERT INTO feed_state ({', '.join(_COLUMNS)}) VALUES ({placeholders}) "
         f"ON CONFLICT (source_id) DO UPDATE SET {updates}",
         [getattr(state, c) for c in _COLUMNS],
+    )
+
+
+def save_states(con: duckdb.DuckDBPyConnection, states: Sequence[FeedState]) -> None:
+    """Upsert many states in two statements (one upsert per Source costs DuckDB ~25 ms each
+    here, mostly ON CONFLICT); the last state given for a Source wins."""
+    latest = {state.source_id: state for state in states}
+    if not latest:
+        return
+    con.execute(
+        "DELETE FROM feed_state WHERE source_id IN (SELECT unnest(?::VARCHAR[]))", [list(latest)]
+    )
+    insert_rows(
+        con,
+        f"feed_state ({', '.join(_COLUMNS)})",
+        [_TYPES[c] for c in _COLUMNS],
+        [[getattr(state, c) for c in _COLUMNS] for state in latest.values()],
     )

@@ -335,6 +335,28 @@ class Store:
             return int(row[0]) if row and row[0] is not None else 0
 
 
+def insert_rows(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    column_types: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    where: str = "",
+) -> None:
+    """Insert many rows with ONE statement: each column is bound as one typed list and unnested.
+
+    DuckDB runs `executemany` as one statement per row (about 1-3 ms each here), so 4,000
+    observations cost seconds that way and a few milliseconds this way. `where` filters the
+    unnested rows (aliased `n`, columns `c0`, `c1`, ...), e.g. an anti-join on existing keys.
+    """
+    if not rows:
+        return
+    columns = ", ".join(f"unnest(?::{kind}[]) AS c{i}" for i, kind in enumerate(column_types))
+    con.execute(
+        f"INSERT INTO {table} SELECT * FROM (SELECT {columns}) AS n {where}",
+        [list(column) for column in zip(*rows, strict=True)],
+    )
+
+
 def rows_as_dicts(
     con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()
 ) -> list[dict[str, Any]]:

@@ -1,0 +1,309 @@
+"""The feed farm: N loopback feeds built from the real corpus, with validators and latency.
+
+Every feed is a fresh RSS 2.0 or Atom document of `ITEMS_PER_FEED` items whose titles, links,
+guids and text come from the real publisher feeds in `shared/corpus/real/` (so parse cost is the
+real one), each item made unique per feed (its own link, guid and content, so nothing dedupes
+across feeds or within one) and dated within the last days relative to the farm's clock (so a
+never-checked Source's coverage window, now - 7 days - 1 h, keeps them all).
+
+Every response waits `latency_s` first (a publisher's round trip), carries an ETag and a
+Last-Modified, and is a body-less 304 when the request's validators match. The farm counts what
+it answered, so a benchmark can prove a re-run parsed nothing (zero 200s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import feedparser
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "real"
+ITEMS_PER_FEED = 20
+MIN_FEED_BYTES = 50_000
+MAX_FEED_BYTES = 300_000
+
+
+@dataclass(frozen=True)
+class CorpusItem:
+    """One entry of a real feed, reduced to what a feed document needs."""
+
+    title: str
+    link: str
+    guid: str
+    summary: str  # HTML
+    content: str  # HTML, may be empty
+
+
+@dataclass(frozen=True)
+class Feed:
+    path: str
+    body: bytes
+    etag: str
+    last_modified: str
+    content_type: str
+
+
+def load_corpus(folder: Path = CORPUS) -> list[CorpusItem]:
+    """Every entry of the real feeds that has a title and a link, in a fixed order."""
+    items: list[CorpusItem] = []
+    for path in sorted(folder.glob("*.xml")):
+        parsed = feedparser.parse(path.read_bytes(), sanitize_html=False)
+        for entry in parsed.entries:
+            link = str(entry.get("link") or "")
+            title = str(entry.get("title") or "")
+            if not link.startswith("http") or not title:
+                continue
+            blocks = entry.get("content") or []
+            content = str(blocks[0].get("value") or "") if blocks else ""
+            items.append(
+                CorpusItem(
+                    title=title,
+                    link=link,
+                    guid=str(entry.get("id") or link),
+                    summary=str(entry.get("summary") or ""),
+                    content=content,
+                )
+            )
+    if not items:
+        raise RuntimeError(f"no feed items found in {folder}")
+    return items
+
+
+def build_feed(index: int, pool: list[CorpusItem], now: datetime) -> tuple[bytes, str]:
+    """Feed number `index`: (document bytes, content type). Deterministic for (index, now).
+
+    Its size is drawn between MIN_FEED_BYTES and MAX_FEED_BYTES; the item text budget is
+    corrected twice against the rendered size (markup and Atom's escaping vary by item).
+    """
+    rng = random.Random(index)
+    target = rng.randint(MIN_FEED_BYTES, MAX_FEED_BYTES)
+    order = list(range(len(pool)))
+    rng.shuffle(order)
+    per_item = target // ITEMS_PER_FEED
+    doc = b""
+    for _ in range(3):
+        doc = _render(index, pool, order, now, per_item)
+        if MIN_FEED_BYTES <= len(doc) <= MAX_FEED_BYTES:
+            break
+        per_item = max(200, per_item + (target - len(doc)) // ITEMS_PER_FEED)
+    atom = index % 2 == 1
+    return (
+        doc,
+        "application/atom+xml; charset=utf-8" if atom else "application/rss+xml; charset=utf-8",
+    )
+
+
+def _render(
+    index: int, pool: list[CorpusItem], order: list[int], now: datetime, per_item: int
+) -> bytes:
+    atom = index % 2 == 1
+    now = now.replace(microsecond=0)
+    entries: list[str] = []
+    for j in range(ITEMS_PER_FEED):
+        src = pool[order[j % len(order)]]
+        tag = f"f{index}i{j}"
+        link = f"{src.link.split('#', 1)[0].rstrip('/')}/{tag}"
+        guid = f"{src.guid.rstrip('/')}/{tag}"
+        title = f"{src.title} ({tag})"
+        # Unique text per item: identical content would be a same-Source duplicate.
+        parts = [f"<p>Farm item {tag}.</p>", src.content or src.summary]
+        extra = j
+        while sum(map(len, parts)) < per_item and extra < j + len(pool):
+            # Short items borrow more real text so the feed reaches its drawn size.
+            extra += 1
+            more = pool[order[extra % len(order)]]
+            parts.append(more.content or more.summary)
+        body_html = _fit("".join(parts), per_item)
+        summary = _fit(src.summary, 2_000) or f"<p>{html.escape(title)}</p>"
+        when = now - timedelta(hours=5 * j + 1, minutes=index % 60)
+        entries.append(
+            _atom_entry(title, link, guid, summary, body_html, when)
+            if atom
+            else _rss_item(title, link, guid, summary, body_html, when)
+        )
+    if atom:
+        doc = (
+            '<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom">'
+            f"<title>Farm feed {index}</title><id>tag:farm.test,2026:{index}</id>"
+            f'<link rel="alternate" href="https://farm{index}.example.com/"/>'
+            f"<updated>{now.isoformat()}</updated>" + "".join(entries) + "</feed>\n"
+        )
+    else:
+        doc = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n<rss version="2.0" '
+            'xmlns:content="http://purl.org/rss/1.0/modules/content/"><channel>'
+            f"<title>Farm feed {index}</title><link>https://farm{index}.example.com/</link>"
+            f"<description>Feed {index} of the benchmark farm</description>"
+            + "".join(entries)
+            + "</channel></rss>\n"
+        )
+    return doc.encode()
+
+
+def _fit(text: str, limit: int) -> str:
+    """Cut HTML at a tag boundary near `limit` characters (feeds carry whole paragraphs)."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(">", 0, limit)
+    return text[: cut + 1] if cut > 0 else text[:limit]
+
+
+def _cdata(text: str) -> str:
+    return "<![CDATA[" + text.replace("]]>", "]]]]><![CDATA[>") + "]]>"
+
+
+def _rss_item(title: str, link: str, guid: str, summary: str, body: str, when: datetime) -> str:
+    return (
+        f"<item><title>{_cdata(title)}</title><link>{html.escape(link)}</link>"
+        f'<guid isPermaLink="false">{html.escape(guid)}</guid>'
+        f"<pubDate>{format_datetime(when, usegmt=True)}</pubDate>"
+        f"<description>{_cdata(summary)}</description>"
+        f"<content:encoded>{_cdata(body)}</content:encoded></item>"
+    )
+
+
+def _atom_entry(title: str, link: str, guid: str, summary: str, body: str, when: datetime) -> str:
+    stamp = when.isoformat()
+    return (
+        f'<entry><title type="html">{html.escape(title)}</title>'
+        f'<link rel="alternate" href="{html.escape(link)}"/><id>{html.escape(guid)}</id>'
+        f"<published>{stamp}</published><updated>{stamp}</updated>"
+        f'<summary type="html">{html.escape(summary)}</summary>'
+        f'<content type="html">{html.escape(body)}</content></entry>'
+    )
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FeedFarm
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_GET(self) -> None:
+        farm = self.server
+        if farm.latency_s:
+            time.sleep(farm.latency_s)
+        feed = farm.feeds.get(self.path.split("?", 1)[0])
+        if feed is None:
+            farm.count("404")
+            self._send(404, b"not found", {"Content-Type": "text/plain"})
+            return
+        validators = {"ETag": feed.etag, "Last-Modified": feed.last_modified}
+        inm = self.headers.get("If-None-Match")
+        ims = self.headers.get("If-Modified-Since")
+        if inm is not None or ims is not None:
+            farm.count("conditional")
+        fresh = inm == feed.etag if inm is not None else ims == feed.last_modified
+        if fresh:
+            farm.count("304")
+            self._send(304, b"", validators)
+            return
+        farm.count("200")
+        farm.count("bytes", len(feed.body))
+        self._send(200, feed.body, {"Content-Type": feed.content_type, **validators})
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        if status != 304:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if status != 304 and body:
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                return
+
+
+class FeedFarm(ThreadingHTTPServer):
+    """A loopback HTTP server with `n` feeds at /feed/<i>.xml; start() serves in a thread."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 1024  # 16 concurrent fetchers must never see a refused SYN
+
+    def __init__(
+        self, n: int, latency_s: float = 0.1, now: datetime | None = None, port: int = 0
+    ) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.latency_s = latency_s
+        self.now = now or datetime.now(UTC)
+        pool = load_corpus()
+        stamp = format_datetime(self.now.replace(microsecond=0), usegmt=True)
+        self.feeds: dict[str, Feed] = {}
+        for i in range(n):
+            body, ctype = build_feed(i, pool, self.now)
+            etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
+            self.feeds[f"/feed/{i}.xml"] = Feed(f"/feed/{i}.xml", body, etag, stamp, ctype)
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def urls(self, n: int | None = None) -> list[str]:
+        """The first `n` feed URLs (all by default), in feed order."""
+        host, port = self.server_address[0], self.server_address[1]
+        paths = list(self.feeds)[:n]
+        return [f"http://{host!s}:{port}{p}" for p in paths]
+
+    def count(self, key: str, amount: int = 1) -> None:
+        with self._lock:
+            self._counts[key] += amount
+
+    def take_counts(self) -> dict[str, int]:
+        """What the farm answered since the last call (requests by status, bytes sent)."""
+        with self._lock:
+            counts = dict(self._counts)
+            self._counts.clear()
+        return counts
+
+    def feed_sizes(self) -> list[int]:
+        return [len(f.body) for f in self.feeds.values()]
+
+    def start(self) -> FeedFarm:
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m benchmarks.farm [N] [LATENCY_MS] [PORT]`: serve the farm until interrupted
+    (for profiling a single `radar collect` by hand)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    n = int(args[0]) if args else 50
+    latency_ms = float(args[1]) if len(args) > 1 else 100.0
+    port = int(args[2]) if len(args) > 2 else 0
+    farm = FeedFarm(n, latency_s=latency_ms / 1000, port=port)
+    sys.stdout.write("\n".join(farm.urls()) + "\n")
+    sys.stdout.flush()
+    try:
+        farm.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        farm.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

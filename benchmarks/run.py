@@ -1,0 +1,177 @@
+"""`make bench` (`python -m benchmarks.run`): every scenario in one invocation, one table.
+
+    python -m benchmarks.run [--n 50,200] [--latency-ms 100] [--scenarios 1,2,3,4,5,6]
+                             [--signals 100000] [--temp-files 10000] [--quick]
+                             [--workdir DIR] [--keep] [--results DIR]
+
+Scenarios: 1 cold, 2 rerun, 3 scale, 4 rss, 5 rebuild, 6 close (numbers or names).
+`--quick` (about a minute): N=20, 10,000 Signals, 2,000 temporary files; its results go to
+`latest-quick.*` so the committed full run (`latest.*`) is not overwritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks import scenarios
+from benchmarks.farm import FeedFarm
+from benchmarks.measure import filesystem_of, machine
+
+NAMES = {"1": "cold", "2": "rerun", "3": "scale", "4": "rss", "5": "rebuild", "6": "close"}
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
+    p.add_argument("--n", default=None, help="Source counts for the cold scenario (50,200)")
+    p.add_argument("--latency-ms", type=float, default=100.0, help="farm latency per response")
+    p.add_argument("--scenarios", default="1,2,3,4,5,6", help="numbers or names, comma list")
+    p.add_argument("--signals", type=int, default=None, help="existing Signals (100000)")
+    p.add_argument("--temp-files", type=int, default=None, help="temporary files (10000)")
+    p.add_argument("--quick", action="store_true", help="small sizes; about a minute")
+    p.add_argument("--workdir", type=Path, default=None, help="where temp vaults go")
+    p.add_argument("--keep", action="store_true", help="keep the work folder")
+    p.add_argument("--results", type=Path, default=RESULTS, help="where results are written")
+    args = p.parse_args(argv)
+    args.ns = [int(x) for x in (args.n or ("20" if args.quick else "50,200")).split(",")]
+    args.signals = args.signals or (10_000 if args.quick else 100_000)
+    args.temp_files = args.temp_files or (2_000 if args.quick else 10_000)
+    chosen = [NAMES.get(s.strip(), s.strip()) for s in args.scenarios.split(",") if s.strip()]
+    unknown = [c for c in chosen if c not in NAMES.values()]
+    if unknown:
+        p.error(f"unknown scenario(s): {', '.join(unknown)}")
+    args.chosen = chosen
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="radar-bench-", dir=args.workdir))
+    started = datetime.now(UTC)
+    load_before = os.getloadavg()
+    _say(f"radar bench: work folder {workdir} ({filesystem_of(workdir)})")
+    farm = FeedFarm(max(args.ns), latency_s=args.latency_ms / 1000).start()
+    sizes = farm.feed_sizes()
+    _say(
+        f"farm: {len(sizes)} feeds at {farm.urls(1)[0].rsplit('/', 2)[0]}, "
+        f"{min(sizes) // 1000}-{max(sizes) // 1000} KB (mean {sum(sizes) // len(sizes) // 1000} "
+        f"KB), latency {args.latency_ms:g} ms"
+    )
+    ctx = scenarios.Context(farm, workdir, args.signals, args.temp_files)
+    small, large = min(args.ns), max(args.ns)
+    plan: dict[str, Callable[[], scenarios.Outcome]] = {
+        "cold": lambda: scenarios.cold(ctx, args.ns),
+        "rerun": lambda: scenarios.rerun(ctx, large),
+        "scale": lambda: scenarios.scale(ctx, small),
+        "rss": lambda: scenarios.rss(ctx, large),
+        "rebuild": lambda: scenarios.rebuild(ctx),
+        "close": lambda: scenarios.close(ctx),
+    }
+    outcomes: list[scenarios.Outcome] = []
+    try:
+        for name in NAMES.values():
+            if name in args.chosen:
+                t0 = time.perf_counter()
+                _say(f"... {name}")
+                outcomes.append(plan[name]())
+                _say(f"    {name} done in {time.perf_counter() - t0:.1f} s")
+    finally:
+        farm.stop()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    result: dict[str, Any] = {
+        "startedAt": started.isoformat(timespec="seconds"),
+        "finishedAt": datetime.now(UTC).isoformat(timespec="seconds"),
+        "mode": "quick" if args.quick else "full",
+        "options": {
+            "n": args.ns,
+            "latencyMs": args.latency_ms,
+            "scenarios": args.chosen,
+            "signals": args.signals,
+            "tempFiles": args.temp_files,
+        },
+        "machine": {
+            **machine(),
+            "workdirFilesystem": filesystem_of(workdir.parent),
+            # Other processes on the machine skew wall times; the load says how much.
+            "loadAverage1mBefore": round(load_before[0], 2),
+            "loadAverage1mAfter": round(os.getloadavg()[0], 2),
+        },
+        "farm": {"feeds": len(sizes), "minBytes": min(sizes), "maxBytes": max(sizes)},
+        "runs": [r for o in outcomes for r in o.rows],
+        "checks": [c for o in outcomes for c in o.checks],
+        "notes": [n for o in outcomes for n in o.notes],
+    }
+    markdown = render_markdown(result)
+    _say("\n" + markdown)
+    args.results.mkdir(parents=True, exist_ok=True)
+    stem = "latest-quick" if args.quick else "latest"
+    (args.results / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
+    (args.results / f"{stem}.md").write_text(markdown, "utf-8")
+    _say(f"written: {args.results / stem}.json and .md")
+    targets = [c for c in result["checks"] if not c["metric"].endswith(", info")]
+    return 0 if all(c["met"] for c in targets) else 3
+
+
+def render_markdown(result: dict[str, Any]) -> str:
+    """The runs table, the target checks and the notes, as Markdown."""
+    m = result["machine"]
+    lines = [
+        f"Run {result['startedAt']} ({result['mode']}), latency "
+        f"{result['options']['latencyMs']:g} ms, farm feeds "
+        f"{result['farm']['minBytes'] // 1000}-{result['farm']['maxBytes'] // 1000} KB.",
+        f"Machine: {m['cpu']}, {m['cpus']} CPUs, {m['memory_gb']} GB RAM, {m['platform']}, "
+        f"Python {m['python']}, work folder on {m['workdirFilesystem']}; 1-min load average "
+        f"{m['loadAverage1mBefore']} before, {m['loadAverage1mAfter']} after.",
+        "",
+        "| scenario | run | wall s | CPU s | peak RSS MB | items | detail |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for r in result["runs"]:
+        detail = {k: v for k, v in r.items() if k not in _ROW_KEYS and v not in ({}, None)}
+        lines.append(
+            f"| {r['scenario']} | {r['run']} | {_num(r.get('wall_s'))} | {_num(r.get('cpu_s'))} "
+            f"| {_num(r.get('peak_rss_mb'), 0)} | {r.get('items', '')} | {_detail(detail)} |"
+        )
+    lines += ["", "| scenario | metric | value | target | met |", "|---|---|---:|---|---|"]
+    for c in result["checks"]:
+        met = "yes" if c["met"] else "**NO**"
+        lines.append(f"| {c['scenario']} | {c['metric']} | {c['value']} | {c['target']} | {met} |")
+    if result["notes"]:
+        lines += ["", *(f"- {n}" for n in result["notes"])]
+    return "\n".join(lines) + "\n"
+
+
+_ROW_KEYS = {"scenario", "run", "wall_s", "cpu_s", "peak_rss_mb", "items"}
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    return "" if value is None else f"{float(value):.{digits}f}"
+
+
+def _detail(detail: dict[str, Any]) -> str:
+    parts = []
+    for key, value in detail.items():
+        if isinstance(value, dict):
+            value = " ".join(f"{k}:{v}" for k, v in value.items() if k != "bytes")
+        parts.append(f"{key} {value}")
+    return "; ".join(parts)
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

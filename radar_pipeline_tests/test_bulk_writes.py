@@ -1,0 +1,70 @@
+"""The one-statement writes behind a collection's commit keep ON CONFLICT / upsert semantics."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from radar_pipeline.core.index import insert_signal_rows
+from radar_pipeline.core.state import FeedState, load_states, save_state, save_states
+from radar_pipeline.core.store import Store
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def _row(signal_id: str, identity: str, source: str, url: str) -> tuple[Any, ...]:
+    return (
+        signal_id,
+        identity,
+        1,
+        source,
+        f"item-{signal_id}",
+        url,
+        "t",
+        NOW.date(),
+        "h",
+        7,
+        NOW,
+        None,
+        f"Radar/Signals/{signal_id}.md",
+    )
+
+
+def test_insert_signal_rows_skips_every_kind_of_conflict(tmp_path: Path) -> None:
+    store = Store(tmp_path / "radar.duckdb")
+    with store.transaction() as con:
+        insert_signal_rows(con, [_row("s1", "i1", "a", "https://x/1")])
+    with store.transaction() as con:
+        insert_signal_rows(
+            con,
+            [
+                _row("s1", "i9", "a", "https://x/9"),  # signal id taken
+                _row("s2", "i1", "a", "https://x/2"),  # identity taken
+                _row("s3", "i3", "a", "https://x/1"),  # (Source, canonical URL) taken
+                _row("s4", "i4", "b", "https://x/1"),  # same URL, other Source: new
+                _row("s5", "i5", "b", "https://x/5"),
+                _row("s6", "i5", "b", "https://x/6"),  # repeats s5's identity in the batch
+            ],
+        )
+        rows = con.execute("SELECT signal_id, identity, simhash FROM signals ORDER BY 1").fetchall()
+    assert rows == [("s1", "i1", 7), ("s4", "i4", 7), ("s5", "i5", 7)]
+
+
+def test_save_states_upserts_and_last_state_wins(tmp_path: Path) -> None:
+    store = Store(tmp_path / "radar.duckdb")
+    with store.transaction() as con:
+        save_state(con, FeedState("a", etag='"1"', consecutive_failures=2))
+    with store.transaction() as con:
+        save_states(
+            con,
+            [
+                FeedState("a", etag='"2"', last_success_at=NOW, last_status=304),
+                FeedState("b", error_state="network", consecutive_failures=1, backoff_until=NOW),
+                FeedState("b", error_state="http-5xx", consecutive_failures=2),
+            ],
+        )
+        states = load_states(con)
+    assert states["a"] == FeedState("a", etag='"2"', last_success_at=NOW, last_status=304)
+    assert states["b"] == FeedState("b", error_state="http-5xx", consecutive_failures=2)
+    assert len(states) == 2
