@@ -86,12 +86,19 @@ def dagster_instance() -> Any:
     """The Dagster instance in DAGSTER_HOME (default: the repository's data/dagster_home)."""
     import dagster as dg
 
+    import filelock
+
     home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home())
     os.environ["DAGSTER_HOME"] = str(home.absolute())
     home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
-        shutil.copyfile(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
-    return dg.DagsterInstance.get()
+    # Processes starting together on an empty home would race: one reads a half-copied
+    # dagster.yaml, two create the same SQLite tables ("table ... already exists"). The lock
+    # makes the first one create everything; the others then open what exists.
+    with filelock.FileLock(home / ".radar-bootstrap.lock"):
+        if not (home / "dagster.yaml").exists():
+            shutil.copyfile(REPO_ROOT / "dagster.yaml", home / ".dagster.yaml.tmp")
+            os.replace(home / ".dagster.yaml.tmp", home / "dagster.yaml")
+        return dg.DagsterInstance.get()
 
 
 # ---- commands ------------------------------------------------------------------------------
