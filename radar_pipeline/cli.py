@@ -85,7 +85,6 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
 def dagster_instance() -> Any:
     """The Dagster instance in DAGSTER_HOME (default: the repository's data/dagster_home)."""
     import dagster as dg
-
     import filelock
 
     home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home())

@@ -238,7 +238,7 @@ def view_vault(vault: Path) -> VaultView:
     for signal_id in sorted(ids):
         try:
             fm = read_signal_frontmatter(folder / f"{signal_id}.md")
-        except Exception as exc:  # noqa: BLE001 - the judge reports, it does not crash
+        except Exception as exc:  # the judge reports, it does not crash
             unreadable.append(f"{signal_id}: {exc}")
             continue
         by_item.setdefault((str(fm["sourceId"]), str(fm["sourceItemId"])), []).append(signal_id)
