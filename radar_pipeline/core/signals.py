@@ -62,13 +62,12 @@ class SignalDocument:
     summary: str
 
     def render(self) -> str:
-        header = yaml.safe_dump(
-            self.frontmatter,
-            sort_keys=False,
-            allow_unicode=True,
-            default_flow_style=False,
-            width=10_000,
-        )
+        header = _dump_yaml(self.frontmatter, allow_unicode=True)
+        if yaml.load(header, Loader=_StringTimestampLoader) != self.frontmatter:
+            # PyYAML writes U+0085 (NEL) raw inside single quotes, where every reader folds it
+            # into a space (found by the fault suite's fuzzing); the all-escaped ASCII form
+            # reads back exactly.
+            header = _dump_yaml(self.frontmatter, allow_unicode=False)
         title = one_line(str(self.frontmatter.get("title") or ""), 300)
         body = inert_markdown(self.summary) if self.summary else "_No summary in the feed._"
         return (
@@ -76,6 +75,12 @@ class SignalDocument:
             f"*Collected by Radar from `{inert_markdown(str(self.frontmatter['sourceId']))}`; "
             "the text above is the feed's summary, kept as data.*\n"
         )
+
+
+def _dump_yaml(data: dict[str, Any], *, allow_unicode: bool) -> str:
+    return yaml.safe_dump(
+        data, sort_keys=False, allow_unicode=allow_unicode, default_flow_style=False, width=10_000
+    )
 
 
 def signal_path(vault: Path, signal_id: str) -> Path:
