@@ -243,7 +243,7 @@ def view_vault(vault: Path) -> VaultView:
             continue
         by_item.setdefault((str(fm["sourceId"]), str(fm["sourceItemId"])), []).append(signal_id)
     temps = []
-    for sub in (SIGNALS_DIR, TEMPORARY_DIR):
+    for sub in (SIGNALS_DIR, TEMPORARY_DIR, Path("Radar") / "Sources"):
         d = vault / sub
         if d.is_dir():
             temps += [f"{sub}/{p.name}" for p in d.iterdir() if p.name.startswith(".")]

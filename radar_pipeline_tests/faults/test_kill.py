@@ -64,7 +64,7 @@ def test_kill_at_any_instant(tmp_path: Path, feed_server: FeedServer) -> None:
             phase = "completed"
         phases[phase] += 1
         kills.append((round(delay, 2), phase))
-        violations += [
+        found = [
             f"trial {trial} after kill ({phase}): {x}"
             for x in check_invariants(home, farm, settled=False, expect_all_items=False)
         ]
@@ -75,11 +75,13 @@ def test_kill_at_any_instant(tmp_path: Path, feed_server: FeedServer) -> None:
         if phase in ("startup", "run-start"):  # the repeat did the whole run's work
             durations.append(elapsed)
         if code != 0 or report is None or report["failed"] or stderr.strip():
-            violations.append(f"trial {trial}: repeat run exit {code}: {stderr.strip()[-300:]}")
-        violations += [
+            found.append(f"trial {trial}: repeat run exit {code}: {stderr.strip()[-300:]}")
+        found += [
             f"trial {trial} after repeat: {x}"
             for x in check_invariants(home, farm, settled=True, expect_all_items=True)
         ]
+        violations += found
+        record_figures("kill-trial", {"trial": trial, "delay_s": delay, "phase": phase, "v": found})
     record_figures(
         "kill",
         {
