@@ -125,6 +125,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if args.source and args.all:
         raise UsageError("collect: use either --source or --all, not both")
     mode = "explicit" if args.source else ("all" if args.all else "due")
+    # Open the store here first: a broken or unusable DuckDB file is one clear line, not a
+    # failed Dagster run with a stack trace.
+    from radar_pipeline.core.store import Store
+
+    Store(RadarPaths.from_env().db).schema_version()
     report = launch_collection(
         dagster_instance(), RadarPaths.from_env(), mode, tuple(args.source), as_of, trigger="cli"
     )
@@ -160,16 +165,23 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_index_rebuild(args: argparse.Namespace) -> int:
     from radar_pipeline.core import index
-    from radar_pipeline.core.store import Store
+    from radar_pipeline.core.store import Store, move_aside_if_not_duckdb
 
     paths = RadarPaths.from_env()
+    now = datetime.now(UTC)
+    moved = move_aside_if_not_duckdb(paths.db, now)
     repair = index.rebuild(Store(paths.db), paths.vault)
     payload = {
         "indexed": repair.indexed,
         "unreadable": list(repair.unreadable),
-        "at": format_utc(datetime.now(UTC)),
+        "movedAside": str(moved) if moved else None,
+        "at": format_utc(now),
     }
-    _emit(args, payload, f"indexed {repair.indexed} Signals; unreadable {len(repair.unreadable)}")
+    text = f"indexed {repair.indexed} Signals; unreadable {len(repair.unreadable)}"
+    text += "".join(f"\n  unreadable: {s}.md" for s in repair.unreadable)
+    if moved:
+        text = f"{paths.db} was not a DuckDB file; moved aside to {moved}\n{text}"
+    _emit(args, payload, text)
     return EXIT_ERROR if repair.unreadable else EXIT_OK
 
 
