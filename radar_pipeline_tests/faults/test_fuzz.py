@@ -204,6 +204,16 @@ def test_fuzz_mutated_real_feeds(
         _roundtrip(record, bytes(body), Path(folder))
 
 
+def test_undecodable_encoding_name_is_a_parse_error() -> None:
+    """Found by test_fuzz_mutated_real_feeds: feedparser raised UnicodeDecodeError."""
+    body = b'<?xml version="1.0" encoding="utf\xff-8"?><rss version="2.0"><channel/></rss>'
+    with pytest.raises(ParseError) as caught:
+        parse_feed(
+            "s", body, base_url="https://e.com/", content_type=None, now=NOW, coverage_from=None
+        )
+    assert caught.value.error_class == "invalid-xml"
+
+
 @FUZZ
 @given(url=URLISH, base=st.one_of(st.none(), URLISH), item=st.one_of(NASTY, URLISH))
 def test_fuzz_canonical_url_and_identity(url: str, base: str | None, item: str) -> None:
