@@ -48,6 +48,13 @@ ui: $(STAMP)
 	@test -f "$(UI_HOME)/dagster.yaml" || cp dagster.yaml "$(UI_HOME)/dagster.yaml"
 	DAGSTER_HOME="$(UI_HOME)" exec $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
 
+# The fault suite at full strength (50 kill trials, 10 overlap rounds, the whole corpus, long
+# fuzzing); `make test` runs the same tests with a handful of trials. Figures: data/faults.jsonl.
+faults: $(STAMP)
+	@rm -f data/faults.jsonl
+	RADAR_FAULTS_FULL=1 RADAR_FAULTS_FIGURES=$(CURDIR)/data/faults.jsonl \
+		$(BIN)/pytest -q radar_pipeline_tests/faults
+
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 

@@ -91,13 +91,19 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
 def dagster_instance() -> Any:
     """The Dagster instance in DAGSTER_HOME (default: the repository's data/dagster_home)."""
     import dagster as dg
+    import filelock
 
     home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home())
     os.environ["DAGSTER_HOME"] = str(home.absolute())
     home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
-        shutil.copyfile(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
-    return dg.DagsterInstance.get()
+    # Processes starting together on an empty home would race: one reads a half-copied
+    # dagster.yaml, two create the same SQLite tables ("table ... already exists"). The lock
+    # makes the first one create everything; the others then open what exists.
+    with filelock.FileLock(home / ".radar-bootstrap.lock"):
+        if not (home / "dagster.yaml").exists():
+            shutil.copyfile(REPO_ROOT / "dagster.yaml", home / ".dagster.yaml.tmp")
+            os.replace(home / ".dagster.yaml.tmp", home / "dagster.yaml")
+        return dg.DagsterInstance.get()
 
 
 # ---- commands ------------------------------------------------------------------------------
@@ -125,6 +131,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if args.source and args.all:
         raise UsageError("collect: use either --source or --all, not both")
     mode = "explicit" if args.source else ("all" if args.all else "due")
+    # Open the store here first: a broken or unusable DuckDB file is one clear line, not a
+    # failed Dagster run with a stack trace.
+    from radar_pipeline.core.store import Store
+
+    Store(RadarPaths.from_env().db).schema_version()
     report = launch_collection(
         dagster_instance(), RadarPaths.from_env(), mode, tuple(args.source), as_of, trigger="cli"
     )
@@ -179,13 +190,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_index_rebuild(args: argparse.Namespace) -> int:
     from radar_pipeline.core import index
-    from radar_pipeline.core.store import Store
+    from radar_pipeline.core.store import Store, move_aside_if_not_duckdb
 
     paths = RadarPaths.from_env()
     now = datetime.now(UTC)
     store = Store(paths.db)
-    # A corrupted file is kept under another name, never deleted; the index starts afresh.
-    moved = index.set_aside_if_unusable(store, now.strftime("%Y%m%dT%H%M%SZ"))
+    # A file that is not a DuckDB database is kept under another name, never deleted.
+    moved = move_aside_if_not_duckdb(paths.db, now)
     repair = index.rebuild(store, paths.vault)
     rekey = repair.rekey
     payload = {
@@ -202,8 +213,9 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
         f"indexed {repair.indexed} Signals; unreadable {len(repair.unreadable)}; "
         f"re-keyed {payload['rekeyed']} to identity version {payload['identityVersion']}"
     )
+    text += "".join(f"\n  unreadable: {s}.md" for s in repair.unreadable)
     if moved:
-        text = f"{paths.db} was not a usable DuckDB file; kept as {moved}\n{text}"
+        text = f"{paths.db} was not a DuckDB file; moved aside to {moved}\n{text}"
     _emit(args, payload, text)
     return EXIT_ERROR if repair.unreadable else EXIT_OK
 

@@ -49,6 +49,7 @@ from radar_pipeline.core.signals import (
     SignalDocument,
     create_signal_file,
     make_signal_id,
+    remove_stale_temp_files,
 )
 from radar_pipeline.core.state import FeedState, load_states, save_states
 from radar_pipeline.core.store import Store, insert_rows, to_json_text
@@ -101,6 +102,9 @@ class Collector:
     # ---- stages ----------------------------------------------------------------------------
 
     def plan(self, spec: CollectionSpec) -> CollectionPlan:
+        removed = remove_stale_temp_files(self.paths.vault)
+        if removed:
+            log.info("removed %d temp files a killed collection left behind", removed)
         snapshot = load_registry(self.paths.vault)
         with self.store.transaction() as con:
             states = load_states(con)

@@ -302,7 +302,10 @@ def _check_result(
 
 def _write_temp(path: Path, data: bytes, mode: int) -> Path:
     # Dot-prefixed and not *.md, so neither Obsidian nor the registry reads a half-written file.
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # The pid lets signals.remove_stale_temp_files tell a killed writer's leftover from ours.
+    fd, name = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent
+    )
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -13,7 +13,7 @@ import duckdb
 
 from radar_pipeline.core import identity
 from radar_pipeline.core.dedupe import simhash_band_keys
-from radar_pipeline.core.errors import StoreError, VaultError
+from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.identity import normalize_title
 from radar_pipeline.core.schedule import parse_utc
 from radar_pipeline.core.signals import (
@@ -234,31 +234,3 @@ def _recanonicalize(url: str) -> str:
         return identity.canonicalize_url(url)
     except ValueError:
         return url  # recorded before a rule that now refuses it: keep the recorded form
-
-
-def set_aside_if_unusable(store: Store, stamp: str) -> Path | None:
-    """Move a DuckDB file that cannot be opened as a database to `<name>.unusable-<stamp>`
-    (kept, never deleted) so a rebuild can start a fresh one; returns where it went.
-
-    A file that is merely locked by another process is not touched: that StoreError is raised.
-    """
-    if not store.path.exists():
-        return None
-    try:
-        with store.transaction() as con:
-            con.execute("SELECT count(*) FROM signals").fetchone()
-        return None
-    except StoreError as exc:
-        cause = exc.__cause__
-        if cause is None or any(
-            m in str(cause) for m in ("Could not set lock", "Conflicting lock")
-        ):
-            raise
-        target = store.path.with_name(f"{store.path.name}.unusable-{stamp}")
-        store.path.rename(target)
-        wal = store.path.with_name(store.path.name + ".wal")
-        if wal.exists():
-            wal.rename(target.with_name(target.name + ".wal"))
-        Store.forget_migrations()
-        log.warning("index: %s is not a usable DuckDB file; moved to %s", store.path, target)
-        return target

@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -62,16 +63,15 @@ class SignalDocument:
     summary: str
 
     def render(self) -> str:
-        header = yaml.safe_dump(
-            {
-                k: inert_property(v) if isinstance(v, str) else v
-                for k, v in self.frontmatter.items()
-            },
-            sort_keys=False,
-            allow_unicode=True,
-            default_flow_style=False,
-            width=10_000,
-        )
+        fields = {
+            k: inert_property(v) if isinstance(v, str) else v for k, v in self.frontmatter.items()
+        }
+        header = _dump_yaml(fields, allow_unicode=True)
+        if yaml.load(header, Loader=_StringTimestampLoader) != fields:
+            # PyYAML writes U+0085 (NEL) raw inside single quotes, where every reader folds it
+            # into a space (found by the fault suite's fuzzing); the all-escaped ASCII form
+            # reads back exactly.
+            header = _dump_yaml(fields, allow_unicode=False)
         title = one_line(str(self.frontmatter.get("title") or ""), 300)
         body = inert_markdown(self.summary) if self.summary else "_No summary in the feed._"
         return (
@@ -79,6 +79,12 @@ class SignalDocument:
             f"*Collected by Radar from `{inert_markdown(str(self.frontmatter['sourceId']))}`; "
             "the text above is the feed's summary, kept as data.*\n"
         )
+
+
+def _dump_yaml(data: dict[str, Any], *, allow_unicode: bool) -> str:
+    return yaml.safe_dump(
+        data, sort_keys=False, allow_unicode=allow_unicode, default_flow_style=False, width=10_000
+    )
 
 
 def signal_path(vault: Path, signal_id: str) -> Path:
@@ -95,7 +101,7 @@ def create_signal_file(vault: Path, document: SignalDocument) -> CreateOutcome:
     if target.exists():
         return "reused"
     data = document.render().encode("utf-8")
-    fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".md", dir=folder)
+    fd, tmp_name = tempfile.mkstemp(prefix=temp_prefix(TEMP_PREFIX), suffix=".md", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -112,19 +118,58 @@ def create_signal_file(vault: Path, document: SignalDocument) -> CreateOutcome:
             os.unlink(tmp_name)
 
 
-def remove_stale_temp_files(vault: Path) -> int:
-    """Delete temp files a killed writer left in the Signals folder; returns how many."""
-    folder = vault / SIGNALS_DIR
-    if not folder.is_dir():
-        return 0
+# Temp files every writer of the vault makes: `<prefix><pid>-<random>`, so a cleaner can tell a
+# dead writer's leftovers (SIGKILL skips every `finally`) from a live writer's file in flight.
+STALE_TEMP_AGE_S = 3600.0  # any temp file this old is stale, whatever its pid says (pid reuse)
+_TEMP_PATTERNS = (
+    (SIGNALS_DIR, re.compile(r"^\.tmp-signal-(?:(\d+)-)?[^/]*\.md$")),
+    (Path("Radar") / "Temporary Content", re.compile(r"^\.tmp-(?:(\d+)-)?[^/]*\.md$")),
+    (Path("Radar") / "Sources", re.compile(r"^\.[^/]+\.md\.(?:(\d+)-)?[^/]*\.tmp$")),
+)
+
+
+def temp_prefix(prefix: str) -> str:
+    """`prefix` tagged with this process's id, for `remove_stale_temp_files`."""
+    return f"{prefix}{os.getpid()}-"
+
+
+def _writer_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True
+
+
+def remove_stale_temp_files(vault: Path, now: float | None = None) -> int:
+    """Delete temp files killed writers left in Signals, Temporary Content and Sources.
+
+    A temp file is stale when the process named in its name is gone, or when it is older than
+    STALE_TEMP_AGE_S; a live writer's file in flight is kept (removing it would make that
+    writer fail). Returns how many were removed.
+    """
+    now = time.time() if now is None else now
     removed = 0
-    for entry in os.scandir(folder):
-        if entry.name.startswith(TEMP_PREFIX) and entry.is_file(follow_symlinks=False):
+    for sub, pattern in _TEMP_PATTERNS:
+        folder = vault / sub
+        if not folder.is_dir():
+            continue
+        for entry in os.scandir(folder):
+            match = pattern.match(entry.name)
+            if match is None or not entry.is_file(follow_symlinks=False):
+                continue
             try:
-                os.unlink(entry.path)
-                removed += 1
+                age = now - entry.stat(follow_symlinks=False).st_mtime
             except FileNotFoundError:
-                pass
+                continue
+            pid = int(match.group(1)) if match.group(1) else None
+            dead = pid is not None and pid != os.getpid() and not _writer_alive(pid)
+            if dead or age > STALE_TEMP_AGE_S:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    removed += 1
     return removed
 
 

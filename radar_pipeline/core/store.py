@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import threading
 import time
@@ -262,6 +263,11 @@ class Store:
                     log.info("waited %.3f s for the DuckDB writer lock on %s", wait_s, self.path)
                 return con
             except duckdb.IOException as exc:
+                if not is_duckdb_file(self.path):
+                    raise StoreError(
+                        f"{self.path} is not a DuckDB file; `radar index rebuild` moves it "
+                        "aside and rebuilds the Signal index from the vault"
+                    ) from exc
                 if not any(marker in str(exc) for marker in _LOCK_MARKERS):
                     raise StoreError(f"cannot open {self.path}: {exc}") from exc
                 if time.monotonic() >= deadline:
@@ -355,6 +361,39 @@ def insert_rows(
         f"INSERT INTO {table} SELECT * FROM (SELECT {columns}) AS n {where}",
         [list(column) for column in zip(*rows, strict=True)],
     )
+
+
+_DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
+
+
+def is_duckdb_file(path: Path) -> bool:
+    """False only for an existing file that is surely not a DuckDB database (wrong magic)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(12)
+    except FileNotFoundError:
+        return True  # absent: DuckDB creates it
+    except OSError:
+        return True  # unreadable for another reason: let DuckDB report it
+    return head[8:12] == _DUCKDB_MAGIC
+
+
+def move_aside_if_not_duckdb(path: Path, now: datetime) -> Path | None:
+    """Rename a file at `path` that is not a DuckDB database (and its WAL) out of the way.
+
+    Nothing is deleted: the file becomes `<name>.unusable-<UTC stamp>` next to it, and the
+    new path is returned (None when the file is absent or a real DuckDB file, even a locked
+    one). Used by `radar index rebuild`, which then derives the index again from the vault.
+    """
+    if not path.exists() or is_duckdb_file(path):
+        return None
+    target = path.with_name(f"{path.name}.unusable-{now.strftime('%Y%m%dT%H%M%SZ')}")
+    os.replace(path, target)
+    wal = path.with_name(path.name + ".wal")
+    if wal.exists():  # a WAL belongs to the old file; replayed onto a new one it would fail
+        os.replace(wal, target.with_name(target.name + ".wal"))
+    Store.forget_migrations()
+    return target
 
 
 def rows_as_dicts(

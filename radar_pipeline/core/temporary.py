@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from radar_pipeline.core.errors import VaultError
-from radar_pipeline.core.signals import SIGNAL_ID_RE
+from radar_pipeline.core.signals import SIGNAL_ID_RE, temp_prefix
 from radar_pipeline.core.text import inert_markdown
 
 TEMPORARY_DIR = Path("Radar") / "Temporary Content"
@@ -29,7 +29,7 @@ def write_temporary_text(vault: Path, signal_id: str, title: str, text: str) -> 
         f"---\nentityType: temporary-content\nsignal: {signal_id}\n---\n\n"
         f"# {inert_markdown(title)}\n\n{inert_markdown(text)}\n"
     ).encode()
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".md", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(".tmp-"), suffix=".md", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

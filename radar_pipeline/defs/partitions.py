@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
+import filelock
 
 SOURCES_PARTITIONS_NAME = "sources"
 sources_partitions = dg.DynamicPartitionsDefinition(name=SOURCES_PARTITIONS_NAME)
@@ -23,12 +26,17 @@ def sync_partition_requests(
 
 
 def sync_partitions(instance: dg.DagsterInstance, valid: list[str]) -> list[str]:
-    """Apply the same change directly (the CLI, before it launches a run); returns the keys."""
-    existing = list(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
-    to_add = [s for s in valid if s not in set(existing)]
-    to_delete = [s for s in existing if s not in set(valid)]
-    if to_add:
-        instance.add_dynamic_partitions(SOURCES_PARTITIONS_NAME, to_add)
-    for key in to_delete:
-        instance.delete_dynamic_partition(SOURCES_PARTITIONS_NAME, key)
-    return list(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
+    """Apply the same change directly (the CLI, before it launches a run); returns the keys.
+
+    Serialised across processes by a lock file in the instance's home: two collections
+    starting together would otherwise both add the same keys (a UNIQUE violation).
+    """
+    with filelock.FileLock(Path(instance.root_directory) / ".radar-partitions.lock"):
+        existing = list(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
+        to_add = [s for s in valid if s not in set(existing)]
+        to_delete = [s for s in existing if s not in set(valid)]
+        if to_add:
+            instance.add_dynamic_partitions(SOURCES_PARTITIONS_NAME, to_add)
+        for key in to_delete:
+            instance.delete_dynamic_partition(SOURCES_PARTITIONS_NAME, key)
+        return list(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
