@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 import dagster as dg
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from radar_pipeline.core.collect import report_for
 from radar_pipeline.core.config import RadarPaths
@@ -32,6 +38,18 @@ def launch_collection(
     """Run `collect_signals` over the selected Sources' partitions as ONE run (a partition
     range plus the exact selection in config), so N Sources cost one Dagster run and are
     fetched concurrently; returns the collection report recorded in DuckDB."""
+    with sqlite_event_sessions():
+        return _launch(instance, paths, mode, source_ids, as_of, trigger)
+
+
+def _launch(
+    instance: dg.DagsterInstance,
+    paths: RadarPaths,
+    mode: str,
+    source_ids: tuple[str, ...],
+    as_of: datetime,
+    trigger: str,
+) -> dict[str, Any]:
     from radar_pipeline.definitions import defs
 
     snapshot = load_registry(paths.vault)
@@ -79,6 +97,47 @@ def launch_collection(
 
     report["checks"] = run_signal_checks(instance, as_of, result.run_id)
     return report
+
+
+@contextmanager
+def sqlite_event_sessions() -> Iterator[None]:
+    """While a CLI collection runs, make Dagster's SQLite event writes cheap but still safe.
+
+    Dagster's SQLite storage opens, commits and closes a connection per event (two for an asset
+    event: run shard and asset index). Its files are in WAL mode, so each close of the last
+    connection checkpoints the WAL into the database (fsyncs) and deletes it, and each commit
+    fsyncs the WAL: about 45 ms per event on a busy disk, 150 events for 50 Sources. Here one idle
+    connection per file stays open until the collection ends (so no close is the last one and
+    the WAL is checkpointed once, at the end) and connections use `synchronous=NORMAL`, which in
+    WAL mode stays consistent after a crash; a power loss may drop the newest events of this
+    run, never corrupt the file. Only SQLite engines opened in this process meanwhile are
+    affected; DuckDB does not use SQLAlchemy.
+    """
+    keepers: dict[str, sqlite3.Connection] = {}
+    lock = threading.Lock()
+
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        if not isinstance(dbapi_connection, sqlite3.Connection):
+            return
+        dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+        row = dbapi_connection.execute("PRAGMA database_list").fetchone()
+        path = str(row[2]) if row and row[2] else ""
+        with lock:
+            if path and path not in keepers:
+                keeper = sqlite3.connect(path, check_same_thread=False)
+                # A read opens the WAL for this connection: from now on it counts as open.
+                keeper.execute("PRAGMA schema_version").fetchone()
+                keepers[path] = keeper
+
+    event.listen(Engine, "connect", on_connect)
+    try:
+        yield
+    finally:
+        event.remove(Engine, "connect", on_connect)
+        with lock:
+            for con in keepers.values():
+                con.close()
+            keepers.clear()
 
 
 def _empty_report(as_of: datetime, mode: str) -> dict[str, Any]:
