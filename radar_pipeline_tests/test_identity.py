@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
+import unicodedata
+from collections import Counter
 
 import pytest
 from hypothesis import given, settings
@@ -166,3 +169,32 @@ def test_simhash_near_and_far() -> None:
     assert hamming64(simhash64(text), simhash64(near)) <= 12
     assert simhash64("") == 0
     assert hamming64(0, 2**64 - 1) == 64
+
+
+def _simhash_reference(text: str) -> int:
+    """simhash64 as first defined: a +count/-count weight per bit, one bit at a time."""
+    words = re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())
+    if not words:
+        return 0
+    shingles = [" ".join(pair) for pair in itertools.pairwise(words)] or words
+    weights = [0] * 64
+    for shingle, count in Counter(shingles).items():
+        digest = hashlib.blake2b(shingle.encode("utf-8"), digest_size=8).digest()
+        value = int.from_bytes(digest, "big")
+        for bit in range(64):
+            weights[bit] += count if value >> bit & 1 else -count
+    return sum(1 << bit for bit in range(64) if weights[bit] > 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["go", "rust", "Go", "ﬁle", "ä", "1.22", "x_y", "-", " "]), max_size=60
+    )
+    | st.text(max_size=400)
+)
+def test_simhash_equals_its_bitwise_definition(parts: list[str] | str) -> None:
+    # Stored Signals carry their simhash: a faster computation must give the same bits,
+    # ties (equal weight both ways) included.
+    text = parts if isinstance(parts, str) else " ".join(parts)
+    assert simhash64(text) == _simhash_reference(text)

@@ -145,18 +145,70 @@ def content_hash(text: str) -> str:
 
 
 def simhash64(text: str) -> int:
-    """Return a 64-bit simhash over word bigram shingles of the normalised text (0 for no words)."""
+    """Return a 64-bit simhash over word bigram shingles of the normalised text (0 for no words).
+
+    Bit b is set when the shingles whose blake2b-64 digest has bit b outweigh (by count) those
+    that do not.
+    """
     words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
     if not words:
         return 0
     shingles = [" ".join(pair) for pair in itertools.pairwise(words)] or words
-    weights = [0] * 64
+    total = len(shingles)
+    if total >= 1 << (_LANE - 1):  # lanes could overflow (not reachable from a feed item)
+        return _simhash_by_bit(Counter(shingles))
+    # All 64 per-bit sums at once: each digest byte is spread into eight _LANE-bit lanes of one
+    # big integer (table look-up), so one addition counts a shingle on every bit; a bit wins
+    # when the shingles having it outweigh the others (2 x its sum > all shingles).
+    tables = _SPREAD
+    lanes = 0
     for shingle, count in Counter(shingles).items():
+        digest = hashlib.blake2b(shingle.encode("utf-8"), digest_size=8).digest()
+        spread = (
+            tables[0][digest[7]]
+            | tables[1][digest[6]]
+            | tables[2][digest[5]]
+            | tables[3][digest[4]]
+            | tables[4][digest[3]]
+            | tables[5][digest[2]]
+            | tables[6][digest[1]]
+            | tables[7][digest[0]]
+        )
+        lanes += spread * count
+    mask = (1 << _LANE) - 1
+    result = 0
+    for bit in range(64):
+        if 2 * (lanes >> (bit * _LANE) & mask) > total:
+            result |= 1 << bit
+    return result
+
+
+def _simhash_by_bit(counts: Counter[str]) -> int:
+    """The definition of `simhash64`, bit by bit (for inputs too large for the lanes)."""
+    weights = [0] * 64
+    for shingle, count in counts.items():
         digest = hashlib.blake2b(shingle.encode("utf-8"), digest_size=8).digest()
         value = int.from_bytes(digest, "big")
         for bit in range(64):
             weights[bit] += count if value >> bit & 1 else -count
     return sum(1 << bit for bit in range(64) if weights[bit] > 0)
+
+
+_LANE = 40  # bits per lane: a lane holds a count sum up to 2**39 without reaching the next
+
+
+def _spread_tables() -> tuple[tuple[int, ...], ...]:
+    """_SPREAD[k][byte]: the byte's 8 bits, as bits 8k..8k+7, each in its own lane (value 1)."""
+    return tuple(
+        tuple(
+            sum(1 << ((8 * k + i) * _LANE) for i in range(8) if byte >> i & 1)
+            for byte in range(256)
+        )
+        for k in range(8)
+    )
+
+
+_SPREAD = _spread_tables()
 
 
 def hamming64(a: int, b: int) -> int:
