@@ -26,7 +26,7 @@ from radar_pipeline.core.dedupe import (
     PENDING_PREFIX,
     DedupeBatch,
     ItemDecision,
-    decide,
+    decide_many,
     resolve_pending,
 )
 from radar_pipeline.core.errors import ParseError, RegistryError
@@ -142,16 +142,17 @@ class Collector:
 
     def dedupe(self, results: tuple[CheckResult, ...]) -> tuple[DedupedCheck, ...]:
         """Repair the index from the vault, then classify every candidate."""
-        out: list[DedupedCheck] = []
         batch = DedupeBatch()  # new items of earlier Sources in this collection count too
         with self.store.transaction() as con:
             repair = index.reconcile(con, self.paths.vault)
             if repair.indexed:
                 log.info("index: %d Signal files had no index row; indexed", repair.indexed)
-            for res in results:
-                cands = res.parsed.candidates if res.parsed else ()
-                out.append(DedupedCheck(res, decide(con, res.check.source_id, cands, batch)))
-        return tuple(out)
+            checks = [
+                (res.check.source_id, res.parsed.candidates if res.parsed else ())
+                for res in results
+            ]
+            decisions = decide_many(con, checks, batch)
+        return tuple(DedupedCheck(res, d) for res, d in zip(results, decisions, strict=True))
 
     def materialize(
         self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]

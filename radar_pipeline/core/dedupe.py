@@ -106,11 +106,36 @@ def decide(
     the new ones of this call are added to it. A decision naming such an item carries
     `pending:<identity>` until `resolve_pending` turns it into the Signal id.
     """
-    if not candidates:
-        return ()
+    return decide_many(con, [(source_id, candidates)], batch)[0]
+
+
+def decide_many(
+    con: duckdb.DuckDBPyConnection,
+    checks: Sequence[tuple[str, tuple[ItemCandidate, ...]]],
+    batch: DedupeBatch | None = None,
+) -> list[tuple[ItemDecision, ...]]:
+    """`decide` for many Sources, in order, with one set of index queries for all of them.
+
+    The index does not change while a collection dedupes (rows are written at its commit), so
+    rows fetched for every candidate at once are the rows each Source's own queries would get;
+    what earlier Sources of the collection decided `new` is in `batch`, as with `decide`.
+    """
     batch = batch if batch is not None else DedupeBatch()
-    known = lookup_identities(con, [c.identity for c in candidates])
-    index = _SecondaryIndex.load(con, [c for c in candidates if c.identity not in known])
+    everything = [c for _, cands in checks for c in cands]
+    if not everything:
+        return [() for _ in checks]
+    known = lookup_identities(con, [c.identity for c in everything])
+    index = _SecondaryIndex.load(con, [c for c in everything if c.identity not in known])
+    return [_decide_one(source_id, cands, known, index, batch) for source_id, cands in checks]
+
+
+def _decide_one(
+    source_id: str,
+    candidates: tuple[ItemCandidate, ...],
+    known: dict[str, tuple[str, str]],
+    index: _SecondaryIndex,
+    batch: DedupeBatch,
+) -> tuple[ItemDecision, ...]:
     decisions: list[ItemDecision] = []
     for cand in candidates:
         hit = known.get(cand.identity)
@@ -192,8 +217,8 @@ _Row = tuple[str, str, datetime]  # signal id, source id or flag, first seen
 
 @dataclass(frozen=True)
 class _SecondaryIndex:
-    """The indexed rows that can match the candidates of one Source, fetched in one query per
-    key (an IN list on one indexed column), so a check costs a few queries, not a few per item.
+    """The indexed rows that can match the candidates of a collection, fetched in one query
+    per key and chunk (an IN list on one indexed column): a few queries, not a few per item.
     """
 
     by_url: dict[str, list[_Row]]  # canonical URL -> (signal, source, first seen)
