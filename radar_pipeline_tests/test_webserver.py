@@ -119,6 +119,7 @@ def test_make_ui_serves_signals_and_stops_on_ctrl_c(radar_env: dict[str, Path]) 
             "due_sources_sensor": "RUNNING",
             "source_freshness_sensor": "RUNNING",
             "run_failure_dead_letter_sensor": "RUNNING",
+            "signal_checks_after_collection": "RUNNING",
         }
         assert {s["name"] for s in repo["schedules"]} == {s.name for s in defs.schedules or []}
         # `make ui` set up the empty DAGSTER_HOME, and the instance stores there.
