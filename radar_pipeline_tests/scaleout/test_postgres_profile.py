@@ -255,8 +255,10 @@ def test_queue_runs_one_source_at_a_time(deployment: Deployment) -> None:
     write_source(d.vault, "queued", d.server.add("/queued.xml", feed, latency_s=3.0))
     d.add_sources("queued")
     procs = [d.submit({"dagster/partition": "queued"}) for _ in range(2)]
-    records = [d.wait(d.launched(p)) for p in procs]
-    spans = sorted((r.start_time, r.end_time) for r in records)
+    # In the order they ran: the two launch processes race to create their runs, and the
+    # queue starts the one created first, not necessarily the one submitted first.
+    records = sorted((d.wait(d.launched(p)) for p in procs), key=lambda r: r.start_time)
+    spans = [(r.start_time, r.end_time) for r in records]
     assert spans[0][1] <= spans[1][0], f"runs of one Source overlapped: {spans}"
     reports = [d.report(r.dagster_run.run_id) for r in records]
     # The second sees the same body: passed (reused) or not-modified, never skipped.
