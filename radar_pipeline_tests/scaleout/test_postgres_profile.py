@@ -114,6 +114,41 @@ def _fetch_config(**config: Any) -> dict[str, Any]:
     return {"ops": {"signals": {"ops": {"fetch": {"config": config}}}}}
 
 
+def _stop_automation(instance: Any) -> list[str]:
+    """Stop every sensor and schedule of the code location on the instance before the daemon
+    starts, and return their names.
+
+    They are declared RUNNING, so a daemon would tick them: the due-Sources sensor would launch
+    its own run for each Source a test writes, which takes that Source's file lock (the test's
+    run is then `skipped` / `locked`) and its `dagster/partition` queue slot, and the checks
+    sensor would queue a run after each collection. Every test here submits its own runs and
+    counts the requests it caused; the sensors themselves are tested in test_sensors.py.
+    """
+    # What `dagster sensor stop` / `dagster schedule stop` do, for all of them with one load of
+    # workspace.yaml (one CLI process per name costs ~6 s each on a loaded 2-core machine).
+    # The location is loaded through the workspace file, as the daemon loads it, so the stored
+    # states carry the origin and selector ids the daemon looks up.
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+    stopped: list[str] = []
+    target = WorkspaceFileTarget(paths=[str(WORKSPACE)])
+    with WorkspaceProcessContext(instance, target) as context:
+        workspace = context.create_request_context()
+        for name in workspace.code_location_names:
+            location = workspace.get_code_location(name)
+            for repo in location.get_repositories().values():
+                for sensor in repo.get_sensors():
+                    instance.stop_sensor(sensor.get_remote_origin_id(), sensor.selector_id, sensor)
+                    stopped.append(sensor.name)
+                for schedule in repo.get_schedules():
+                    instance.stop_schedule(
+                        schedule.get_remote_origin_id(), schedule.selector_id, schedule
+                    )
+                    stopped.append(schedule.name)
+    return stopped
+
+
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     missing = [
@@ -141,6 +176,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         import dagster as dg
 
         instance = dg.DagsterInstance.get()
+        stopped = _stop_automation(instance)
+        states = {s.name: s.status.name for s in instance.all_instigator_state()}
+        assert states == dict.fromkeys(stopped, "STOPPED"), states
         log = (root / "daemon.log").open("wb")
         daemon = subprocess.Popen(
             [str(BIN / "dagster-daemon"), "run", "-w", str(WORKSPACE)],
@@ -217,8 +255,10 @@ def test_queue_runs_one_source_at_a_time(deployment: Deployment) -> None:
     write_source(d.vault, "queued", d.server.add("/queued.xml", feed, latency_s=3.0))
     d.add_sources("queued")
     procs = [d.submit({"dagster/partition": "queued"}) for _ in range(2)]
-    records = [d.wait(d.launched(p)) for p in procs]
-    spans = sorted((r.start_time, r.end_time) for r in records)
+    # In the order they ran: the two launch processes race to create their runs, and the
+    # queue starts the one created first, not necessarily the one submitted first.
+    records = sorted((d.wait(d.launched(p)) for p in procs), key=lambda r: r.start_time)
+    spans = [(r.start_time, r.end_time) for r in records]
     assert spans[0][1] <= spans[1][0], f"runs of one Source overlapped: {spans}"
     reports = [d.report(r.dagster_run.run_id) for r in records]
     # The second sees the same body: passed (reused) or not-modified, never skipped.
@@ -244,7 +284,7 @@ def test_range_run_and_partition_run_meet_the_source_lock(deployment: Deployment
     spans = sorted((r.start_time, r.end_time) for r in records)
     assert spans[0][1] > spans[1][0], f"the two runs did not overlap: {spans}"
     outcomes = sorted((s["outcome"], s["error"]) for r in run_ids for s in d.report(r)["sources"])
-    assert outcomes == [("passed", None), ("skipped", "locked")]
+    assert outcomes == [("passed", None), ("skipped", "locked")], outcomes
     assert len(d.server.requests_for("/locky.xml")) == 1
 
 
@@ -268,7 +308,8 @@ def test_due_collection_after_downtime_checks_each_overdue_source_once(
         return d.report(run_id)
 
     first = due_run(t0)
-    assert sorted(s["id"] for s in first["sources"] if s["outcome"] == "passed") == list(ids)
+    passed = sorted(s["id"] for s in first["sources"] if s["outcome"] == "passed")
+    assert passed == list(ids), first["sources"]
     before = {sid: len(d.server.requests_for(f"/{sid}.xml")) for sid in ids}
     # Five hours of downtime with a one-hour cadence: both are overdue, each checked once.
     after = due_run(t0 + timedelta(hours=5))
