@@ -233,12 +233,12 @@ def test_published_file_with_a_temporary_name_is_untouched(vault: Vault) -> None
 def test_folder_swapped_for_a_link_during_the_close_never_leads_outside(vault: Vault) -> None:
     """A real race: another thread keeps swapping a sub-folder for a link to Site Content."""
     before = vault.snapshot()
-    swaps = 0
-    for _ in range(30):
-        _write(vault.temp / "victim", {f"f{n}.md": b"t" for n in range(200)})
-        stop = threading.Event()
+    swaps = swaps_during_close = 0
+    for _ in range(12):
+        _write(vault.temp / "victim", {f"f{n}.md": b"t" for n in range(100)})
+        stop, live = threading.Event(), threading.Event()
 
-        def swap(stop: threading.Event = stop) -> None:
+        def swap(stop: threading.Event = stop, live: threading.Event = live) -> None:
             nonlocal swaps
             victim, stash = vault.temp / "victim", vault.temp / "stash"
             while not stop.is_set():
@@ -248,18 +248,22 @@ def test_folder_swapped_for_a_link_during_the_close_never_leads_outside(vault: V
                     victim.unlink()
                     stash.rename(victim)
                     swaps += 1
+                    live.set()
                 except OSError:
                     pass
 
         attacker = threading.Thread(target=swap)
         attacker.start()
         try:
+            assert live.wait(10), "the attacking thread never swapped"
+            swaps_at_start = swaps
             close_temporary_content(vault.root)
+            swaps_during_close += swaps - swaps_at_start
         finally:
             stop.set()
             attacker.join()
         assert vault.snapshot() == before
-    assert swaps > 30  # the race really ran while closing
+    assert swaps_during_close > 0  # the race really ran while closing
     close_temporary_content(vault.root)
     assert temporary_inventory(vault.root) == (0, 0)
 
