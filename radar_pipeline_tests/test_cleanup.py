@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -93,6 +95,17 @@ class Vault:
 @pytest.fixture
 def vault(tmp_path: Path) -> Vault:
     return Vault(tmp_path)
+
+
+@pytest.fixture
+def switch_interval() -> Iterator[None]:
+    """Let two threads interleave finely, so a race has many chances to happen."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)
 
 
 def _temp_bytes() -> int:
@@ -230,36 +243,46 @@ def test_published_file_with_a_temporary_name_is_untouched(vault: Vault) -> None
     assert tree_digest(vault.site) == site_before
 
 
-def test_folder_swapped_for_a_link_during_the_close_never_leads_outside(vault: Vault) -> None:
+def test_folder_swapped_for_a_link_during_the_close_never_leads_outside(
+    vault: Vault, switch_interval: None
+) -> None:
     """A real race: another thread keeps swapping a sub-folder for a link to Site Content."""
     before = vault.snapshot()
-    swaps = 0
-    for _ in range(30):
-        _write(vault.temp / "victim", {f"f{n}.md": b"t" for n in range(200)})
-        stop = threading.Event()
+    swaps = swaps_during_close = 0
+    for _ in range(12):
+        _write(vault.temp / "victim", {f"f{n}.md": b"t" for n in range(100)})
+        stop, live = threading.Event(), threading.Event()
 
-        def swap(stop: threading.Event = stop) -> None:
+        def swap(stop: threading.Event = stop, live: threading.Event = live) -> None:
             nonlocal swaps
             victim, stash = vault.temp / "victim", vault.temp / "stash"
             while not stop.is_set():
-                try:
-                    victim.rename(stash)
-                    victim.symlink_to(vault.site)
-                    victim.unlink()
-                    stash.rename(victim)
-                    swaps += 1
-                except OSError:
-                    pass
+                for step in (
+                    lambda: victim.rename(stash),
+                    lambda: victim.symlink_to(vault.site),
+                    lambda: time.sleep(0.001),  # hold the link in place for a moment
+                    victim.unlink,
+                    lambda: stash.rename(victim),
+                ):
+                    try:
+                        step()
+                        swaps += 1  # each successful step changes what the close sees
+                        live.set()
+                    except OSError:
+                        pass
 
         attacker = threading.Thread(target=swap)
         attacker.start()
         try:
+            assert live.wait(10), "the attacking thread never swapped"
+            swaps_at_start = swaps
             close_temporary_content(vault.root)
+            swaps_during_close += swaps - swaps_at_start
         finally:
             stop.set()
             attacker.join()
         assert vault.snapshot() == before
-    assert swaps > 30  # the race really ran while closing
+    assert swaps_during_close > 0  # the race really ran while closing
     close_temporary_content(vault.root)
     assert temporary_inventory(vault.root) == (0, 0)
 
