@@ -14,7 +14,7 @@ import random
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -230,12 +230,8 @@ class Collector:
 class SourceWrite:
     """What the file stage did for one Source: identity -> (Signal id, created | reused)."""
 
-    outcomes: dict[str, tuple[str, str]]
+    outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)
     temporary_bytes: int = 0
-
-    def __init__(self) -> None:
-        self.outcomes = {}
-        self.temporary_bytes = 0
 
 
 @dataclass
@@ -243,14 +239,9 @@ class PendingRows:
     """Index and observation rows of a whole collection, inserted in two statements at the end
     of the commit transaction (per-row INSERTs cost DuckDB milliseconds each)."""
 
-    signals: list[tuple[Any, ...]]
-    observations: list[tuple[Any, ...]]
-    states: list[FeedState]
-
-    def __init__(self) -> None:
-        self.signals = []
-        self.observations = []
-        self.states = []
+    signals: list[tuple[Any, ...]] = field(default_factory=list)
+    observations: list[tuple[Any, ...]] = field(default_factory=list)
+    states: list[FeedState] = field(default_factory=list)
 
     def flush(self, con: duckdb.DuckDBPyConnection) -> None:
         index.insert_signals(con, self.signals)
@@ -779,16 +770,16 @@ def _record_collection(
 
 
 def last_report(store: Store) -> dict[str, Any] | None:
-    with store.transaction() as con:
-        row = con.execute(
-            "SELECT report_json FROM collections ORDER BY finished_at DESC LIMIT 1"
-        ).fetchone()
-    return json.loads(row[0]) if row and row[0] else None
+    """The report of the collection that finished last, if any."""
+    return _stored_report(store, "ORDER BY finished_at DESC LIMIT 1", [])
 
 
 def report_for(store: Store, collection_id: str) -> dict[str, Any] | None:
+    """The report recorded for one collection (its id is the Dagster run id)."""
+    return _stored_report(store, "WHERE collection_id = ?", [collection_id])
+
+
+def _stored_report(store: Store, clause: str, params: list[Any]) -> dict[str, Any] | None:
     with store.transaction() as con:
-        row = con.execute(
-            "SELECT report_json FROM collections WHERE collection_id = ?", [collection_id]
-        ).fetchone()
+        row = con.execute(f"SELECT report_json FROM collections {clause}", params).fetchone()
     return json.loads(row[0]) if row and row[0] else None
