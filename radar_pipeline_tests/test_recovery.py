@@ -18,7 +18,7 @@ import filelock
 import pytest
 
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.schedule import format_utc
+from radar_pipeline.core.schedule import format_utc, next_check_at
 from radar_pipeline.defs.jobs import COLLECT_JOB_NAME
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline_tests.feedserver import FeedServer
@@ -135,6 +135,26 @@ def test_three_days_down_one_check_per_source_then_overdue_zero(
     assert (after["overdue"], after["due"], after["passed"], after["created"]) == (0, 0, 0, 0)
     assert after["downtimeFrom"] is None
     assert fetches(feed_server) == seen
+
+    # Recovered together, the Sources do not fire together again: each is next due at its
+    # own offset, within its cadence, one at a time.
+    next_checks = {sid: next_check_at(sid, timedelta(hours=6), T) for sid in SOURCES}
+    order = sorted(SOURCES, key=lambda sid: str(next_checks[sid]))
+    instants = [next_checks[sid] for sid in order]
+    assert len(set(instants)) == 5
+    assert all(
+        i is not None and T + timedelta(hours=3) < i <= T + timedelta(hours=6) for i in instants
+    )
+    for sid in order[:2]:
+        instant = next_checks[sid]
+        assert instant is not None
+        seen = fetches(feed_server)
+        step = radar_collect(instant)
+        assert (step["overdue"], step["due"], step["passed"]) == (0, 1, 1), step
+        assert [s["id"] for s in step["sources"]] == [sid]
+        assert {k: v - seen[k] for k, v in fetches(feed_server).items()} == {
+            k: int(k == sid) for k in SOURCES
+        }
 
 
 @pytest.mark.slow  # one in-process run over four partitions, ~10 s on a busy machine

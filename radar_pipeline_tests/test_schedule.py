@@ -20,6 +20,7 @@ from radar_pipeline.core.schedule import (
     is_overdue,
     needs_unconditional,
     next_backoff,
+    next_check_at,
     parse_cadence,
     parse_utc,
     priority_rank,
@@ -29,6 +30,7 @@ from radar_pipeline.core.schedule import (
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 H = timedelta(hours=1)
 SIX_H = timedelta(hours=6)
+IDS = ["openai-news", "react-blog", "nextjs-blog", "github-changelog", "cloudflare-blog"]
 
 
 @pytest.mark.parametrize(
@@ -83,7 +85,8 @@ def test_parse_cadence_invalid(value: str) -> None:
         pytest.param(SIX_H, None, NOW, None, True, id="never-checked"),
         pytest.param(SIX_H, NOW - 7 * H, NOW, None, True, id="due"),
         pytest.param(SIX_H, NOW - SIX_H, NOW, None, True, id="due-exactly-at-cadence"),
-        pytest.param(SIX_H, NOW - 5 * H, NOW, None, False, id="not-yet-due"),
+        pytest.param(SIX_H, NOW - 2 * H, NOW, None, False, id="not-yet-due"),
+        pytest.param(SIX_H, NOW - 3 * H, NOW, None, False, id="half-cadence-is-never-due"),
         pytest.param(SIX_H, NOW - 7 * H, NOW, NOW + H, False, id="in-backoff"),
         pytest.param(SIX_H, None, NOW, NOW + H, False, id="never-checked-in-backoff"),
         pytest.param(SIX_H, NOW - 7 * H, NOW, NOW, True, id="backoff-just-ended"),
@@ -102,7 +105,9 @@ def test_is_due(
     backoff_until: datetime | None,
     expected: bool,
 ) -> None:
-    assert is_due(cadence, last_success, now, backoff_until) is expected
+    # Cases here hold for every Source id (see next_check_at); the grid cases follow.
+    for source_id in IDS:
+        assert is_due(source_id, cadence, last_success, now, backoff_until) is expected
 
 
 @pytest.mark.parametrize(
@@ -123,7 +128,9 @@ def test_is_overdue_ignores_backoff(
 
 def test_naive_datetimes_are_refused() -> None:
     with pytest.raises(ValueError, match="aware"):
-        is_due(SIX_H, None, datetime(2026, 1, 1))
+        is_due("a", SIX_H, None, datetime(2026, 1, 1))
+    with pytest.raises(ValueError, match="aware"):
+        next_check_at("a", SIX_H, datetime(2026, 1, 1))
     with pytest.raises(ValueError, match="aware"):
         coverage_from(datetime(2026, 1, 1), NOW)
     with pytest.raises(ValueError, match="aware"):
@@ -159,9 +166,6 @@ def test_needs_unconditional(last: datetime | None, expected: bool) -> None:
     assert needs_unconditional(last, NOW) is expected
 
 
-IDS = ["openai-news", "react-blog", "nextjs-blog", "github-changelog", "cloudflare-blog"]
-
-
 def test_offsets_are_stable_distinct_and_in_range() -> None:
     offsets = [stable_offset(i, SIX_H) for i in IDS]
     assert offsets == [stable_offset(i, SIX_H) for i in IDS]
@@ -188,6 +192,74 @@ def test_due_slot_stable_within_slot_and_changes_at_boundary() -> None:
     assert due_slot("openai-news", SIX_H, slot + SIX_H - timedelta(seconds=1)) == slot
     assert due_slot("openai-news", SIX_H, slot + SIX_H) == slot + SIX_H
     assert due_slot("openai-news", SIX_H, slot - timedelta(seconds=1)) == slot - SIX_H
+
+
+def _on_grid(source_id: str, cadence: timedelta, instant: datetime) -> bool:
+    phase = (instant - EPOCH - stable_offset(source_id, cadence)) % cadence
+    return phase in (timedelta(0), timedelta(seconds=int(cadence.total_seconds()) // 2))
+
+
+@pytest.mark.parametrize("source_id", IDS)
+def test_next_check_lands_on_the_sources_own_grid(source_id: str) -> None:
+    slot = due_slot(source_id, SIX_H, NOW)
+    mid = slot + SIX_H / 2
+    cases = [
+        # (last success, next check): a check at a slot start comes back at the next one.
+        (slot, slot + SIX_H),
+        (slot + timedelta(seconds=20), slot + SIX_H),
+        # A check at a slot middle (the first check after a recovery can land there) too.
+        (mid, mid + SIX_H),
+        # Off the grid: the first grid point after half a cadence, before the full cadence.
+        (slot - 4 * H, slot),  # the slot start is 4 h after: earlier than last + 6 h
+        (slot - H, mid),  # the slot start is only 1 h after: the middle, 4 h after
+        (slot + 2 * H, slot + SIX_H),
+    ]
+    for last, expected in cases:
+        assert next_check_at(source_id, SIX_H, last) == expected, (last, expected)
+        assert not is_due(source_id, SIX_H, last, expected - timedelta(seconds=1))
+        assert is_due(source_id, SIX_H, last, expected)
+    assert next_check_at(source_id, SIX_H, None) is None
+
+
+def test_sources_checked_together_fall_apart_onto_their_offsets() -> None:
+    """Five six-hour Sources recovered in one collection do not fire together again."""
+    recovery = NOW
+    first = {i: next_check_at(i, SIX_H, recovery) for i in IDS}
+    times = sorted(t for t in first.values() if t is not None)
+    assert len(times) == 5
+    assert all(later - earlier >= timedelta(minutes=10) for earlier, later in zip(times, times[1:]))
+    for source_id, instant in first.items():
+        assert instant is not None
+        assert recovery + SIX_H / 2 < instant <= recovery + SIX_H
+        assert _on_grid(source_id, SIX_H, instant)
+        # Checked at its time, it keeps its phase: once per cadence from then on.
+        second = next_check_at(source_id, SIX_H, instant + timedelta(seconds=30))
+        assert second == instant + SIX_H
+
+
+@given(
+    st.text(min_size=1, max_size=30),
+    st.integers(min_value=1, max_value=14 * 86400),
+    st.datetimes(
+        min_value=datetime(1960, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)
+    ),
+)
+def test_next_check_bounds_and_steady_cadence(
+    source_id: str, cadence_s: int, last: datetime
+) -> None:
+    cadence = timedelta(seconds=cadence_s)
+    half = timedelta(seconds=cadence_s // 2)
+    first = next_check_at(source_id, cadence, last)
+    assert first is not None
+    # Never later than the contract's lastSuccessAt + cadence, never sooner than half of it.
+    assert last + half < first <= last + cadence
+    assert _on_grid(source_id, cadence, first)
+    assert is_overdue(cadence, last, first) <= is_due(source_id, cadence, last, first)
+    # Checked exactly when due, a Source settles to one check per cadence by the third check.
+    second = next_check_at(source_id, cadence, first)
+    assert second is not None
+    third = next_check_at(source_id, cadence, second)
+    assert third == second + cadence
 
 
 def test_due_slots_differ_between_sources() -> None:

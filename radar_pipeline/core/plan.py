@@ -163,7 +163,7 @@ def source_timings(
                 last_success_at=last,
                 backoff_until=backoff,
                 overdue=is_overdue(cadence, last, now),
-                due=is_due(cadence, last, now, backoff),
+                due=is_due(rec.source.id, cadence, last, now, backoff),
                 slot=due_slot(rec.source.id, cadence, now),
                 rank=priority_rank(rec.source.priority, rec.source.role),
             )
@@ -199,7 +199,7 @@ def _plan_one(
     cadence = parse_cadence(src.cadence)
     last_success = _last_success(rec, state)
     backoff_until = state.backoff_until if state else None
-    if spec.mode == "due" and not is_due(cadence, last_success, now):
+    if spec.mode == "due" and not is_due(sid, cadence, last_success, now):
         return None
     if backoff_until is not None and now < backoff_until:
         error_state = state.error_state if state else None

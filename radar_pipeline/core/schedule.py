@@ -98,6 +98,35 @@ def due_slot(source_id: str, cadence: timedelta, now: datetime) -> datetime:
     return origin + ((now - origin) // step) * step
 
 
+def _first_after(origin: datetime, step: timedelta, instant: datetime) -> datetime:
+    """The first point of the grid origin + k * step strictly after `instant`."""
+    return origin + ((instant - origin) // step + 1) * step
+
+
+def next_check_at(
+    source_id: str, cadence: timedelta, last_success_at: datetime | None
+) -> datetime | None:
+    """When a cadence-driven Source is next due; None when it never succeeded (due at once).
+
+    Each Source has its own grid: its stable offset plus multiples of half its cadence (slot
+    starts and slot middles). It is due at the first point of that grid after
+    `lastSuccessAt + cadence / 2`. So a check is never later than `lastSuccessAt + cadence`
+    (the contract's rule: an overdue Source is always due) and never sooner than half a
+    cadence after the last success, and Sources that succeeded together (the first run, a
+    recovery after downtime) fall apart at once onto their own offsets instead of firing on
+    the same minute for ever. From then on a Source is checked once per cadence, on its grid.
+    """
+    if last_success_at is None:
+        return None
+    _require_aware(last_success_at, "last_success_at")
+    seconds = _whole_seconds(cadence)
+    step = timedelta(seconds=seconds)
+    half = timedelta(seconds=seconds // 2)
+    origin = EPOCH + stable_offset(source_id, step)
+    threshold = last_success_at + half
+    return min(_first_after(origin, step, threshold), _first_after(origin + half, step, threshold))
+
+
 def is_overdue(cadence: timedelta | None, last_success_at: datetime | None, now: datetime) -> bool:
     """True when a cadence-driven Source has not succeeded within its cadence (or ever)."""
     _require_aware(now, "now")
@@ -110,12 +139,14 @@ def is_overdue(cadence: timedelta | None, last_success_at: datetime | None, now:
 
 
 def is_due(
+    source_id: str,
     cadence: timedelta | None,
     last_success_at: datetime | None,
     now: datetime,
     backoff_until: datetime | None = None,
 ) -> bool:
-    """True when the Source should be checked now: overdue and not in backoff.
+    """True when the Source should be checked now: its next check time has come
+    (`next_check_at`) and it is not in backoff. Every overdue Source is due.
 
     `manual` (None) is never due; it runs only when named explicitly.
     """
@@ -126,7 +157,8 @@ def is_due(
         _require_aware(backoff_until, "backoff_until")
         if now < backoff_until:
             return False
-    return is_overdue(cadence, last_success_at, now)
+    next_at = next_check_at(source_id, cadence, last_success_at)
+    return next_at is None or now >= next_at
 
 
 def coverage_from(last_success_at: datetime | None, now: datetime) -> datetime:

@@ -33,8 +33,8 @@ from radar_pipeline.defs.sensors import TICK_SECONDS, evaluation_time
 
 SIGNALS_KEY = dg.AssetKey("signals")
 ON_CADENCE = "on_cadence"
-# A Source becomes due at lastSuccessAt + cadence and its run starts within a tick or two; it
-# is late only when that did not happen.
+# A Source is due at the latest at lastSuccessAt + cadence and its run starts within a tick or two;
+# it is late only when that did not happen.
 LATE_GRACE = timedelta(minutes=15)
 
 SIGNALS_FRESHNESS = dg.FreshnessPolicy.time_window(
