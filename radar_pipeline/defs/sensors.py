@@ -103,8 +103,8 @@ def due_sources_sensor(
     context: dg.SensorEvaluationContext, radar: RadarResource
 ) -> dg.SensorResult:
     """One run per due Source partition, run key `<source>:<due slot>`, in recovery priority
-    order. Due means the planner's rule (cadence passed since lastSuccessAt, not in backoff),
-    read at evaluation time: after downtime each overdue Source gets exactly one current run;
+    order. Due means the planner's rule (`schedule.next_check_at` has come: the Source's next
+    grid point, at the latest lastSuccessAt + cadence; not in backoff), read at evaluation time: after downtime each overdue Source gets exactly one current run;
     missed slots are never requested. The cursor remembers the last slot requested per Source
     so a repeated tick asks for nothing (the daemon's run-key dedupe is the second guard)."""
     now = evaluation_time()
