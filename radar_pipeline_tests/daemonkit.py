@@ -120,6 +120,27 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float, every: fl
         time.sleep(every)
 
 
+def read_db(db: Path, sql: str, timeout: float = 60) -> list[tuple[Any, ...]]:
+    """Rows of a read-only query on the DuckDB file while the instance may be writing it: a
+    read-only connection is refused while any process holds it read-write (dagster-notes.md),
+    so retry until the writer's short transaction is over."""
+    import duckdb
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            con = duckdb.connect(str(db), read_only=True)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+            continue
+        try:
+            return con.execute(sql).fetchall()
+        finally:
+            con.close()
+
+
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in over.items():

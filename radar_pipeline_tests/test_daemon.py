@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from radar_pipeline_tests.daemonkit import DagsterDev, gate, run_messages, wait_for
-from radar_pipeline_tests.faults.farm import RadarHome, db_rows, record_figures, view_vault
+from radar_pipeline_tests.daemonkit import DagsterDev, gate, read_db, run_messages, wait_for
+from radar_pipeline_tests.faults.farm import RadarHome, record_figures, view_vault
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, write_source
 
@@ -139,7 +139,7 @@ def test_backfill_from_the_ui_through_the_daemon(tmp_path: Path, feed_server: Fe
             assert (kind, meta["outcome"], meta["created"]) == ("materialization", "passed", 3)
         [(kind, meta)] = events[BAD]
         assert (kind, meta["outcome"], meta["http_status"]) == ("observation", "failed", 500)
-        letters = db_rows(home.db, "SELECT source_id, collection_id, stage FROM dead_letters")
+        letters = read_db(home.db, "SELECT source_id, collection_id, stage FROM dead_letters")
         assert [(s, c) for s, c, _ in letters] == [(BAD, run_id)]
         assert signals_by_source(home) == {sid: 3 for sid in GOOD}
 
@@ -152,7 +152,7 @@ def test_backfill_from_the_ui_through_the_daemon(tmp_path: Path, feed_server: Fe
         assert [r[1] for r in runs2] == ["SUCCESS"]
         assert sum(m["created"] for evs in events2.values() for _, m in evs) == 0
         assert signals_by_source(home) == {sid: 3 for sid in GOOD}
-        figures["dead_letters"] = db_rows(home.db, "SELECT source_id, stage FROM dead_letters")
+        figures["dead_letters"] = read_db(home.db, "SELECT source_id, stage FROM dead_letters")
 
         # The daemon closes the first backfill on a later tick: a partition that got no
         # materialization (the failing Source's observation) is marked failed, the rest done.
@@ -197,7 +197,7 @@ def retry_of(dev: DagsterDev, run_id: str) -> Any:
 
 
 def run_failure_letters(home: RadarHome) -> list[tuple[str, str]]:
-    return db_rows(
+    return read_db(
         home.db,
         "SELECT source_id, collection_id FROM dead_letters WHERE stage = 'dagster-run' "
         "ORDER BY created_at",
