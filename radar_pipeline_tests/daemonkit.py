@@ -109,11 +109,11 @@ def graphql(base: str, query: str, variables: dict[str, Any] | None = None) -> d
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float, every: float = 1) -> T:
-    """Poll `probe` until it returns something other than None/False; fail after `timeout`."""
+    """Poll `probe` until it returns something truthy; fail after `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
         value = probe()
-        if value is not None and value is not False:
+        if value:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
@@ -192,22 +192,6 @@ mutation($params: ExecutionParams!) {
 }
 """
 
-START_SENSOR = """
-mutation($selector: SensorSelector!) {
-  startSensor(sensorSelector: $selector) {
-    __typename
-    ... on Sensor { sensorState { status } }
-    ... on PythonError { message }
-  }
-}
-"""
-
-STOP_SENSOR = """
-mutation($selector: SensorSelector!) {
-  stopSensor(id: $selector) { __typename }
-}
-"""
-
 PARTITIONS = '{ assetNodes(assetKeys: [{path: ["signals"]}]) { partitionKeys } }'
 
 
@@ -238,7 +222,11 @@ class DagsterDev:
                 start_new_session=True,
                 preexec_fn=terminal_like,
             )
-        self.ready_s.append(wait_serving(self.base, self.proc, self.log, timeout))
+        try:
+            self.ready_s.append(wait_serving(self.base, self.proc, self.log, timeout))
+        except BaseException:
+            self.stop()  # `with` does not call __exit__ when __enter__ raised
+            raise
         return self
 
     def pids(self) -> list[int]:
@@ -321,15 +309,6 @@ class DagsterDev:
         result = self.graphql(LAUNCH_RUN, {"params": params})["launchRun"]
         assert result["__typename"] == "LaunchRunSuccess", result
         return str(result["run"]["runId"])
-
-    def set_sensor(self, name: str, running: bool) -> None:
-        location, repository = self.location()
-        selector = {
-            "repositoryLocationName": location,
-            "repositoryName": repository,
-            "sensorName": name,
-        }
-        self.graphql(START_SENSOR if running else STOP_SENSOR, {"selector": selector})
 
     # -- the instance, read directly -----------------------------------------------------------
 

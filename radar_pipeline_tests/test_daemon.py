@@ -196,6 +196,18 @@ def retry_of(dev: DagsterDev, run_id: str) -> Any:
     return runs[0] if runs and runs[0].is_finished else None
 
 
+def run_messages_of(dev: DagsterDev, run_id: str) -> list[str]:
+    with dev.instance() as instance:
+        return run_messages(instance, run_id)
+
+
+def cli_runs(dev: DagsterDev) -> list[Any]:
+    import dagster as dg
+
+    with dev.instance() as instance:
+        return list(instance.get_runs(dg.RunsFilter(tags={"radar/trigger": "cli"})))
+
+
 def run_failure_letters(home: RadarHome) -> list[tuple[str, str]]:
     return read_db(
         home.db,
@@ -212,7 +224,7 @@ def test_dagster_process_death(tmp_path: Path, feed_server: FeedServer) -> None:
     from radar_pipeline_tests.daemonkit import run_worker_pid, write_instance_yaml
 
     home = RadarHome(tmp_path / "h")
-    releases = {sid: threading.Event() for sid in ("pd-a", "pd-b")}
+    releases = {sid: threading.Event() for sid in ("pd-a", "pd-b", "pd-c")}
     arrivals: dict[str, list[int]] = {}
     for sid, release in releases.items():
         handler, arrivals[sid] = gate(items(sid), release, hold_s=60)
@@ -224,7 +236,7 @@ def test_dagster_process_death(tmp_path: Path, feed_server: FeedServer) -> None:
     dev = DagsterDev(home.home, home.environ(), tmp_path / "dagster-dev.log")
     try:
         dev.start()
-        dev.wait_partitions(["pd-a", "pd-b"])
+        dev.wait_partitions(["pd-a", "pd-b", "pd-c"])
 
         # A. The run worker dies; its code server notices.
         run_a = dev.launch_run("collect_signals", "pd-a")
@@ -248,13 +260,19 @@ def test_dagster_process_death(tmp_path: Path, feed_server: FeedServer) -> None:
         figures["worker_kill_retry"] = retry_a.status.value
         assert retry_a.status.value == "SUCCESS"
 
-        # B. The whole tree dies while run B is STARTED; nobody is left to mark it.
+        # B. The whole tree dies while run B is STARTED; nobody is left to mark it. Before
+        # that, a `radar collect` (an in-process run, no code server) dies mid-fetch too.
         run_b = dev.launch_run("collect_signals", "pd-b")
-        wait_for("run B to fetch", lambda: bool(arrivals["pd-b"]), 120, 0.2)
+        cli = home.popen("collect", "--source", "pd-c", "--json")
+        wait_for("run B and the CLI to fetch", lambda: arrivals["pd-b"] and arrivals["pd-c"], 120)
+        os.killpg(cli.pid, signal.SIGKILL)
+        cli.communicate()
         dev.kill()
         killed_at = time.monotonic()
+        [run_c] = [r.run_id for r in cli_runs(dev) if r.status.value == "STARTED"]
         assert run_record(dev, run_b).dagster_run.status.value == "STARTED"
         releases["pd-b"].set()
+        releases["pd-c"].set()
         write_instance_yaml(home.home, SHORT_MONITORING)
         dev.start()
         failed_b = wait_for("run B marked failed", lambda: finished(dev, run_b), 180, 0.5)
@@ -268,6 +286,23 @@ def test_dagster_process_death(tmp_path: Path, feed_server: FeedServer) -> None:
         retry_b = wait_for("the retry of run B", lambda: retry_of(dev, run_b), 120)
         figures["tree_kill_retry"] = retry_b.status.value
         assert retry_b.status.value == "SUCCESS"
+        # The killed CLI run: the same monitoring verdict, but no relaunch (no job origin);
+        # the next `radar collect` recovers its Source.
+        failed_c = wait_for("the CLI run marked failed", lambda: finished(dev, run_c), 120, 0.5)
+        assert failed_c.status.value == "FAILURE"
+        assert "Canceling due to exceeding maximum runtime of 20 seconds." in run_messages_of(
+            dev, run_c
+        )
+        # Dagster tags it will_retry=true, then finds no job origin and relaunches nothing.
+        no_origin = "Run does not have an external job origin, unable to retry the run."
+        wait_for(
+            "the retry daemon to give up", lambda: no_origin in run_messages_of(dev, run_c), 60
+        )
+        figures["cli_kill_will_retry_tag"] = failed_c.tags.get("dagster/will_retry")
+        assert retry_of(dev, run_c) is None
+        again = home.run("collect", "--source", "pd-c", "--json", timeout=120)
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["created"] == 3
         # The run-failure sensor ticks every 60 s: run A's dead letter comes with its next tick.
         wait_for(
             "the run-failure dead letter of run A",
@@ -279,7 +314,7 @@ def test_dagster_process_death(tmp_path: Path, feed_server: FeedServer) -> None:
     finally:
         survivors = dev.stop()
     assert not survivors, f"processes outlived Ctrl-C: {survivors}"
-    assert signals_by_source(home) == {"pd-a": 3, "pd-b": 3}
+    assert signals_by_source(home) == {"pd-a": 3, "pd-b": 3, "pd-c": 3}
     view = view_vault(home.vault)
     assert not view.temp_files and not view.unreadable
     figures["requests"] = {sid: len(a) for sid, a in arrivals.items()}
