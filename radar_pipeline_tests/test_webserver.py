@@ -4,17 +4,21 @@ for what the UI shows, then stopped with Ctrl-C (SIGINT to its process group).""
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from radar_pipeline.core.config import REPO_ROOT
+from radar_pipeline_tests.daemonkit import (
+    free_port,
+    graphql,
+    stop_group,
+    terminal_like,
+    wait_serving,
+)
 from radar_pipeline_tests.vaultkit import rss, write_fixture_source
 
 QUERY = """
@@ -33,38 +37,8 @@ QUERY = """
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def terminal_like() -> None:
-    """What an interactive shell gives a foreground job: SIGINT at its default. (A process
-    started in the background by a script inherits SIGINT ignored; dagster-notes.md.)"""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def graphql(base: str) -> dict[str, Any]:
-    response = httpx.post(f"{base}/graphql", json={"query": QUERY}, timeout=30)
-    response.raise_for_status()
-    data: dict[str, Any] = response.json()["data"]
-    return data
-
-
-def group_alive(pgid: int) -> list[int]:
-    """Live (not zombie) processes of the group, read from /proc: a zombie left for an
-    unreaping parent would still answer kill(0)."""
-    alive = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            alive.append(int(stat.parent.name))
-    return alive
+def ui_graphql(base: str) -> dict[str, Any]:
+    return graphql(base, QUERY)
 
 
 @pytest.mark.slow  # dagster dev takes ~10-30 s to serve on a busy 2-core machine
@@ -88,23 +62,13 @@ def test_make_ui_serves_signals_and_stops_on_ctrl_c(radar_env: dict[str, Path]) 
             start_new_session=True,
             preexec_fn=terminal_like,
         )
-    pgid = proc.pid
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, log_path.read_text(errors="replace")[-3000:]
-            assert time.monotonic() < deadline, "dagster dev never answered /server_info"
-            try:
-                if httpx.get(f"{base}/server_info", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(1)
+        wait_serving(base, proc, log_path, 180)
 
         # The registry sensor, run by the daemon inside dagster dev, adds the partitions.
         deadline = time.monotonic() + 120
         while True:
-            data = graphql(base)
+            data = ui_graphql(base)
             [node] = data["assetNodes"]
             if sorted(node["partitionKeys"]) == ["fx-a", "fx-b"] or time.monotonic() > deadline:
                 break
@@ -129,17 +93,6 @@ def test_make_ui_serves_signals_and_stops_on_ctrl_c(radar_env: dict[str, Path]) 
         assert (home / "dagster.yaml").read_text() == (REPO_ROOT / "dagster.yaml").read_text()
         assert (home / "history").is_dir()
     finally:
-        if proc.poll() is None:
-            os.killpg(pgid, signal.SIGINT)  # Ctrl-C in the terminal
-        stopped_at = time.monotonic()
-        while time.monotonic() < stopped_at + 90:
-            proc.poll()  # reap `make` itself
-            if not group_alive(pgid):
-                break
-            time.sleep(0.5)
-        survivors = group_alive(pgid)
-        if survivors:
-            os.killpg(pgid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        survivors = stop_group(proc)  # Ctrl-C in the terminal
     assert not survivors, f"processes of `make ui` outlived Ctrl-C: {survivors}"
     assert proc.returncode is not None

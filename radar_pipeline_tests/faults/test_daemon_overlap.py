@@ -1,0 +1,185 @@
+"""Overlap with the Dagster daemon: runs the due sensor launches (inside a real `dagster dev`)
+over the farm's 10 Sources while `radar collect` processes run at once on the same vault,
+DuckDB file and instance. Each round is a new epoch: dagster dev starts with RADAR_AS_OF at the
+epoch, its due sensor requests one run per Source on its first tick, and as soon as the first
+is queued four CLI collections start (3 `--all`, 1 `--source farm-03`).
+
+Invariants as in test_overlap: no DuckDB lock error escapes (not in the CLI's stderr, not in
+any run's event log), no run fails, no duplicate Signal, every served item is a Signal once,
+every CLI exits 0 (or 2 with classed failures) and a Source held elsewhere is `locked`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from radar_pipeline_tests.daemonkit import DagsterDev, wait_for, write_instance_yaml
+from radar_pipeline_tests.faults.farm import (
+    Farm,
+    RadarHome,
+    check_invariants,
+    epoch_time,
+    record_figures,
+    trials,
+)
+from radar_pipeline_tests.feedserver import FeedServer
+
+CLI_ARGS = [("--all",)] * 3 + [("--source", "farm-03")]
+FEED_LATENCY_S = 1.0  # every feed answers after 1 s, so collections stay in fetch a while
+LOCK_WORDS = ("Could not set lock", "Conflicting lock", "IOException", "database is locked")
+
+
+def round_runs(dev: DagsterDev, since: float) -> list[Any]:
+    """Run records created since `since` (epoch s): the daemon's and the CLI's."""
+    with dev.instance() as instance:
+        records = instance.get_run_records()
+    return [r for r in records if r.create_timestamp.timestamp() >= since]
+
+
+def finished_round(dev: DagsterDev, since: float, sources: int) -> list[Any] | None:
+    """The round's run records once the due sensor's `sources` runs exist and all runs ended."""
+    records = round_runs(dev, since)
+    sensor = sum(r.dagster_run.tags.get("radar/trigger") == "sensor" for r in records)
+    if sensor < sources or not all(r.dagster_run.is_finished for r in records):
+        return None
+    return records
+
+
+def started_sensor_runs(dev: DagsterDev, since: float, at_least: int) -> bool:
+    started = sum(
+        1
+        for r in round_runs(dev, since)
+        if r.dagster_run.tags.get("radar/trigger") == "sensor" and r.start_time is not None
+    )
+    return started >= at_least
+
+
+def run_findings(dev: DagsterDev, run_id: str) -> tuple[dict[str, int], list[str]]:
+    """(the run's collection report counts, problems found in its event log)."""
+    import dagster as dg
+
+    counts: dict[str, int] = {}
+    problems: list[str] = []
+    with dev.instance() as instance:
+        for entry in instance.all_logs(run_id):
+            event = entry.dagster_event
+            text = entry.message or ""
+            if any(w in text for w in LOCK_WORDS):
+                problems.append(f"lock error in run {run_id}: {text[:200]}")
+            if event is None:
+                continue
+            if event.event_type in (
+                dg.DagsterEventType.STEP_FAILURE,
+                dg.DagsterEventType.RUN_FAILURE,
+            ):
+                problems.append(f"run {run_id}: {event.event_type.value} {text[:200]}")
+            observation = entry.asset_observation
+            if observation is not None and observation.partition is None:
+                meta = observation.metadata
+                for key in ("passed", "failed", "skipped", "created"):
+                    counts[key] = int(getattr(meta[key], "value", meta[key]))
+    return counts, problems
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_daemon_runs_overlap_cli_collections(tmp_path: Path, feed_server: FeedServer) -> None:
+    rounds = trials(1, 5)
+    farm = Farm(feed_server)
+    for route in feed_server.routes.values():
+        route.latency_s = FEED_LATENCY_S
+    home = RadarHome(tmp_path / "h")
+    farm.write_sources(home.vault)
+    write_instance_yaml(home.home)
+    # The partitions exist before the daemon starts (as after any earlier `radar collect`), so
+    # the due sensor's very first tick requests every Source.
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home.home)) as instance:
+        instance.add_dynamic_partitions("sources", [s.source_id for s in farm.sources])
+    violations: list[str] = []
+    run_statuses: Counter[str] = Counter()
+    run_totals: Counter[str] = Counter()
+    cli_outcomes: Counter[str] = Counter()
+    exits: Counter[int] = Counter()
+    round_s: list[float] = []
+    for rnd in range(rounds):
+        farm.advance()
+        stamp = epoch_time(farm.epoch).strftime("%Y-%m-%dT%H:%M:%SZ")
+        started = time.time()
+        dev = DagsterDev(
+            home.home, {**home.environ(), "RADAR_AS_OF": stamp}, tmp_path / f"dev-{rnd}.log"
+        )
+        try:
+            dev.start()
+            # CLI n starts when the n-th sensor run has started: the daemon's runs (launched
+            # one by one by the run queue) and the CLI collections overlap all round long.
+            procs = []
+            for n, args in enumerate(CLI_ARGS):
+                wait_for(
+                    f"sensor run {n} to start",
+                    partial(started_sensor_runs, dev, started, n + 1),
+                    180,
+                    0.2,
+                )
+                procs.append(home.popen("collect", "--json", "--as-of", stamp, *args))
+            for n, proc in enumerate(procs):
+                out, err = proc.communicate(timeout=600)
+                exits[proc.returncode] += 1
+                where = f"round {rnd} CLI {n}"
+                if proc.returncode not in (0, 2) or err.strip():
+                    violations.append(f"{where}: exit {proc.returncode}, stderr {err[-400:]}")
+                    continue
+                for src in json.loads(out)["sources"]:
+                    outcome = src["outcome"]
+                    cli_outcomes[
+                        outcome if outcome != "skipped" else f"skipped:{src['error']}"
+                    ] += 1
+                    if outcome == "skipped" and src["error"] != "locked":
+                        violations.append(f"{where}: {src['id']} skipped: {src['error']}")
+            # Every run of the round (the due sensor's, the freshness sensor's check runs, the
+            # CLI's) must be finished before Ctrl-C, which would fail a run still going.
+            records = wait_for(
+                "every run of the round to finish",
+                partial(finished_round, dev, started, len(farm.sources)),
+                600,
+            )
+            for record in records:
+                run = record.dagster_run
+                kind = run.tags.get("radar/trigger") or run.job_name
+                run_statuses[f"{kind}:{run.status.value}"] += 1
+                counts, problems = run_findings(dev, run.run_id)
+                if run.tags.get("radar/trigger") == "sensor":
+                    run_totals.update(counts)
+                violations += [f"round {rnd}: {p}" for p in problems]
+                if run.status.value != "SUCCESS":
+                    violations.append(f"round {rnd}: run {run.run_id} ({kind}) {run.status.value}")
+        finally:
+            dev.stop()
+        violations += [f"round {rnd}: outlived Ctrl-C: {dev.survivors}"] if dev.survivors else []
+        violations += [
+            f"round {rnd}: {x}"
+            for x in check_invariants(home, farm, settled=True, expect_all_items=True)
+        ]
+        round_s.append(round(time.time() - started, 1))
+    record_figures(
+        "daemon-overlap",
+        {
+            "rounds": rounds,
+            "sensor_runs": dict(run_statuses),
+            "sensor_run_sources": dict(run_totals),
+            "cli_processes": rounds * len(CLI_ARGS),
+            "cli_exits": dict(exits),
+            "cli_source_outcomes": dict(cli_outcomes),
+            "round_s": round_s,
+            "violations": violations,
+        },
+    )
+    assert not violations, "\n".join(violations[:30])
