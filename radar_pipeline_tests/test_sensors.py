@@ -18,6 +18,7 @@ from radar_pipeline.defs.jobs import COLLECT_JOB_NAME
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource
 from radar_pipeline.defs.sensors import (
+    collects_signals,
     due_sources_sensor,
     run_failure_dead_letter_sensor,
     run_sources,
@@ -272,12 +273,18 @@ def test_run_failure_sensor_records_a_dead_letter(
         instance=instance, partition_key="victim", raise_on_error=False
     )
     assert not result.success
+    # A check-only run on the same partition fails the same way: it collected nothing.
+    check_only = defs.resolve_job_def("source_cadence_check").execute_in_process(
+        instance=instance, tags={"dagster/partition": "victim"}, raise_on_error=False
+    )
+    assert not check_only.success
     monkeypatch.setenv("RADAR_DB", str(radar_env["db"]))
-    run = instance.get_run_by_id(result.run_id)
-    assert run is not None
-    [failure] = instance.all_logs(result.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
-    assert failure.dagster_event is not None
-    for _ in range(2):  # a repeated evaluation adds nothing
+    for run_id in (result.run_id, check_only.run_id, result.run_id):
+        # The collection's failure twice: a repeated evaluation adds nothing.
+        run = instance.get_run_by_id(run_id)
+        assert run is not None
+        [failure] = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+        assert failure.dagster_event is not None
         context = dg.build_run_status_sensor_context(
             sensor_name=run_failure_dead_letter_sensor.name,
             dagster_event=failure.dagster_event,
@@ -294,6 +301,23 @@ def test_run_failure_sensor_records_a_dead_letter(
     finally:
         con.close()
     assert rows == [(result.run_id, "victim", "dagster-run", "run-failure", "open", 1)]
+
+
+@pytest.mark.parametrize(
+    ("job_name", "selection", "expected"),
+    [
+        (COLLECT_JOB_NAME, None, True),
+        ("__ASSET_JOB", [dg.AssetKey("signals")], True),  # a UI materialization or backfill
+        ("__ASSET_JOB", [dg.AssetKey("source_registry")], False),
+        ("__ASSET_JOB", [], False),  # checks only
+        ("source_cadence_check", None, False),
+        ("signal_checks", None, False),
+    ],
+)
+def test_collects_signals(
+    job_name: str, selection: list[dg.AssetKey] | None, expected: bool
+) -> None:
+    assert collects_signals(job_name, selection) is expected
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ once, now: there is no tick history to replay.
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +21,7 @@ from radar_pipeline.core.plan import SourceTiming, source_timings
 from radar_pipeline.core.registry import load_registry
 from radar_pipeline.core.schedule import format_utc, parse_utc
 from radar_pipeline.core.state import load_states
-from radar_pipeline.defs.jobs import collect_job
+from radar_pipeline.defs.jobs import COLLECT_JOB_NAME, collect_job
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sync_partition_requests
 from radar_pipeline.defs.resources import RadarResource
 
@@ -104,8 +104,9 @@ def due_sources_sensor(
 ) -> dg.SensorResult:
     """One run per due Source partition, run key `<source>:<due slot>`, in recovery priority
     order. Due means the planner's rule (`schedule.next_check_at` has come: the Source's next
-    grid point, at the latest lastSuccessAt + cadence; not in backoff), read at evaluation time: after downtime each overdue Source gets exactly one current run;
-    missed slots are never requested. The cursor remembers the last slot requested per Source
+    grid point, at the latest lastSuccessAt + cadence; not in backoff), read at evaluation
+    time: after downtime each overdue Source gets exactly one current run; missed slots are
+    never requested. The cursor remembers the last slot requested per Source
     so a repeated tick asks for nothing (the daemon's run-key dedupe is the second guard)."""
     now = evaluation_time()
     paths = radar.paths()
@@ -154,6 +155,13 @@ def run_sources(
     return [k for k in keys if k in set(partitions)]
 
 
+def collects_signals(job_name: str, asset_selection: Iterable[dg.AssetKey] | None) -> bool:
+    """A run that collects Signals: the `collect_signals` job, or an asset job (UI
+    materialization, backfill) that selects `signals` itself. Check-only runs (the `on_cadence`
+    and evidence checks) carry a Source partition too but collect nothing."""
+    return job_name == COLLECT_JOB_NAME or dg.AssetKey("signals") in set(asset_selection or ())
+
+
 @dg.run_failure_sensor(
     minimum_interval_seconds=TICK_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING
 )
@@ -163,6 +171,9 @@ def run_failure_dead_letter_sensor(
     """A failed run (crash, killed process, op error) leaves one open dead letter, stage
     `dagster-run`, per Source it covered; the next due tick retries those Sources."""
     run = context.dagster_run
+    if not collects_signals(run.job_name, run.asset_selection):
+        context.log.info(f"run {run.run_id} of {run.job_name} failed; it collects no Signals")
+        return
     partitions = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     sources = run_sources(run.tags, run.run_config or {}, partitions)
     if not sources:
