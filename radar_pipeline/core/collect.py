@@ -29,12 +29,12 @@ from radar_pipeline.core.dedupe import (
     decide_many,
     resolve_pending,
 )
-from radar_pipeline.core.errors import ParseError, RegistryError
+from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.fetch import Fetcher, FetchSettings, fetch_many
 from radar_pipeline.core.frontmatter import update_frontmatter_keys
 from radar_pipeline.core.identity import IDENTITY_VERSION
 from radar_pipeline.core.models import FetchResult, ItemCandidate, ParsedFeed
-from radar_pipeline.core.parse import parse_feed
+from radar_pipeline.core.parallel import ParseArgs, ParseOutcome, parse_many
 from radar_pipeline.core.plan import (
     CollectionPlan,
     CollectionSpec,
@@ -135,9 +135,30 @@ class Collector:
     def parse(
         self, plan: CollectionPlan, fetched: tuple[FetchResult | None, ...]
     ) -> tuple[CheckResult, ...]:
+        """Parse every fetched body (on the parse pool's processes when the command started
+        one, see core/parallel.py); failures become classified CheckResults."""
+        now = plan.spec.as_of
+        pairs = list(zip(plan.checks, fetched, strict=True))
+        jobs: list[ParseArgs] = []
+        for check, result in pairs:
+            if _parse_input(check, result) is not None:
+                assert result is not None and result.body is not None
+                jobs.append(
+                    (
+                        check.source_id,
+                        result.body,
+                        result.final_url,
+                        result.content_type,
+                        now,
+                        check.coverage_from,
+                    )
+                )
+        outcomes = iter(parse_many(jobs))
         return tuple(
-            _parse_one(check, result, plan.spec.as_of)
-            for check, result in zip(plan.checks, fetched, strict=True)
+            _parse_one(
+                check, result, next(outcomes) if _parse_input(check, result) is not None else None
+            )
+            for check, result in pairs
         )
 
     def dedupe(self, results: tuple[CheckResult, ...]) -> tuple[DedupedCheck, ...]:
@@ -270,7 +291,16 @@ def new_collection_id() -> str:
     return uuid.uuid4().hex
 
 
-def _parse_one(check: PlannedCheck, result: FetchResult | None, now: datetime) -> CheckResult:
+def _parse_input(check: PlannedCheck, result: FetchResult | None) -> bytes | None:
+    """The body to parse, or None when the check ends before parsing."""
+    if check.failure is not None or result is None or result.outcome != "ok":
+        return None
+    return result.body
+
+
+def _parse_one(
+    check: PlannedCheck, result: FetchResult | None, outcome: ParseOutcome | None
+) -> CheckResult:
     if check.failure is not None:
         return CheckResult(check, result, None, "plan", check.failure[0], check.failure[1])
     if result is None:
@@ -284,30 +314,23 @@ def _parse_one(check: PlannedCheck, result: FetchResult | None, now: datetime) -
             result.error_class or "network",
             result.error_message or "fetch failed",
         )
-    if result.outcome != "ok" or result.body is None:
+    if outcome is None:
         return CheckResult(check, result)
-    try:
-        parsed = parse_feed(
-            check.source_id,
-            result.body,
-            base_url=result.final_url,
-            content_type=result.content_type,
-            now=now,
-            coverage_from=check.coverage_from,
+    if outcome[0] == "error":
+        return CheckResult(
+            check, result, None, "parse", outcome[1], f"parse: {outcome[1]}: {outcome[2]}"
         )
-    except ParseError as exc:
-        return CheckResult(check, result, None, "parse", exc.error_class, str(exc))
-    except Exception as exc:  # a parser bug must fail one Source, never the collection
-        log.exception("parse of %s crashed", check.source_id)
+    if outcome[0] == "crash":  # a parser bug must fail one Source, never the collection
+        log.error("parse of %s crashed: %s: %s", check.source_id, outcome[1], outcome[2])
         return CheckResult(
             check,
             result,
             None,
             "parse",
             "invalid-xml",
-            f"parse: unexpected {type(exc).__name__}: {exc}"[:300],
+            f"parse: unexpected {outcome[1]}: {outcome[2]}"[:300],
         )
-    return CheckResult(check, result, parsed)
+    return CheckResult(check, result, outcome[1])
 
 
 def build_document(

@@ -82,9 +82,19 @@ class SignalDocument:
 
 
 def _dump_yaml(data: dict[str, Any], *, allow_unicode: bool) -> str:
-    return yaml.safe_dump(
-        data, sort_keys=False, allow_unicode=allow_unicode, default_flow_style=False, width=10_000
+    # libyaml's emitter when PyYAML has it: 8x cheaper than the pure-Python one (1.3 ms of a
+    # Signal's 1.6 ms render), the same safe representer; `render` reads every header back.
+    return yaml.dump(
+        data,
+        Dumper=_SafeDumper,
+        sort_keys=False,
+        allow_unicode=allow_unicode,
+        default_flow_style=False,
+        width=10_000,
     )
+
+
+_SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def signal_path(vault: Path, signal_id: str) -> Path:
