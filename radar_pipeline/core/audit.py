@@ -18,11 +18,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
+
+import duckdb
 
 from radar_pipeline.core.cleanup import TEMPORARY_DIR
 from radar_pipeline.core.closes import CloseRecord, last_close
@@ -227,11 +229,40 @@ def provenance_problems(stem: str, fm: Mapping[str, Any]) -> tuple[tuple[str, st
     return tuple(problems)
 
 
+def facts_of_written(name: str, fields: Mapping[str, Any], text: str) -> SignalFile:
+    """The facts of a Signal file this process has just written as `text`, whose frontmatter
+    reads back as `fields` (signals.SignalDocument.render checks that): what `_read_one` would
+    find in the file, without reading it back."""
+    stem = name[:-3]
+    value = fields.get("id")
+    declared = value if isinstance(value, str) and SIGNAL_ID_RE.fullmatch(value) else None
+    length = visible_length(pipeline_section(_body_of(text)))
+    return SignalFile(
+        (SIGNALS_DIR / name).as_posix(),
+        stem,
+        declared,
+        None,
+        provenance_problems(stem, fields),
+        length,
+    )
+
+
+def record_facts(
+    con: duckdb.DuckDBPyConnection, written: Sequence[tuple[str, FactsKey, SignalFile]]
+) -> None:
+    """Store the facts of files just written (in the transaction that indexes them)."""
+    _write_facts(con, written, ())
+
+
 def _body(path: Path) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
+    return _body_of(text)
+
+
+def _body_of(text: str) -> str:
     if text.startswith("---\n"):
         end = text.find("\n---\n", 4)
         if end >= 0:
@@ -263,6 +294,15 @@ def _save_facts(
     fresh: list[tuple[str, FactsKey, SignalFile]],
     gone: Iterable[str],
 ) -> None:
+    with store.transaction() as con:
+        _write_facts(con, fresh, gone)
+
+
+def _write_facts(
+    con: duckdb.DuckDBPyConnection,
+    fresh: Sequence[tuple[str, FactsKey, SignalFile]],
+    gone: Iterable[str],
+) -> None:
     names = [name for name, _, _ in fresh] + list(gone)
     rows = [
         (
@@ -275,13 +315,12 @@ def _save_facts(
         )
         for name, key, f in fresh
     ]
-    with store.transaction() as con:
-        if names:
-            con.execute(
-                "DELETE FROM audit_signal_files WHERE name IN (SELECT unnest(?::VARCHAR[]))",
-                [names],
-            )
-        insert_rows(con, "audit_signal_files", _FACT_TYPES, rows)
+    if names:
+        con.execute(
+            "DELETE FROM audit_signal_files WHERE name IN (SELECT unnest(?::VARCHAR[]))",
+            [names],
+        )
+    insert_rows(con, "audit_signal_files", _FACT_TYPES, rows)
 
 
 _FACT_TYPES = ("VARCHAR", "UBIGINT", "UBIGINT", "BIGINT", "VARCHAR", "VARCHAR", "VARCHAR", "BIGINT")

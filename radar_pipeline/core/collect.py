@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import uuid
 from collections import Counter
@@ -21,6 +22,7 @@ from typing import Any
 import duckdb
 
 from radar_pipeline.core import index
+from radar_pipeline.core.audit import FactsKey, SignalFile, facts_of_written, record_facts
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.dedupe import (
     PENDING_PREFIX,
@@ -193,6 +195,7 @@ class Collector:
                 for item, write in zip(deduped, writes, strict=True):
                     state = states.get(item.result.check.source_id)
                     _commit_source(con, spec, item, write, state, pending)
+                    pending.facts.extend(write.facts)
                 pending.flush(con)
                 report = build_report(plan, deduped, writes, load_states(con))
                 _record_metrics(con, spec, report["sources"])
@@ -227,8 +230,16 @@ class Collector:
             signal_id = make_signal_id(spec.as_of, cand.identity)
             flag = resolve_pending(dec.duplicate_candidate_of, spec.as_of)
             doc = build_document(signal_id, cand, res, rec.record_path, flag)
-            outcome = create_signal_file(self.paths.vault, doc)
+            text = doc.render()
+            outcome = create_signal_file(self.paths.vault, doc, text)
             write.outcomes[cand.identity] = (signal_id, outcome)
+            if outcome == "created":
+                # What the evidence checks will need of this file, from the bytes just written
+                # (they then skip reading it back; core/audit.py, read_signal_files).
+                name = f"{signal_id}.md"
+                info = os.stat(self.paths.vault / SIGNALS_DIR / name)
+                key = (info.st_ino, info.st_size, info.st_mtime_ns)
+                write.facts.append((name, key, facts_of_written(name, doc.fields(), text)))
             if outcome == "created" and rec.source.full_text == "feed-content" and cand.content:
                 write.temporary_bytes += write_temporary_text(
                     self.paths.vault, signal_id, cand.title, cand.content
@@ -253,6 +264,7 @@ class SourceWrite:
 
     outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)
     temporary_bytes: int = 0
+    facts: list[tuple[str, FactsKey, SignalFile]] = field(default_factory=list)
 
 
 @dataclass
@@ -263,12 +275,14 @@ class PendingRows:
     signals: list[tuple[Any, ...]] = field(default_factory=list)
     observations: list[tuple[Any, ...]] = field(default_factory=list)
     states: list[FeedState] = field(default_factory=list)
+    facts: list[tuple[str, FactsKey, SignalFile]] = field(default_factory=list)
 
     def flush(self, con: duckdb.DuckDBPyConnection) -> None:
         index.insert_signals(con, self.signals)
         insert_rows(con, "item_observations", OBSERVATION_COLUMN_TYPES, self.observations)
         save_states(con, self.states)
-        self.signals, self.observations, self.states = [], [], []
+        record_facts(con, self.facts)
+        self.signals, self.observations, self.states, self.facts = [], [], [], []
 
 
 # item_observations columns in order (store.py, migration 1).

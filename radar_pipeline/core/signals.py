@@ -62,10 +62,14 @@ class SignalDocument:
     frontmatter: dict[str, Any]
     summary: str
 
-    def render(self) -> str:
-        fields = {
+    def fields(self) -> dict[str, Any]:
+        """The frontmatter as written: string values made inert (`render` reads them back)."""
+        return {
             k: inert_property(v) if isinstance(v, str) else v for k, v in self.frontmatter.items()
         }
+
+    def render(self) -> str:
+        fields = self.fields()
         header = _dump_yaml(fields, allow_unicode=True)
         if yaml.load(header, Loader=_StringTimestampLoader) != fields:
             # PyYAML writes U+0085 (NEL) raw inside single quotes, where every reader folds it
@@ -103,14 +107,19 @@ def signal_path(vault: Path, signal_id: str) -> Path:
     return vault / SIGNALS_DIR / f"{signal_id}.md"
 
 
-def create_signal_file(vault: Path, document: SignalDocument) -> CreateOutcome:
-    """Write the Signal atomically; `reused` if its file already exists (never overwritten)."""
+def create_signal_file(
+    vault: Path, document: SignalDocument, text: str | None = None
+) -> CreateOutcome:
+    """Write the Signal atomically; `reused` if its file already exists (never overwritten).
+
+    `text`: the document already rendered (`document.render()`), when the caller needs it too.
+    """
     target = signal_path(vault, document.signal_id)
     folder = target.parent
     folder.mkdir(parents=True, exist_ok=True)
     if target.exists():
         return "reused"
-    data = document.render().encode("utf-8")
+    data = (document.render() if text is None else text).encode("utf-8")
     fd, tmp_name = tempfile.mkstemp(prefix=temp_prefix(TEMP_PREFIX), suffix=".md", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -1,0 +1,148 @@
+"""The fast paths give the same answers as the plain ones: parsing on the process pool, and the
+evidence audits' persisted per-file facts (written by the collection, refreshed on change)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from radar_pipeline.core import audit, parallel
+from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.store import Store
+from radar_pipeline_tests.conftest import CORPUS_REAL
+from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source
+
+RADAR = str(Path(sys.executable).parent / "radar")
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+BOMB = (
+    b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaaaaaaaa">'
+    b'<!ENTITY b "&a;&a;&a;&a;">]><rss version="2.0"><channel><item><title>&b;</title>'
+    b"<link>https://example.com/x</link></item></channel></rss>"
+)
+
+
+@pytest.fixture
+def pool() -> Iterator[None]:
+    assert parallel.start_parse_pool(2), "this test needs fork and a thread-free process"
+    try:
+        yield
+    finally:
+        parallel.stop_parse_pool()
+
+
+def _jobs() -> list[parallel.ParseArgs]:
+    bodies = [p.read_bytes() for p in sorted(CORPUS_REAL.glob("*.xml"))]
+    bodies += [BOMB, b"not a feed at all", b""]
+    return [
+        (f"s{i}", body, "https://example.com/feed.xml", "application/xml", NOW, None)
+        for i, body in enumerate(bodies)
+    ]
+
+
+def test_pool_parses_exactly_like_the_plain_path(pool: None) -> None:
+    jobs = _jobs()
+    assert len(jobs) >= parallel.MIN_PARALLEL_BODIES
+    on_pool = parallel.parse_many(jobs)
+    parallel.stop_parse_pool()
+    plain = parallel.parse_many(jobs)
+    assert on_pool == plain
+    kinds = [o[0] for o in on_pool]
+    assert kinds.count("ok") == len(jobs) - 3
+    assert on_pool[-3][:2] == ("error", "invalid-xml")  # the entity bomb is refused
+    assert on_pool[-2][:2] == ("error", "not-a-feed")
+
+
+def test_no_pool_in_a_threaded_process() -> None:
+    import threading
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert parallel.start_parse_pool(2) is False
+        assert parallel.parse_pool() is None
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _radar(env: dict[str, Path], *args: str) -> subprocess.CompletedProcess[str]:
+    environ = {
+        **os.environ,
+        "RADAR_VAULT": str(env["vault"]),
+        "RADAR_DB": str(env["db"]),
+        "DAGSTER_HOME": str(env["home"]),
+    }
+    return subprocess.run([RADAR, *args], capture_output=True, text=True, env=environ, timeout=180)
+
+
+def test_cli_collection_parses_on_the_pool_and_keeps_failures_per_source(
+    radar_env: dict[str, Path],
+) -> None:
+    vault = radar_env["vault"]
+    for i in range(5):  # enough bodies for the pool
+        items = [
+            {"title": f"Item {i}-{j}", "guid": f"g{i}-{j}", "link": f"https://e.com/{i}/{j}"}
+            for j in range(3)
+        ]
+        write_fixture_source(vault, f"ok-{i}", rss(items))
+    write_fixture_source(vault, "bomb", BOMB)
+    done = _radar(radar_env, "collect", "--all", "--json")
+    assert done.returncode == 2, done.stderr  # the bomb's Source failed, alone
+    report = json.loads(done.stdout)
+    assert (report["created"], report["passed"], report["failed"]) == (15, 5, 1)
+    [bomb] = [s for s in report["sources"] if s["id"] == "bomb"]
+    assert (bomb["errorStage"], bomb["errorClass"]) == ("parse", "invalid-xml")
+    assert bomb["error"].startswith("parse: invalid-xml: the feed declares XML entities")
+    assert all(report["checks"].values()), report["checks"]
+    assert "Traceback" not in done.stderr
+
+
+def test_facts_written_by_the_collection_equal_a_fresh_read_and_follow_edits(
+    radar_env: dict[str, Path],
+) -> None:
+    vault = radar_env["vault"]
+    items = [
+        {
+            "title": f"T{j}",
+            "guid": f"g{j}",
+            "link": f"https://e.com/{j}",
+            "description": f"Body {j} " * (j + 1),
+        }
+        for j in range(4)
+    ]
+    write_fixture_source(vault, "fx", rss(items))
+    assert _radar(radar_env, "collect", "--all", "--json").returncode == 0
+    store = Store(radar_env["db"])
+    known = audit._load_facts(store)
+    files = signal_files(vault)
+    assert len(files) == 4
+    assert sorted(known) == sorted(p.name for p in files)
+    for path in files:  # what the collection recorded is what reading the file finds
+        assert known[path.name][1] == audit._read_one(path, path.name)
+
+    audit._PARSED.clear()  # as a new process: only the stored facts
+    paths = RadarPaths(vault=vault, db=radar_env["db"])
+    assert audit.run_audit("provenance", paths, NOW).passed
+    # A person breaks one file's provenance: its stat changes, so it is read again.
+    edited = files[0]
+    text = edited.read_text(encoding="utf-8")
+    edited.write_text(text.replace("requestedUrl:", "requestedURL:"), encoding="utf-8")
+    audit._PARSED.clear()
+    result = audit.run_audit("provenance", paths, NOW)
+    assert not result.passed
+    assert [f.cells[:2] for f in result.findings] == [
+        (f"Radar/Signals/{edited.name}", "requestedUrl")
+    ]
+    # A deleted file's facts go too.
+    files[1].unlink()
+    audit._PARSED.clear()
+    audit.run_audit("provenance", paths, NOW)
+    assert files[1].name not in audit._load_facts(store)
