@@ -59,6 +59,20 @@ def test_pool_parses_exactly_like_the_plain_path(pool: None) -> None:
     assert on_pool[-2][:2] == ("error", "not-a-feed")
 
 
+def test_parses_started_early_are_picked_up_by_the_parse_stage(pool: None) -> None:
+    jobs = _jobs()
+    keys = [f"k{i}" for i in range(len(jobs))]
+    for job, key in zip(jobs[:3], keys[:3], strict=True):
+        parallel.parse_early(job, key)
+    assert len(parallel._early) == 3
+    # A job whose arguments differ from the early one's is parsed again, not taken.
+    changed = (*jobs[2][:4], datetime(2027, 1, 1, tzinfo=UTC), None)
+    picked = parallel.parse_many([jobs[0], jobs[1], changed], keys[:3])
+    assert parallel._early == {}
+    parallel.stop_parse_pool()
+    assert picked == [parallel.parse_job(job) for job in (jobs[0], jobs[1], changed)]
+
+
 def test_no_pool_in_a_threaded_process() -> None:
     import threading
 

@@ -36,7 +36,13 @@ from radar_pipeline.core.fetch import Fetcher, FetchSettings, fetch_many
 from radar_pipeline.core.frontmatter import update_frontmatter_keys
 from radar_pipeline.core.identity import IDENTITY_VERSION
 from radar_pipeline.core.models import FetchResult, ItemCandidate, ParsedFeed
-from radar_pipeline.core.parallel import ParseArgs, ParseOutcome, parse_many
+from radar_pipeline.core.parallel import (
+    ParseArgs,
+    ParseOutcome,
+    parse_early,
+    parse_many,
+    parse_pool,
+)
 from radar_pipeline.core.plan import (
     CollectionPlan,
     CollectionSpec,
@@ -125,8 +131,23 @@ class Collector:
     def fetch(self, plan: CollectionPlan) -> tuple[FetchResult | None, ...]:
         """Fetch every planned request concurrently; record each attempt in DuckDB."""
         wanted = [c.request for c in plan.checks if c.request is not None and c.failure is None]
+        by_id = {c.source_id: c for c in plan.checks}
+
+        def parse_soon(result: FetchResult) -> None:
+            # With the parse pool (core/parallel.py), parsing starts while the other feeds are
+            # still being fetched; the parse stage picks the outcome up.
+            check = by_id.get(result.source_id)
+            if check is not None and _parse_input(check, result) is not None:
+                parse_early(_parse_args(check, result, plan.spec.as_of), _body_key(result))
+
         with Fetcher(self.fetch_settings, self.paths.vault) as fetcher:
-            results = fetch_many(fetcher, wanted, plan.spec.as_of, max_workers=self.max_workers)
+            results = fetch_many(
+                fetcher,
+                wanted,
+                plan.spec.as_of,
+                max_workers=self.max_workers,
+                on_result=parse_soon if parse_pool() is not None else None,
+            )
         by_source = {r.source_id: r for r in results}
         with self.store.transaction() as con:
             states = load_states(con)
@@ -142,20 +163,12 @@ class Collector:
         now = plan.spec.as_of
         pairs = list(zip(plan.checks, fetched, strict=True))
         jobs: list[ParseArgs] = []
+        keys: list[str] = []
         for check, result in pairs:
-            if _parse_input(check, result) is not None:
-                assert result is not None and result.body is not None
-                jobs.append(
-                    (
-                        check.source_id,
-                        result.body,
-                        result.final_url,
-                        result.content_type,
-                        now,
-                        check.coverage_from,
-                    )
-                )
-        outcomes = iter(parse_many(jobs))
+            if result is not None and _parse_input(check, result) is not None:
+                jobs.append(_parse_args(check, result, now))
+                keys.append(_body_key(result))
+        outcomes = iter(parse_many(jobs, keys))
         return tuple(
             _parse_one(
                 check, result, next(outcomes) if _parse_input(check, result) is not None else None
@@ -303,6 +316,22 @@ OBSERVATION_COLUMN_TYPES = (
 
 def new_collection_id() -> str:
     return uuid.uuid4().hex
+
+
+def _parse_args(check: PlannedCheck, result: FetchResult, now: datetime) -> ParseArgs:
+    assert result.body is not None
+    return (
+        check.source_id,
+        result.body,
+        result.final_url,
+        result.content_type,
+        now,
+        check.coverage_from,
+    )
+
+
+def _body_key(result: FetchResult) -> str:
+    return result.body_sha256 or f"{result.requested_url}:{result.bytes_received}"
 
 
 def _parse_input(check: PlannedCheck, result: FetchResult | None) -> bytes | None:

@@ -62,6 +62,7 @@ def stop_parse_pool() -> None:
     """Shut the workers down and wait for them (their rusage then counts as ours)."""
     global _pool
     pool, _pool = _pool, None
+    discard_early()
     if pool is not None:
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -103,17 +104,53 @@ def parse_job(args: ParseArgs) -> ParseOutcome:
     return ("ok", parsed)
 
 
-def parse_many(jobs: Sequence[ParseArgs]) -> list[ParseOutcome]:
-    """Every job's outcome, in order: on the pool when there is one and enough work."""
+# Parses started early (`parse_early`, while other feeds were still being fetched), by job.
+_early: dict[tuple[str, str], tuple[ParseArgs, Future[ParseOutcome]]] = {}
+_early_lock = threading.Lock()
+
+
+def parse_early(job: ParseArgs, key: str) -> None:
+    """Start parsing `job` on the pool now (no-op without a pool); `parse_many` picks the
+    outcome up when it gets the same job. `key` tells bodies apart (their sha256)."""
     pool = _pool
+    if pool is None:
+        return
+    future = pool.submit(parse_job, job)
+    with _early_lock:
+        _early[(job[0], key)] = (job, future)
+
+
+def discard_early() -> None:
+    """Forget parses started early that nobody picked up (a failed stage, a test)."""
+    with _early_lock:
+        pending = list(_early.values())
+        _early.clear()
+    for _, future in pending:
+        future.cancel()
+
+
+def parse_many(jobs: Sequence[ParseArgs], keys: Sequence[str] | None = None) -> list[ParseOutcome]:
+    """Every job's outcome, in order: on the pool when there is one and enough work (or when
+    `parse_early` already started it: `keys` are the bodies' sha256, as given there)."""
+    pool = _pool
+    futures: dict[int, Future[ParseOutcome]] = {}
+    if keys is not None:
+        with _early_lock:
+            for i, (job, key) in enumerate(zip(jobs, keys, strict=True)):
+                early = _early.pop((job[0], key), None)
+                if early is not None and early[0] == job:
+                    futures[i] = early[1]
     if pool is None or len(jobs) < MIN_PARALLEL_BODIES:
-        return [parse_job(job) for job in jobs]
+        return [
+            _result(futures[i], job) if i in futures else parse_job(job)
+            for i, job in enumerate(jobs)
+        ]
     # Largest bodies first, so the two workers finish together rather than one waiting on
     # the last big feed.
     order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][1]))
-    futures: dict[int, Future[ParseOutcome]] = {}
     for i in order:
-        futures[i] = pool.submit(parse_job, jobs[i])
+        if i not in futures:
+            futures[i] = pool.submit(parse_job, jobs[i])
     return [_result(futures[i], jobs[i]) for i in range(len(jobs))]
 
 
