@@ -67,6 +67,10 @@ log = logging.getLogger(__name__)
 
 COUNT_KEYS = ("created", "reused", "updated", "duplicates", "rejected")
 WRITE_WORKERS = 8
+# Requests in flight at once. A check mostly waits on the publisher (~100 ms a response), so
+# 32 threads finish 200 conditional checks in ~7 round trips instead of 13 with 16; the client
+# still caps connections at 100.
+FETCH_WORKERS = 32
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ class Collector:
         paths: RadarPaths,
         store: Store | None = None,
         fetch_settings: FetchSettings | None = None,
-        max_workers: int = 16,
+        max_workers: int = FETCH_WORKERS,
     ) -> None:
         self.paths = paths
         self.store = store or Store(paths.db)
@@ -213,8 +217,11 @@ class Collector:
                 report = build_report(plan, deduped, writes, load_states(con))
                 _record_metrics(con, spec, report["sources"])
                 _record_collection(con, spec, report)
-            for item in deduped:
-                self._write_health(spec, item)
+            # One file per Source: the mirrors' fsyncs overlap in threads as the Signals' do.
+            with ThreadPoolExecutor(
+                max_workers=WRITE_WORKERS, thread_name_prefix="radar-health"
+            ) as pool:
+                list(pool.map(lambda d: self._write_health(spec, d), deduped))
             return report
         finally:
             LockBook.release_all(spec.collection_id)
