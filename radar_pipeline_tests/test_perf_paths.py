@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from radar_pipeline.core import audit, parallel
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.dedupe import PENDING_PREFIX, SIMHASH_DISTANCE, DedupeBatch
+from radar_pipeline.core.identity import hamming64
+from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.store import Store
 from radar_pipeline_tests.conftest import CORPUS_REAL
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source
@@ -160,3 +164,67 @@ def test_facts_written_by_the_collection_equal_a_fresh_read_and_follow_edits(
     audit._PARSED.clear()
     audit.run_audit("provenance", paths, NOW)
     assert files[1].name not in audit._load_facts(store)
+
+
+def _scan_twin(
+    pending: list[tuple[str, ItemCandidate, str | None]], source_id: str, cand: ItemCandidate
+) -> str | None:
+    """The original definition: the first pending item, in order, that matches."""
+    for sid, other, _ in pending:
+        if sid == source_id and (
+            other.canonical_url == cand.canonical_url
+            or (bool(cand.summary or cand.content) and other.content_hash == cand.content_hash)
+        ):
+            return f"{PENDING_PREFIX}{other.identity}"
+    return None
+
+
+def _scan_near(
+    pending: list[tuple[str, ItemCandidate, str | None]], cand: ItemCandidate
+) -> str | None:
+    day = cand.observed_at.date() if cand.observed_at else None
+    for _, other, flag in pending:
+        other_day = other.observed_at.date() if other.observed_at else None
+        if (day is not None and other.title_key == cand.title_key and other_day == day) or (
+            cand.simhash and hamming64(other.simhash, cand.simhash) <= SIMHASH_DISTANCE
+        ):
+            return flag or f"{PENDING_PREFIX}{other.identity}"
+    return None
+
+
+def test_indexed_batch_answers_what_a_scan_in_order_answers() -> None:
+    rng = random.Random(11)
+    batch = DedupeBatch()
+    pending: list[tuple[str, ItemCandidate, str | None]] = []
+    base = rng.getrandbits(64)
+    for i in range(3000):
+        source = f"s{rng.randrange(4)}"
+        # Few distinct URLs, hashes, titles and days, and simhashes a few bits apart, so
+        # every kind of match (and ties between kinds) happens often.
+        simhash = (
+            0
+            if rng.random() < 0.05
+            else base ^ sum(1 << rng.randrange(64) for _ in range(rng.randrange(6)))
+        )
+        cand = ItemCandidate(
+            source_item_id=f"i{i}",
+            title="t",
+            link="https://e.com/",
+            canonical_url=f"https://e.com/{rng.randrange(400)}",
+            identity=f"{i:016x}",
+            observed_at=None if rng.random() < 0.2 else NOW - timedelta(days=rng.randrange(30)),
+            observed_field=None,
+            future_dated=False,
+            summary="" if rng.random() < 0.3 else "s",
+            content=None,
+            content_hash=f"h{rng.randrange(300)}",
+            title_key=f"k{rng.randrange(200)}",
+            simhash=simhash if rng.random() < 0.5 else rng.getrandbits(64),
+            position=i,
+        )
+        assert batch.twin(source, cand) == _scan_twin(pending, source, cand), i
+        assert batch.near(cand) == _scan_near(pending, cand), i
+        if rng.random() < 0.6:
+            flag = None if rng.random() < 0.7 else f"sig-{i}"
+            batch.add(source, cand, flag)
+            pending.append((source, cand, flag))
