@@ -19,6 +19,7 @@ from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.dedupe import PENDING_PREFIX, SIMHASH_DISTANCE, DedupeBatch
 from radar_pipeline.core.identity import hamming64
 from radar_pipeline.core.models import ItemCandidate
+from radar_pipeline.core.signals import SignalDocument
 from radar_pipeline.core.store import Store
 from radar_pipeline_tests.conftest import CORPUS_REAL
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source
@@ -228,3 +229,58 @@ def test_indexed_batch_answers_what_a_scan_in_order_answers() -> None:
             flag = None if rng.random() < 0.7 else f"sig-{i}"
             batch.add(source, cand, flag)
             pending.append((source, cand, flag))
+
+
+def _documents(count: int) -> list[SignalDocument]:
+    docs = []
+    for i in range(count):
+        signal_id = f"20261130T120000Z-{i:016x}"
+        fm = {
+            "entityType": "signal",
+            "schemaVersion": 1,
+            "id": signal_id,
+            "title": f"Title {i} [[link]] <script>",
+            "sourceId": f"src-{i % 3}",
+            "sourceItemId": f"item-{i}",
+            "sourceRecord": f"Radar/Sources/src-{i % 3}.md",
+            "requestedUrl": "https://e.com/feed.xml",
+            "itemUrl": f"https://e.com/{i}",
+            "canonicalUrl": f"https://e.com/{i}",
+            "collectionMethod": "rss",
+            "fetchedAt": "2026-11-30T12:00:00Z",
+            "httpStatus": 200 if i % 7 else None,  # some miss a provenance field
+            "validationState": "valid",
+            "publishedAt": None,
+        }
+        docs.append(SignalDocument(signal_id, fm, f"Summary {i} " * (i % 50)))
+    return docs
+
+
+def test_writes_on_the_pool_create_each_file_once_with_its_facts(
+    pool: None, tmp_path: Path
+) -> None:
+    docs = _documents(60)
+    batches = [
+        [
+            (d.signal_id[-16:], d, ("title", "full text") if i % 2 else None)
+            for i, d in enumerate(docs[j : j + 20])
+        ]
+        for j in range(0, 60, 20)
+    ]
+    assert sum(map(len, batches)) >= parallel.MIN_PARALLEL_WRITES
+    results = parallel.write_many(tmp_path, batches)
+    flat = [r for batch in results for r in batch]
+    assert [r[1] for r in flat] == [d.signal_id for d in docs]
+    assert {r[2] for r in flat} == {"created"}
+    assert sum(1 for r in flat if r[4] > 0) == 30  # full text kept for half of them
+    folder = tmp_path / "Radar" / "Signals"
+    for *_, facts, _ in flat:
+        assert facts is not None
+        name, key, found = facts
+        info = (folder / name).stat()
+        assert key == (info.st_ino, info.st_size, info.st_mtime_ns)
+        assert found == audit._read_one(folder / name, name)
+    assert any(f[3] is not None and f[3][2].provenance for f in flat)
+    again = parallel.write_many(tmp_path, batches)
+    assert {r[2] for batch in again for r in batch} == {"reused"}
+    assert all(r[3] is None for batch in again for r in batch)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import uuid
 from collections import Counter
@@ -22,7 +21,7 @@ from typing import Any
 import duckdb
 
 from radar_pipeline.core import index
-from radar_pipeline.core.audit import FactsKey, SignalFile, facts_of_written, record_facts
+from radar_pipeline.core.audit import FactsKey, SignalFile, record_facts
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.dedupe import (
     PENDING_PREFIX,
@@ -39,9 +38,12 @@ from radar_pipeline.core.models import FetchResult, ItemCandidate, ParsedFeed
 from radar_pipeline.core.parallel import (
     ParseArgs,
     ParseOutcome,
+    WriteItem,
+    WriteResult,
     parse_early,
     parse_many,
     parse_pool,
+    write_many,
 )
 from radar_pipeline.core.plan import (
     CollectionPlan,
@@ -55,13 +57,11 @@ from radar_pipeline.core.schedule import format_utc, next_backoff
 from radar_pipeline.core.signals import (
     SIGNALS_DIR,
     SignalDocument,
-    create_signal_file,
     make_signal_id,
     remove_stale_temp_files,
 )
 from radar_pipeline.core.state import FeedState, load_states, save_states
 from radar_pipeline.core.store import Store, insert_rows, to_json_text
-from radar_pipeline.core.temporary import write_temporary_text
 
 log = logging.getLogger(__name__)
 
@@ -200,12 +200,12 @@ class Collector:
         """Write new Signals, then commit index, observations and feed state; report."""
         spec = plan.spec
         try:
-            # Sources write in parallel (each its own Signals, so no two threads ever race for
-            # one file): the two fsyncs per Signal then overlap instead of queueing.
-            with ThreadPoolExecutor(
-                max_workers=WRITE_WORKERS, thread_name_prefix="radar-write"
-            ) as pool:
-                writes = list(pool.map(lambda d: self._write_files(spec, d), deduped))
+            # Sources write in parallel (each its own Signals, so no two writers ever race for
+            # one file), on the parse pool's processes or on threads: the two fsyncs per Signal
+            # then overlap instead of queueing.
+            batches = [self._write_items(spec, d) for d in deduped]
+            results = write_many(self.paths.vault, batches)
+            writes = [_source_write(r) for r in results]
             with self.store.transaction() as con:
                 states = load_states(con)
                 pending = PendingRows()
@@ -237,12 +237,14 @@ class Collector:
 
     # ---- helpers ---------------------------------------------------------------------------
 
-    def _write_files(self, spec: CollectionSpec, item: DedupedCheck) -> SourceWrite:
+    def _write_items(self, spec: CollectionSpec, item: DedupedCheck) -> list[WriteItem]:
+        """The Signal files one Source's new items need (none when the check failed)."""
         res = item.result
-        write = SourceWrite()
         if res.failed or res.check.record is None or res.fetch is None:
-            return write
+            return []
         rec = res.check.record
+        keep_text = rec.source.full_text == "feed-content"
+        items: list[WriteItem] = []
         for dec in item.decisions:
             if dec.decision != "new":
                 continue
@@ -250,21 +252,9 @@ class Collector:
             signal_id = make_signal_id(spec.as_of, cand.identity)
             flag = resolve_pending(dec.duplicate_candidate_of, spec.as_of)
             doc = build_document(signal_id, cand, res, rec.record_path, flag)
-            text = doc.render()
-            outcome = create_signal_file(self.paths.vault, doc, text)
-            write.outcomes[cand.identity] = (signal_id, outcome)
-            if outcome == "created":
-                # What the evidence checks will need of this file, from the bytes just written
-                # (they then skip reading it back; core/audit.py, read_signal_files).
-                name = f"{signal_id}.md"
-                info = os.stat(self.paths.vault / SIGNALS_DIR / name)
-                key = (info.st_ino, info.st_size, info.st_mtime_ns)
-                write.facts.append((name, key, facts_of_written(name, doc.fields(), text)))
-            if outcome == "created" and rec.source.full_text == "feed-content" and cand.content:
-                write.temporary_bytes += write_temporary_text(
-                    self.paths.vault, signal_id, cand.title, cand.content
-                )
-        return write
+            temporary = (cand.title, cand.content) if keep_text and cand.content else None
+            items.append((cand.identity, doc, temporary))
+        return items
 
     def _write_health(self, spec: CollectionSpec, item: DedupedCheck) -> None:
         res = item.result
@@ -319,6 +309,16 @@ OBSERVATION_COLUMN_TYPES = (
     "VARCHAR",  # signal_id
     "VARCHAR",  # reason
 )
+
+
+def _source_write(results: list[WriteResult]) -> SourceWrite:
+    write = SourceWrite()
+    for identity, signal_id, outcome, facts, temporary_bytes in results:
+        write.outcomes[identity] = (signal_id, outcome)
+        if facts is not None:
+            write.facts.append(facts)
+        write.temporary_bytes += temporary_bytes
+    return write
 
 
 def new_collection_id() -> str:

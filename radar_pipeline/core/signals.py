@@ -108,11 +108,13 @@ def signal_path(vault: Path, signal_id: str) -> Path:
 
 
 def create_signal_file(
-    vault: Path, document: SignalDocument, text: str | None = None
+    vault: Path, document: SignalDocument, text: str | None = None, *, sync_dir: bool = True
 ) -> CreateOutcome:
     """Write the Signal atomically; `reused` if its file already exists (never overwritten).
 
     `text`: the document already rendered (`document.render()`), when the caller needs it too.
+    `sync_dir=False`: the caller fsyncs the Signals folder itself (`sync_signals_dir`) after a
+    batch and before recording any of it: one folder fsync per batch instead of per file.
     """
     target = signal_path(vault, document.signal_id)
     folder = target.parent
@@ -130,7 +132,8 @@ def create_signal_file(
             os.link(tmp_name, target)
         except FileExistsError:
             return "reused"
-        _fsync_dir(folder)
+        if sync_dir:
+            _fsync_dir(folder)
         return "created"
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -239,6 +242,11 @@ _StringTimestampLoader.yaml_implicit_resolvers = {
     key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+
+def sync_signals_dir(vault: Path) -> None:
+    """Make new entries of the Signals folder durable (see `create_signal_file`)."""
+    _fsync_dir(vault / SIGNALS_DIR)
 
 
 def _fsync_dir(folder: Path) -> None:
