@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from radar_pipeline.core import audit, parallel
+from radar_pipeline.core import audit, index, parallel
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.dedupe import PENDING_PREFIX, SIMHASH_DISTANCE, DedupeBatch
 from radar_pipeline.core.identity import hamming64
@@ -165,6 +165,15 @@ def test_facts_written_by_the_collection_equal_a_fresh_read_and_follow_edits(
     audit._PARSED.clear()
     audit.run_audit("provenance", paths, NOW)
     assert files[1].name not in audit._load_facts(store)
+    # `radar index rebuild` reads every file anyway: it records their facts from that read.
+    with store.transaction() as con:
+        con.execute("DELETE FROM audit_signal_files")
+    assert index.rebuild(store, vault).indexed == 3
+    rebuilt = audit._load_facts(store)
+    assert sorted(rebuilt) == sorted(p.name for p in signal_files(vault))
+    for path in signal_files(vault):
+        assert rebuilt[path.name][1] == audit._read_one(path, path.name)
+    assert rebuilt[edited.name][1].provenance  # the broken one stays broken
 
 
 def _scan_twin(

@@ -230,9 +230,10 @@ def provenance_problems(stem: str, fm: Mapping[str, Any]) -> tuple[tuple[str, st
 
 
 def facts_of_written(name: str, fields: Mapping[str, Any], text: str) -> SignalFile:
-    """The facts of a Signal file this process has just written as `text`, whose frontmatter
-    reads back as `fields` (signals.SignalDocument.render checks that): what `_read_one` would
-    find in the file, without reading it back."""
+    """The facts of a Signal file whose text is `text` and whose frontmatter reads as `fields`:
+    what `_read_one` would find in it, without reading it (again). For a file this process has
+    just written (signals.SignalDocument.render checks its header reads back as `fields`) or
+    has just read for another purpose (index.reconcile)."""
     stem = name[:-3]
     value = fields.get("id")
     declared = value if isinstance(value, str) and SIGNAL_ID_RE.fullmatch(value) else None

@@ -214,6 +214,11 @@ def read_signal_frontmatter(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise VaultError(f"cannot read Signal {path.name}: {exc}") from exc
+    return parse_signal_frontmatter(text, path)
+
+
+def parse_signal_frontmatter(text: str, path: Path) -> dict[str, Any]:
+    """`read_signal_frontmatter` of a file's text already read."""
     if not text.startswith("---\n"):
         raise VaultError(f"Signal {path.name} has no frontmatter")
     end = text.find("\n---\n", 4)
