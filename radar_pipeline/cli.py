@@ -125,11 +125,23 @@ def cmd_sources_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from radar_pipeline.defs.launch import launch_collection
-
     as_of = _as_of(args.as_of)
     if args.source and args.all:
         raise UsageError("collect: use either --source or --all, not both")
+    # First of all, while this process has no thread, lock or open database: fork the parse
+    # workers (core/parallel.py); they finish starting while Dagster is imported below.
+    from radar_pipeline.core import parallel
+
+    parallel.start_parse_pool()
+    try:
+        return _collect(args, as_of)
+    finally:
+        parallel.stop_parse_pool()
+
+
+def _collect(args: argparse.Namespace, as_of: datetime) -> int:
+    from radar_pipeline.defs.launch import launch_collection
+
     mode = "explicit" if args.source else ("all" if args.all else "due")
     # Open the store here first: a broken or unusable DuckDB file is one clear line, not a
     # failed Dagster run with a stack trace.

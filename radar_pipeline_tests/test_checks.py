@@ -12,6 +12,7 @@ from typing import Any
 
 import dagster as dg
 import pytest
+from dagster._core.events import StepMaterializationData
 
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.schedule import format_utc
@@ -95,32 +96,53 @@ def table(evaluation: dg.AssetCheckEvaluation) -> str:
     return str(evaluation.metadata["report"].value)
 
 
-def test_checks_run_right_after_the_collection_and_pass(
+def test_checks_run_inside_the_collection_run_and_pass(
     radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
 ) -> None:
     healthy_vault(radar_env["vault"], feed_server, instance)
     [collection] = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))
-    [checks] = instance.get_runs(filters=dg.RunsFilter(job_name=SIGNAL_CHECKS_JOB_NAME))
-    assert checks.tags["radar/after_run"] == collection.run_id
-    evaluations = run_evaluations(instance, checks.run_id)
+    # One Dagster run per collection: no separate checks run.
+    assert instance.get_runs(filters=dg.RunsFilter(job_name=SIGNAL_CHECKS_JOB_NAME)) == []
+    evaluations = run_evaluations(instance, collection.run_id)
     assert set(evaluations) == {"idempotency", "provenance", "overdue", "agreement"}
     assert all(e.passed for e in evaluations.values()), {
         k: table(e) for k, e in evaluations.items() if not e.passed
     }
-    # The collection run itself plans no checks (they would only be skipped there).
-    assert run_evaluations(instance, collection.run_id) == {}
+    assert all(e.asset_key == dg.AssetKey("signals") for e in evaluations.values())
 
 
-def test_sensor_requests_checks_after_a_run_the_daemon_launched(
+def test_checks_in_the_collection_run_fail_on_a_broken_vault(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
+) -> None:
+    healthy_vault(radar_env["vault"], feed_server, instance)
+    vault = radar_env["vault"]
+    first = sorted(signal_files(vault))[0]
+    shutil.copyfile(first, first.with_name("copy of a signal.md"))
+    report = collect(instance)
+    assert report["checks"]["idempotency"] is False
+    [latest, _] = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))
+    evaluations = run_evaluations(instance, latest.run_id)
+    assert not evaluations["idempotency"].passed
+    assert "copy of a signal.md" in table(evaluations["idempotency"])
+
+
+def test_sensor_leaves_runs_that_recorded_their_checks_alone(
     radar_env: dict[str, Path], instance: dg.DagsterInstance
 ) -> None:
     from radar_pipeline.definitions import defs
 
     write_fixture_source(radar_env["vault"], "fixture", content_rss(ITEMS))
     instance.add_dynamic_partitions("sources", ["fixture"])
+    # A run the daemon or the UI launched (one partition) evaluates the checks itself too.
     result = dg.materialize(
         [signals], partition_key="fixture", instance=instance, resources=RESOURCES
     )
+    assert set(run_evaluations(instance, result.run_id)) == {
+        "idempotency",
+        "provenance",
+        "overdue",
+        "agreement",
+    }
     run = instance.get_run_by_id(result.run_id)
     assert run is not None
     context = dg.build_run_status_sensor_context(
@@ -130,22 +152,33 @@ def test_sensor_requests_checks_after_a_run_the_daemon_launched(
         dagster_event=result.get_run_success_event(),
         context=dg.build_sensor_context(instance=instance, definitions=defs),
     )
-    request = signal_checks_after_collection(context)
-    assert isinstance(request, dg.RunRequest)
-    assert request.run_key == f"checks-after:{run.run_id}"
-    assert request.tags["radar/after_run"] == run.run_id
+    assert isinstance(signal_checks_after_collection(context), dg.SkipReason)
 
-    # A CLI collection ran its checks itself: the sensor leaves it alone.
-    collect(instance)
-    [inline] = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))
+    # A successful run that materialized Signals but recorded no evaluation (an earlier
+    # version's run): the sensor requests the checks for it.
+    job = defs.resolve_job_def(SIGNAL_CHECKS_JOB_NAME)
+    bare = instance.create_run_for_job(job, run_config={}, tags={})
+    instance.report_dagster_event(
+        dg.DagsterEvent(
+            event_type_value=dg.DagsterEventType.ASSET_MATERIALIZATION.value,
+            job_name=bare.job_name,
+            event_specific_data=StepMaterializationData(
+                dg.AssetMaterialization("signals", partition="fixture")
+            ),
+        ),
+        run_id=bare.run_id,
+    )
     context = dg.build_run_status_sensor_context(
         sensor_name="signal_checks_after_collection",
         dagster_instance=instance,
-        dagster_run=inline,
+        dagster_run=bare,
         dagster_event=result.get_run_success_event(),
         context=dg.build_sensor_context(instance=instance, definitions=defs),
     )
-    assert isinstance(signal_checks_after_collection(context), dg.SkipReason)
+    request = signal_checks_after_collection(context)
+    assert isinstance(request, dg.RunRequest)
+    assert request.run_key == f"checks-after:{bare.run_id}"
+    assert request.tags["radar/after_run"] == bare.run_id
 
 
 def test_every_check_passes_on_a_healthy_vault(
@@ -333,9 +366,9 @@ def test_overdue_counts_sources_past_cadence_and_is_zero_after_recovery(
     feed_server.add("/feed.xml", feed)
     recovered = collect(instance, t0 + timedelta(days=2), mode="due")
     assert (recovered["passed"], recovered["overdue"]) == (1, 1)
-    # The overdue check that ran right after the recovery used the recovery's clock.
-    checks_run = instance.get_runs(filters=dg.RunsFilter(job_name=SIGNAL_CHECKS_JOB_NAME))[0]
-    after = run_evaluations(instance, checks_run.run_id)["overdue"]
+    # The overdue check the recovery's own run evaluated used the recovery's clock.
+    recovery_run = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))[0]
+    after = run_evaluations(instance, recovery_run.run_id)["overdue"]
     assert after.passed, table(after)
     assert after.metadata["overdue"].value == 0
     assert f"at {format_utc(t0 + timedelta(days=2))}" in table(after)

@@ -15,13 +15,16 @@ these functions, so the UI and the command line can never disagree.
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
+
+import duckdb
 
 from radar_pipeline.core.cleanup import TEMPORARY_DIR
 from radar_pipeline.core.closes import CloseRecord, last_close
@@ -39,7 +42,7 @@ from radar_pipeline.core.signals import (
     read_signal_frontmatter,
 )
 from radar_pipeline.core.state import FeedState, load_states
-from radar_pipeline.core.store import Store
+from radar_pipeline.core.store import Store, insert_rows
 
 Severity = Literal["ERROR", "WARN"]
 
@@ -116,20 +119,17 @@ def _cell(value: str) -> str:
 # ---- reading the vault and the index ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SignalFile:
-    """One Markdown file in the Signals folder, read without trusting it."""
+    """What the audits need of one Markdown file in the Signals folder, read without trusting
+    it: small enough to keep for every file (the persisted facts cache, see below)."""
 
     rel_path: str
     stem: str
-    frontmatter: Mapping[str, Any] | None
-    error: str | None
-    body: str
-
-    @property
-    def declared_id(self) -> str | None:
-        value = self.frontmatter.get("id") if self.frontmatter else None
-        return value if isinstance(value, str) and SIGNAL_ID_RE.fullmatch(value) else None
+    declared_id: str | None  # the frontmatter's `id` when it is a well-formed Signal id
+    error: str | None  # why the frontmatter is unreadable; None when it was read
+    provenance: tuple[tuple[str, str], ...]  # (fields, problem) per provenance problem
+    body_length: int  # visible length of the part of the body the pipeline wrote
 
     @property
     def identity(self) -> str | None:
@@ -146,29 +146,61 @@ class IndexRow:
     file_path: str
 
 
-def read_signal_files(vault: Path) -> tuple[SignalFile, ...]:
-    """Every `*.md` in the Signals folder (copies under other names included, temp files not)."""
+def read_signal_files(vault: Path, store: Store | None = None) -> tuple[SignalFile, ...]:
+    """Every `*.md` in the Signals folder (copies under other names included, temp files not).
+
+    Only files that are new or changed since they were last read (name, inode, size and mtime
+    differ) are opened and parsed; the facts of the others come from this process's memory or,
+    with `store`, from the `audit_signal_files` table, which is brought up to date here. So the
+    checks after each collection read the files that collection wrote, plus a stat per file,
+    instead of parsing the whole vault again.
+    """
     folder = vault / SIGNALS_DIR
     if not folder.is_dir():
         return ()
-    files: list[SignalFile] = []
-    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+    listed: list[tuple[str, str, tuple[int, int, int]]] = []
+    for entry in os.scandir(folder):
         name = entry.name
         if not name.endswith(".md") or name.startswith(TEMP_PREFIX):
             continue
         if not entry.is_file(follow_symlinks=False):
             continue
-        info = entry.stat(follow_symlinks=False)
-        key = (entry.path, info.st_ino, info.st_size, info.st_mtime_ns)
-        cached = _PARSED.get(key)
-        if cached is None:
-            cached = _read_one(Path(entry.path), name)
-            if len(_PARSED) >= _PARSED_MAX:
-                _PARSED.clear()
-            _PARSED[key] = cached
-        files.append(cached)
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        listed.append((name, entry.path, (info.st_ino, info.st_size, info.st_mtime_ns)))
+    listed.sort()
+    files: list[SignalFile] = []
+    if store is None:
+        for name, path, key in listed:
+            memo_key = (path, *key)
+            cached = _PARSED.get(memo_key)
+            if cached is None:
+                cached = _read_one(folder / name, name)
+                if len(_PARSED) >= _PARSED_MAX:
+                    _PARSED.clear()
+                _PARSED[memo_key] = cached
+            files.append(cached)
+        return tuple(files)
+    # With the store, its table is the memory (this process's memo would only cost time).
+    known = _load_facts(store)
+    fresh: list[tuple[str, FactsKey, SignalFile]] = []
+    for name, _, key in listed:
+        stored = known.get(name)
+        if stored is not None and stored[0] == key:
+            files.append(stored[1])
+            continue
+        facts = _read_one(folder / name, name)
+        fresh.append((name, key, facts))
+        files.append(facts)
+    gone = known.keys() - {name for name, _, _ in listed}
+    if fresh or gone:
+        _save_facts(store, fresh, gone)
     return tuple(files)
 
+
+_SIGNALS_PREFIX = SIGNALS_DIR.as_posix() + "/"  # (string joins: 100,000 Path joins cost 0.5 s)
 
 # Several checks read the same files in one process; an unchanged file (same inode, size and
 # mtime) is parsed once. Signal files are created once and rarely edited, so this stays small.
@@ -177,13 +209,55 @@ _PARSED_MAX = 200_000
 
 
 def _read_one(path: Path, name: str) -> SignalFile:
-    rel = (SIGNALS_DIR / name).as_posix()
+    rel = _SIGNALS_PREFIX + name
+    stem = name[:-3]
+    body_length = visible_length(pipeline_section(_body(path)))
     try:
-        fm: Mapping[str, Any] | None = read_signal_frontmatter(path)
-        error = None
+        fm = read_signal_frontmatter(path)
     except VaultError as exc:
-        fm, error = None, exc.message
-    return SignalFile(rel, name[:-3], fm, error, _body(path))
+        return SignalFile(rel, stem, None, exc.message, (), body_length)
+    value = fm.get("id")
+    declared = value if isinstance(value, str) and SIGNAL_ID_RE.fullmatch(value) else None
+    return SignalFile(rel, stem, declared, None, provenance_problems(stem, fm), body_length)
+
+
+def provenance_problems(stem: str, fm: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """(fields, problem) for each provenance promise a Signal's frontmatter breaks."""
+    problems: list[tuple[str, str]] = []
+    missing = [k for k in PROVENANCE_FIELDS if fm.get(k) in (None, "")]
+    if missing:
+        problems.append((", ".join(missing), "missing or empty"))
+    if fm.get("publishedAt") not in (None, "") and not fm.get(PUBLISHED_EVIDENCE_KEY):
+        problems.append(("publishedAt", f"set without `{PUBLISHED_EVIDENCE_KEY}`"))
+    if stem != fm.get("id"):
+        problems.append(("id", f"declares {fm.get('id')!r}"))
+    return tuple(problems)
+
+
+def facts_of_written(name: str, fields: Mapping[str, Any], text: str) -> SignalFile:
+    """The facts of a Signal file whose text is `text` and whose frontmatter reads as `fields`:
+    what `_read_one` would find in it, without reading it (again). For a file this process has
+    just written (signals.SignalDocument.render checks its header reads back as `fields`) or
+    has just read for another purpose (index.reconcile)."""
+    stem = name[:-3]
+    value = fields.get("id")
+    declared = value if isinstance(value, str) and SIGNAL_ID_RE.fullmatch(value) else None
+    length = visible_length(pipeline_section(_body_of(text)))
+    return SignalFile(
+        _SIGNALS_PREFIX + name,
+        stem,
+        declared,
+        None,
+        provenance_problems(stem, fields),
+        length,
+    )
+
+
+def record_facts(
+    con: duckdb.DuckDBPyConnection, written: Sequence[tuple[str, FactsKey, SignalFile]]
+) -> None:
+    """Store the facts of files just written (in the transaction that indexes them)."""
+    _write_facts(con, written, ())
 
 
 def _body(path: Path) -> str:
@@ -191,11 +265,71 @@ def _body(path: Path) -> str:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
+    return _body_of(text)
+
+
+def _body_of(text: str) -> str:
     if text.startswith("---\n"):
         end = text.find("\n---\n", 4)
         if end >= 0:
             return text[end + 5 :]
     return text
+
+
+FactsKey = tuple[int, int, int]  # inode, size, mtime_ns
+
+
+def _load_facts(store: Store) -> dict[str, tuple[FactsKey, SignalFile]]:
+    with store.transaction() as con:
+        rows = con.execute(
+            "SELECT name, ino, size, mtime_ns, declared_id, error, provenance, body_length "
+            "FROM audit_signal_files"
+        ).fetchall()
+    out: dict[str, tuple[FactsKey, SignalFile]] = {}
+    for name, ino, size, mtime_ns, declared, error, provenance, body_length in rows:
+        problems = tuple((str(a), str(b)) for a, b in json.loads(provenance)) if provenance else ()
+        facts = SignalFile(
+            _SIGNALS_PREFIX + name, name[:-3], declared, error, problems, body_length
+        )
+        out[name] = ((int(ino), int(size), int(mtime_ns)), facts)
+    return out
+
+
+def _save_facts(
+    store: Store,
+    fresh: list[tuple[str, FactsKey, SignalFile]],
+    gone: Iterable[str],
+) -> None:
+    with store.transaction() as con:
+        _write_facts(con, fresh, gone)
+
+
+def _write_facts(
+    con: duckdb.DuckDBPyConnection,
+    fresh: Sequence[tuple[str, FactsKey, SignalFile]],
+    gone: Iterable[str],
+) -> None:
+    names = [name for name, _, _ in fresh] + list(gone)
+    rows = [
+        (
+            name,
+            *key,
+            f.declared_id,
+            f.error,
+            json.dumps(f.provenance) if f.provenance else None,
+            f.body_length,
+        )
+        for name, key, f in fresh
+    ]
+    if names:
+        con.execute(
+            "DELETE FROM audit_signal_files WHERE name IN (SELECT unnest(?::VARCHAR[]))",
+            [names],
+        )
+    insert_rows(con, "audit_signal_files", _FACT_TYPES, rows)
+
+
+_FACT_TYPES = ("VARCHAR", "UBIGINT", "UBIGINT", "BIGINT", "VARCHAR", "VARCHAR", "VARCHAR", "BIGINT")
 
 
 def read_index(store: Store) -> tuple[IndexRow, ...]:
@@ -254,22 +388,11 @@ def audit_provenance(files: Iterable[SignalFile]) -> AuditResult:
     count = 0
     for f in files:
         count += 1
-        if f.frontmatter is None:
+        if f.error is not None:
             findings.append(Finding("ERROR", (f.rel_path, "all", f.error or "unreadable")))
             continue
-        fm = f.frontmatter
-        missing = [k for k in PROVENANCE_FIELDS if fm.get(k) in (None, "")]
-        if missing:
-            findings.append(Finding("ERROR", (f.rel_path, ", ".join(missing), "missing or empty")))
-        if fm.get("publishedAt") not in (None, "") and not fm.get(PUBLISHED_EVIDENCE_KEY):
-            findings.append(
-                Finding(
-                    "ERROR",
-                    (f.rel_path, "publishedAt", f"set without `{PUBLISHED_EVIDENCE_KEY}`"),
-                )
-            )
-        if f.stem != fm.get("id"):
-            findings.append(Finding("ERROR", (f.rel_path, "id", f"declares {fm.get('id')!r}")))
+        for fields, problem in f.provenance:
+            findings.append(Finding("ERROR", (f.rel_path, fields, problem)))
     return AuditResult(
         "provenance",
         "every Signal carries its full provenance",
@@ -425,7 +548,7 @@ def audit_retention(
             pending += 1
     oversized = 0
     for f in files:
-        length = visible_length(pipeline_section(f.body))
+        length = f.body_length
         if length > SIGNAL_BODY_MAX:
             oversized += 1
             findings.append(
@@ -530,7 +653,7 @@ def run_audits(
     if unknown:
         raise ValueError(f"unknown audits: {sorted(unknown)}")
     store = Store(paths.db)
-    files = read_signal_files(paths.vault)
+    files = read_signal_files(paths.vault, store)
     index = read_index(store) if {"idempotency", "agreement"} & set(wanted) else ()
     out: dict[str, AuditResult] = {}
     for name in wanted:

@@ -64,34 +64,65 @@ class _Pending:
 
 
 class DedupeBatch:
-    """The `new` candidates of one collection so far, across Sources, in decision order."""
+    """The `new` candidates of one collection so far, across Sources, in decision order.
+
+    Indexed like the Signal index (URL, content hash, title key and day, simhash bands), so
+    each look-up costs the same however many items the collection already holds; each answers
+    the first pending item, in decision order, that a scan of the whole list would find.
+    """
 
     def __init__(self) -> None:
         self._pending: list[_Pending] = []
+        self._by_url: dict[tuple[str, str], int] = {}
+        self._by_content: dict[tuple[str, str], int] = {}
+        self._by_title: dict[tuple[str, date], int] = {}
+        self._by_band: dict[int, list[int]] = {}
 
     def add(self, source_id: str, cand: ItemCandidate, flag: str | None) -> str:
         entry = _Pending(source_id, cand, flag)
+        position = len(self._pending)
         self._pending.append(entry)
+        # setdefault: the first item with a key is the one a scan in order finds.
+        self._by_url.setdefault((source_id, cand.canonical_url), position)
+        self._by_content.setdefault((source_id, cand.content_hash), position)
+        day = _day(cand)
+        if day is not None:
+            self._by_title.setdefault((cand.title_key, day), position)
+        for key in simhash_band_keys(cand.simhash):
+            self._by_band.setdefault(key, []).append(position)
         return entry.ref
 
     def twin(self, source_id: str, cand: ItemCandidate) -> str | None:
-        for p in self._pending:
-            if p.source_id == source_id and (
-                p.candidate.canonical_url == cand.canonical_url
-                or (_has_content(cand) and p.candidate.content_hash == cand.content_hash)
-            ):
-                return p.ref
-        return None
+        """The first pending item of this Source with the same canonical URL, or (for a
+        candidate with real content) the same content hash."""
+        found = [self._by_url.get((source_id, cand.canonical_url))]
+        if _has_content(cand):
+            found.append(self._by_content.get((source_id, cand.content_hash)))
+        first = min((i for i in found if i is not None), default=None)
+        return self._pending[first].ref if first is not None else None
 
     def near(self, cand: ItemCandidate) -> str | None:
+        """The first pending item (any Source) with the same title key and day, or a simhash
+        within SIMHASH_DISTANCE bits (such two share at least one band); its own flag if it
+        has one."""
+        found: list[int] = []
         day = _day(cand)
-        for p in self._pending:
-            other = p.candidate
-            if (day is not None and other.title_key == cand.title_key and _day(other) == day) or (
-                cand.simhash and hamming64(other.simhash, cand.simhash) <= SIMHASH_DISTANCE
-            ):
-                return p.flag or p.ref
-        return None
+        if day is not None:
+            title = self._by_title.get((cand.title_key, day))
+            if title is not None:
+                found.append(title)
+        if cand.simhash:
+            for key in simhash_band_keys(cand.simhash):
+                for i in self._by_band.get(key, ()):
+                    if hamming64(self._pending[i].candidate.simhash, cand.simhash) <= (
+                        SIMHASH_DISTANCE
+                    ):
+                        found.append(i)
+                        break  # positions are ascending: the first in this band is enough
+        if not found:
+            return None
+        p = self._pending[min(found)]
+        return p.flag or p.ref
 
 
 def decide(

@@ -16,12 +16,13 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import json
+import logging
 import mimetypes
 import os
 import re
 import time
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -62,6 +63,8 @@ ACCEPT = (
 )
 ERROR_BODY_PEEK = 64 * 1024  # enough of an error page to spot a challenge and quote it
 MESSAGE_MAX = 300
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -509,14 +512,32 @@ def render_error(error: FetchError, secrets: Sequence[str]) -> str:
 
 
 def fetch_many(
-    fetcher: Fetcher, requests: Sequence[FetchRequest], now: datetime, max_workers: int = 8
+    fetcher: Fetcher,
+    requests: Sequence[FetchRequest],
+    now: datetime,
+    max_workers: int = 8,
+    on_result: Callable[[FetchResult], None] | None = None,
 ) -> list[FetchResult]:
-    """Fetch concurrently; results in input order; one failure never affects the others."""
+    """Fetch concurrently; results in input order; one failure never affects the others.
+
+    `on_result` sees each result as soon as it is in (in a fetch thread), e.g. to start
+    parsing it while the others are still being fetched.
+    """
     if not requests:
         return []
     workers = max(1, min(max_workers, len(requests)))
+
+    def one(request: FetchRequest) -> FetchResult:
+        result = _fetch_guarded(fetcher, request, now)
+        if on_result is not None:
+            try:
+                on_result(result)
+            except Exception:  # a hook never costs the fetch its result
+                log.exception("fetch result hook failed for %s", request.source_id)
+        return result
+
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="radar-fetch") as pool:
-        futures = [pool.submit(_fetch_guarded, fetcher, request, now) for request in requests]
+        futures = [pool.submit(one, request) for request in requests]
         return [future.result() for future in futures]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import duckdb
 
 from radar_pipeline.core import identity
+from radar_pipeline.core.audit import FactsKey, SignalFile, facts_of_written, record_facts
 from radar_pipeline.core.dedupe import simhash_band_keys
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.identity import normalize_title
@@ -20,7 +21,7 @@ from radar_pipeline.core.signals import (
     SIGNALS_DIR,
     identity_of,
     list_signal_ids,
-    read_signal_frontmatter,
+    parse_signal_frontmatter,
 )
 from radar_pipeline.core.store import Store, insert_rows
 
@@ -159,14 +160,26 @@ def reconcile(con: duckdb.DuckDBPyConnection, vault: Path) -> IndexRepair:
     indexed = {str(r[0]) for r in con.execute("SELECT signal_id FROM signals").fetchall()}
     missing = sorted(on_disk - indexed)
     rows, unreadable = [], []
+    facts: list[tuple[str, FactsKey, SignalFile]] = []
     for signal_id in missing:
+        path = vault / SIGNALS_DIR / f"{signal_id}.md"
         try:
-            fm = read_signal_frontmatter(vault / SIGNALS_DIR / f"{signal_id}.md")
+            try:
+                info = path.stat()
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise VaultError(f"cannot read Signal {path.name}: {exc}") from exc
+            fm = parse_signal_frontmatter(text, path)
             rows.append(index_row_from_frontmatter(signal_id, fm))
         except (VaultError, KeyError, ValueError) as exc:
             log.warning("index: skipping unreadable Signal %s: %s", signal_id, exc)
             unreadable.append(signal_id)
+            continue
+        # The evidence audits' facts of this file, from this one read (core/audit.py).
+        key = (info.st_ino, info.st_size, info.st_mtime_ns)
+        facts.append((path.name, key, facts_of_written(path.name, fm, text)))
     insert_signals(con, rows)
+    record_facts(con, facts)
     return IndexRepair(len(rows), tuple(unreadable), rekey(con))
 
 

@@ -62,10 +62,14 @@ class SignalDocument:
     frontmatter: dict[str, Any]
     summary: str
 
-    def render(self) -> str:
-        fields = {
+    def fields(self) -> dict[str, Any]:
+        """The frontmatter as written: string values made inert (`render` reads them back)."""
+        return {
             k: inert_property(v) if isinstance(v, str) else v for k, v in self.frontmatter.items()
         }
+
+    def render(self) -> str:
+        fields = self.fields()
         header = _dump_yaml(fields, allow_unicode=True)
         if yaml.load(header, Loader=_StringTimestampLoader) != fields:
             # PyYAML writes U+0085 (NEL) raw inside single quotes, where every reader folds it
@@ -82,9 +86,19 @@ class SignalDocument:
 
 
 def _dump_yaml(data: dict[str, Any], *, allow_unicode: bool) -> str:
-    return yaml.safe_dump(
-        data, sort_keys=False, allow_unicode=allow_unicode, default_flow_style=False, width=10_000
+    # libyaml's emitter when PyYAML has it: 8x cheaper than the pure-Python one (1.3 ms of a
+    # Signal's 1.6 ms render), the same safe representer; `render` reads every header back.
+    return yaml.dump(
+        data,
+        Dumper=_SafeDumper,
+        sort_keys=False,
+        allow_unicode=allow_unicode,
+        default_flow_style=False,
+        width=10_000,
     )
+
+
+_SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def signal_path(vault: Path, signal_id: str) -> Path:
@@ -93,14 +107,21 @@ def signal_path(vault: Path, signal_id: str) -> Path:
     return vault / SIGNALS_DIR / f"{signal_id}.md"
 
 
-def create_signal_file(vault: Path, document: SignalDocument) -> CreateOutcome:
-    """Write the Signal atomically; `reused` if its file already exists (never overwritten)."""
+def create_signal_file(
+    vault: Path, document: SignalDocument, text: str | None = None, *, sync_dir: bool = True
+) -> CreateOutcome:
+    """Write the Signal atomically; `reused` if its file already exists (never overwritten).
+
+    `text`: the document already rendered (`document.render()`), when the caller needs it too.
+    `sync_dir=False`: the caller fsyncs the Signals folder itself (`sync_signals_dir`) after a
+    batch and before recording any of it: one folder fsync per batch instead of per file.
+    """
     target = signal_path(vault, document.signal_id)
     folder = target.parent
     folder.mkdir(parents=True, exist_ok=True)
     if target.exists():
         return "reused"
-    data = document.render().encode("utf-8")
+    data = (document.render() if text is None else text).encode("utf-8")
     fd, tmp_name = tempfile.mkstemp(prefix=temp_prefix(TEMP_PREFIX), suffix=".md", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -111,7 +132,8 @@ def create_signal_file(vault: Path, document: SignalDocument) -> CreateOutcome:
             os.link(tmp_name, target)
         except FileExistsError:
             return "reused"
-        _fsync_dir(folder)
+        if sync_dir:
+            _fsync_dir(folder)
         return "created"
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -192,6 +214,11 @@ def read_signal_frontmatter(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise VaultError(f"cannot read Signal {path.name}: {exc}") from exc
+    return parse_signal_frontmatter(text, path)
+
+
+def parse_signal_frontmatter(text: str, path: Path) -> dict[str, Any]:
+    """`read_signal_frontmatter` of a file's text already read."""
     if not text.startswith("---\n"):
         raise VaultError(f"Signal {path.name} has no frontmatter")
     end = text.find("\n---\n", 4)
@@ -220,6 +247,11 @@ _StringTimestampLoader.yaml_implicit_resolvers = {
     key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+
+def sync_signals_dir(vault: Path) -> None:
+    """Make new entries of the Signals folder durable (see `create_signal_file`)."""
+    _fsync_dir(vault / SIGNALS_DIR)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -25,7 +25,7 @@ import duckdb
 
 from radar_pipeline.core.errors import StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
@@ -190,6 +190,24 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             FROM signals, range(4) AS t(b);
         CREATE INDEX simhash_bands_key ON simhash_bands (band_key);
         CREATE INDEX simhash_bands_signal ON simhash_bands (signal_id);
+        """,
+    ),
+    (
+        4,
+        # What the evidence audits learned from each Signal file, keyed by its name and stat
+        # (core/audit.py): the checks after a collection parse only new or changed files. A
+        # cache: losing it (a rebuilt database) only means every file is read once more.
+        """
+        CREATE TABLE audit_signal_files (
+            name VARCHAR PRIMARY KEY,
+            ino UBIGINT NOT NULL,
+            size UBIGINT NOT NULL,
+            mtime_ns BIGINT NOT NULL,
+            declared_id VARCHAR,
+            error VARCHAR,
+            provenance VARCHAR,
+            body_length BIGINT NOT NULL
+        );
         """,
     ),
 )

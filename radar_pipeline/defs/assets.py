@@ -146,6 +146,15 @@ def signal_materialize(
             **{k: report[k] for k in ("overdue", "due", "passed", "failed", "skipped", "created")},
         },
     )
+    # The evidence checks of `signals`, in this same run (defs/checks.py says why here).
+    from radar_pipeline.defs.checks import signal_check_evaluations
+
+    try:
+        evaluations = signal_check_evaluations(radar.paths(), deduped.plan.spec.as_of)
+    except Exception as exc:  # the collection is committed; the checks sensor runs them later
+        context.log.warning(f"evidence checks not evaluated in this run: {exc!r}")
+        return
+    yield from evaluations
 
 
 @dg.graph_asset(

@@ -6,11 +6,16 @@ partitioned check records PLANNED and accepts one result per check (dagster-note
 check reads the whole vault and DuckDB and is stored with `partition=None`: one verdict over all
 Sources, the same whether it runs after a collection or alone from the UI.
 
-Why they run in their own run right after a collection: `signal_materialize` reports each
-Source with its own materialization event and never emits the asset's output (that would mark
-every partition of the range), so Dagster would skip checks planned inside the collection run.
-`run_signal_checks` runs them in-process after a CLI collection; the run status sensor
-`signal_checks_after_collection` does the same for runs the daemon, a backfill or the UI launched.
+Why the collection run itself records them (one Dagster run per collection): `signal_materialize`
+reports each Source with its own materialization event and never emits the asset's output (that
+would mark every partition of the range), so Dagster would skip checks planned inside the
+collection run. Instead the op, after its commit, runs the four `signals` audits and logs their
+results as asset check evaluations of these same checks (`signal_check_evaluations`), whether
+the CLI, a schedule, a backfill or the UI launched the run. The audits read only Signal files
+that are new or changed since they were last read (core/audit.py), so this stays cheap as the
+vault grows. The run status sensor `signal_checks_after_collection` runs the `signal_checks` job
+for a run that materialized Signals but recorded no evaluations (an older run, or one whose
+audits could not run); the job also runs the checks alone, as from the UI.
 
 ERROR marks a broken promise (a duplicate file, missing provenance, text that outlived a close,
 an index row with no file); WARN a soft one (an overdue Source, a file not indexed yet).
@@ -21,8 +26,9 @@ from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core.audit import AuditResult, run_audit
-from radar_pipeline.core.schedule import format_utc, parse_utc
+from radar_pipeline.core.audit import AuditResult, run_audit, run_audits
+from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.schedule import parse_utc
 from radar_pipeline.defs.assets import signals, source_registry
 from radar_pipeline.defs.cleanup import weekly_cleanup
 from radar_pipeline.defs.resources import RadarResource
@@ -30,15 +36,41 @@ from radar_pipeline.defs.resources import RadarResource
 
 def check_result(audit: AuditResult) -> dg.AssetCheckResult:
     """An audit as a check result: verdict, severity, figures and the Markdown table."""
-    severity = (
-        dg.AssetCheckSeverity.ERROR if audit.severity == "ERROR" else dg.AssetCheckSeverity.WARN
+    return dg.AssetCheckResult(
+        passed=audit.passed, severity=_severity(audit), metadata=_metadata(audit)
     )
-    metadata: dict[str, Any] = {
+
+
+def check_evaluation(audit: AuditResult, asset_key: dg.AssetKey) -> dg.AssetCheckEvaluation:
+    """The same result as an evaluation event an op logs (the check named like the audit)."""
+    return dg.AssetCheckEvaluation(
+        asset_key=asset_key,
+        check_name=audit.name,
+        passed=audit.passed,
+        severity=_severity(audit),
+        metadata=_metadata(audit),
+    )
+
+
+def signal_check_evaluations(paths: RadarPaths, as_of: datetime) -> list[dg.AssetCheckEvaluation]:
+    """The `signals` checks over the vault and DuckDB as a collection left them; `overdue` at
+    the collection's clock `as_of`."""
+    audits = run_audits(paths, as_of, SIGNAL_CHECK_NAMES)
+    return [check_evaluation(audits[name], SIGNALS_KEY) for name in SIGNAL_CHECK_NAMES]
+
+
+def _severity(audit: AuditResult) -> dg.AssetCheckSeverity:
+    if audit.severity == "ERROR":
+        return dg.AssetCheckSeverity.ERROR
+    return dg.AssetCheckSeverity.WARN
+
+
+def _metadata(audit: AuditResult) -> dict[str, Any]:
+    return {
         "report": dg.MetadataValue.md(audit.markdown()),
         "findings": len(audit.findings),
         **dict(audit.figures),
     }
-    return dg.AssetCheckResult(passed=audit.passed, severity=severity, metadata=metadata)
 
 
 class CheckClock(dg.Config):
@@ -115,7 +147,8 @@ EVIDENCE_CHECKS = [
 
 SIGNAL_CHECKS_JOB_NAME = "signal_checks"
 SIGNAL_CHECKS = [idempotency_check, provenance_check, overdue_check, agreement_check]
-INLINE_CHECKS_TAG = "radar/checks"  # "inline": the launcher already ran the checks
+SIGNAL_CHECK_NAMES = ("idempotency", "provenance", "overdue", "agreement")
+INLINE_CHECKS_TAG = "radar/checks"  # "inline": runs of earlier versions ran them afterwards
 
 signal_checks_job = dg.define_asset_job(
     SIGNAL_CHECKS_JOB_NAME,
@@ -127,25 +160,6 @@ signal_checks_job = dg.define_asset_job(
 
 def checks_run_config(as_of: str) -> dict[str, Any]:
     return {"ops": {"signals_overdue": {"config": {"as_of": as_of}}}}
-
-
-def run_signal_checks(
-    instance: dg.DagsterInstance, as_of: datetime, after_run_id: str
-) -> dict[str, bool]:
-    """Run the `signals` checks in this process right after a collection; {check: passed}."""
-    from radar_pipeline.definitions import defs
-
-    job = defs.resolve_job_def(SIGNAL_CHECKS_JOB_NAME)
-    result = job.execute_in_process(
-        run_config={
-            **checks_run_config(format_utc(as_of)),
-            "loggers": {"console": {"config": {"log_level": "WARNING"}}},
-        },
-        instance=instance,
-        tags={"radar/after_run": after_run_id},
-        raise_on_error=False,
-    )
-    return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
 
 
 def collection_as_of(run_config: Any) -> str:
@@ -166,12 +180,14 @@ def signal_checks_after_collection(
     context: dg.RunStatusSensorContext,
 ) -> dg.RunRequest | dg.SkipReason:
     """After any successful run that materialized `signals` (schedule, sensor, backfill, UI),
-    run the evidence checks once for it, at that run's clock."""
+    that recorded no check evaluations, run the evidence checks once for it, at its clock."""
     run = context.dagster_run
     if not _materialized_signals(context.instance, run.run_id):
         return dg.SkipReason(f"run {run.run_id} materialized no Signals")
-    if run.tags.get(INLINE_CHECKS_TAG) == "inline":
-        return dg.SkipReason(f"run {run.run_id} ran its checks itself")
+    if run.tags.get(INLINE_CHECKS_TAG) == "inline" or _evaluated_checks(
+        context.instance, run.run_id
+    ):
+        return dg.SkipReason(f"run {run.run_id} recorded its checks itself")
     return dg.RunRequest(
         run_key=f"checks-after:{run.run_id}",
         run_config=checks_run_config(collection_as_of(run.run_config)),
@@ -183,6 +199,14 @@ def _materialized_signals(instance: dg.DagsterInstance, run_id: str) -> bool:
     # The run's asset selection is not always recorded (ephemeral jobs); its events are.
     for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
         if record.dagster_event is not None and record.dagster_event.asset_key == SIGNALS_KEY:
+            return True
+    return False
+
+
+def _evaluated_checks(instance: dg.DagsterInstance, run_id: str) -> bool:
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+        data = record.dagster_event.event_specific_data if record.dagster_event else None
+        if isinstance(data, dg.AssetCheckEvaluation) and data.asset_key == SIGNALS_KEY:
             return True
     return False
 

@@ -1,0 +1,295 @@
+"""The fast paths give the same answers as the plain ones: parsing on the process pool, and the
+evidence audits' persisted per-file facts (written by the collection, refreshed on change)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from radar_pipeline.core import audit, index, parallel
+from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.dedupe import PENDING_PREFIX, SIMHASH_DISTANCE, DedupeBatch
+from radar_pipeline.core.identity import hamming64
+from radar_pipeline.core.models import ItemCandidate
+from radar_pipeline.core.signals import SignalDocument
+from radar_pipeline.core.store import Store
+from radar_pipeline_tests.conftest import CORPUS_REAL
+from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source
+
+RADAR = str(Path(sys.executable).parent / "radar")
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+BOMB = (
+    b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaaaaaaaa">'
+    b'<!ENTITY b "&a;&a;&a;&a;">]><rss version="2.0"><channel><item><title>&b;</title>'
+    b"<link>https://example.com/x</link></item></channel></rss>"
+)
+
+
+@pytest.fixture
+def pool() -> Iterator[None]:
+    assert parallel.start_parse_pool(2), "this test needs fork and a thread-free process"
+    try:
+        yield
+    finally:
+        parallel.stop_parse_pool()
+
+
+def _jobs() -> list[parallel.ParseArgs]:
+    bodies = [p.read_bytes() for p in sorted(CORPUS_REAL.glob("*.xml"))]
+    bodies += [BOMB, b"not a feed at all", b""]
+    return [
+        (f"s{i}", body, "https://example.com/feed.xml", "application/xml", NOW, None)
+        for i, body in enumerate(bodies)
+    ]
+
+
+def test_pool_parses_exactly_like_the_plain_path(pool: None) -> None:
+    jobs = _jobs()
+    assert len(jobs) >= parallel.MIN_PARALLEL_BODIES
+    on_pool = parallel.parse_many(jobs)
+    parallel.stop_parse_pool()
+    plain = parallel.parse_many(jobs)
+    assert on_pool == plain
+    kinds = [o[0] for o in on_pool]
+    assert kinds.count("ok") == len(jobs) - 3
+    assert on_pool[-3][:2] == ("error", "invalid-xml")  # the entity bomb is refused
+    assert on_pool[-2][:2] == ("error", "not-a-feed")
+
+
+def test_parses_started_early_are_picked_up_by_the_parse_stage(pool: None) -> None:
+    jobs = _jobs()
+    keys = [f"k{i}" for i in range(len(jobs))]
+    for job, key in zip(jobs[:3], keys[:3], strict=True):
+        parallel.parse_early(job, key)
+    assert len(parallel._early) == 3
+    # A job whose arguments differ from the early one's is parsed again, not taken.
+    changed = (*jobs[2][:4], datetime(2027, 1, 1, tzinfo=UTC), None)
+    picked = parallel.parse_many([jobs[0], jobs[1], changed], keys[:3])
+    assert parallel._early == {}
+    parallel.stop_parse_pool()
+    assert picked == [parallel.parse_job(job) for job in (jobs[0], jobs[1], changed)]
+
+
+def test_no_pool_in_a_threaded_process() -> None:
+    import threading
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert parallel.start_parse_pool(2) is False
+        assert parallel.parse_pool() is None
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _radar(env: dict[str, Path], *args: str) -> subprocess.CompletedProcess[str]:
+    environ = {
+        **os.environ,
+        "RADAR_VAULT": str(env["vault"]),
+        "RADAR_DB": str(env["db"]),
+        "DAGSTER_HOME": str(env["home"]),
+    }
+    return subprocess.run([RADAR, *args], capture_output=True, text=True, env=environ, timeout=180)
+
+
+def test_cli_collection_parses_on_the_pool_and_keeps_failures_per_source(
+    radar_env: dict[str, Path],
+) -> None:
+    vault = radar_env["vault"]
+    for i in range(5):  # enough bodies for the pool
+        items = [
+            {"title": f"Item {i}-{j}", "guid": f"g{i}-{j}", "link": f"https://e.com/{i}/{j}"}
+            for j in range(3)
+        ]
+        write_fixture_source(vault, f"ok-{i}", rss(items))
+    write_fixture_source(vault, "bomb", BOMB)
+    done = _radar(radar_env, "collect", "--all", "--json")
+    assert done.returncode == 2, done.stderr  # the bomb's Source failed, alone
+    report = json.loads(done.stdout)
+    assert (report["created"], report["passed"], report["failed"]) == (15, 5, 1)
+    [bomb] = [s for s in report["sources"] if s["id"] == "bomb"]
+    assert (bomb["errorStage"], bomb["errorClass"]) == ("parse", "invalid-xml")
+    assert bomb["error"].startswith("parse: invalid-xml: the feed declares XML entities")
+    assert all(report["checks"].values()), report["checks"]
+    assert "Traceback" not in done.stderr
+
+
+def test_facts_written_by_the_collection_equal_a_fresh_read_and_follow_edits(
+    radar_env: dict[str, Path],
+) -> None:
+    vault = radar_env["vault"]
+    items = [
+        {
+            "title": f"T{j}",
+            "guid": f"g{j}",
+            "link": f"https://e.com/{j}",
+            "description": f"Body {j} " * (j + 1),
+        }
+        for j in range(4)
+    ]
+    write_fixture_source(vault, "fx", rss(items))
+    assert _radar(radar_env, "collect", "--all", "--json").returncode == 0
+    store = Store(radar_env["db"])
+    known = audit._load_facts(store)
+    files = signal_files(vault)
+    assert len(files) == 4
+    assert sorted(known) == sorted(p.name for p in files)
+    for path in files:  # what the collection recorded is what reading the file finds
+        assert known[path.name][1] == audit._read_one(path, path.name)
+
+    audit._PARSED.clear()  # as a new process: only the stored facts
+    paths = RadarPaths(vault=vault, db=radar_env["db"])
+    assert audit.run_audit("provenance", paths, NOW).passed
+    # A person breaks one file's provenance: its stat changes, so it is read again.
+    edited = files[0]
+    text = edited.read_text(encoding="utf-8")
+    edited.write_text(text.replace("requestedUrl:", "requestedURL:"), encoding="utf-8")
+    audit._PARSED.clear()
+    result = audit.run_audit("provenance", paths, NOW)
+    assert not result.passed
+    assert [f.cells[:2] for f in result.findings] == [
+        (f"Radar/Signals/{edited.name}", "requestedUrl")
+    ]
+    # A deleted file's facts go too.
+    files[1].unlink()
+    audit._PARSED.clear()
+    audit.run_audit("provenance", paths, NOW)
+    assert files[1].name not in audit._load_facts(store)
+    # `radar index rebuild` reads every file anyway: it records their facts from that read.
+    with store.transaction() as con:
+        con.execute("DELETE FROM audit_signal_files")
+    assert index.rebuild(store, vault).indexed == 3
+    rebuilt = audit._load_facts(store)
+    assert sorted(rebuilt) == sorted(p.name for p in signal_files(vault))
+    for path in signal_files(vault):
+        assert rebuilt[path.name][1] == audit._read_one(path, path.name)
+    assert rebuilt[edited.name][1].provenance  # the broken one stays broken
+
+
+def _scan_twin(
+    pending: list[tuple[str, ItemCandidate, str | None]], source_id: str, cand: ItemCandidate
+) -> str | None:
+    """The original definition: the first pending item, in order, that matches."""
+    for sid, other, _ in pending:
+        if sid == source_id and (
+            other.canonical_url == cand.canonical_url
+            or (bool(cand.summary or cand.content) and other.content_hash == cand.content_hash)
+        ):
+            return f"{PENDING_PREFIX}{other.identity}"
+    return None
+
+
+def _scan_near(
+    pending: list[tuple[str, ItemCandidate, str | None]], cand: ItemCandidate
+) -> str | None:
+    day = cand.observed_at.date() if cand.observed_at else None
+    for _, other, flag in pending:
+        other_day = other.observed_at.date() if other.observed_at else None
+        if (day is not None and other.title_key == cand.title_key and other_day == day) or (
+            cand.simhash and hamming64(other.simhash, cand.simhash) <= SIMHASH_DISTANCE
+        ):
+            return flag or f"{PENDING_PREFIX}{other.identity}"
+    return None
+
+
+def test_indexed_batch_answers_what_a_scan_in_order_answers() -> None:
+    rng = random.Random(11)
+    batch = DedupeBatch()
+    pending: list[tuple[str, ItemCandidate, str | None]] = []
+    base = rng.getrandbits(64)
+    for i in range(3000):
+        source = f"s{rng.randrange(4)}"
+        # Few distinct URLs, hashes, titles and days, and simhashes a few bits apart, so
+        # every kind of match (and ties between kinds) happens often.
+        simhash = (
+            0
+            if rng.random() < 0.05
+            else base ^ sum(1 << rng.randrange(64) for _ in range(rng.randrange(6)))
+        )
+        cand = ItemCandidate(
+            source_item_id=f"i{i}",
+            title="t",
+            link="https://e.com/",
+            canonical_url=f"https://e.com/{rng.randrange(400)}",
+            identity=f"{i:016x}",
+            observed_at=None if rng.random() < 0.2 else NOW - timedelta(days=rng.randrange(30)),
+            observed_field=None,
+            future_dated=False,
+            summary="" if rng.random() < 0.3 else "s",
+            content=None,
+            content_hash=f"h{rng.randrange(300)}",
+            title_key=f"k{rng.randrange(200)}",
+            simhash=simhash if rng.random() < 0.5 else rng.getrandbits(64),
+            position=i,
+        )
+        assert batch.twin(source, cand) == _scan_twin(pending, source, cand), i
+        assert batch.near(cand) == _scan_near(pending, cand), i
+        if rng.random() < 0.6:
+            flag = None if rng.random() < 0.7 else f"sig-{i}"
+            batch.add(source, cand, flag)
+            pending.append((source, cand, flag))
+
+
+def _documents(count: int) -> list[SignalDocument]:
+    docs = []
+    for i in range(count):
+        signal_id = f"20261130T120000Z-{i:016x}"
+        fm = {
+            "entityType": "signal",
+            "schemaVersion": 1,
+            "id": signal_id,
+            "title": f"Title {i} [[link]] <script>",
+            "sourceId": f"src-{i % 3}",
+            "sourceItemId": f"item-{i}",
+            "sourceRecord": f"Radar/Sources/src-{i % 3}.md",
+            "requestedUrl": "https://e.com/feed.xml",
+            "itemUrl": f"https://e.com/{i}",
+            "canonicalUrl": f"https://e.com/{i}",
+            "collectionMethod": "rss",
+            "fetchedAt": "2026-11-30T12:00:00Z",
+            "httpStatus": 200 if i % 7 else None,  # some miss a provenance field
+            "validationState": "valid",
+            "publishedAt": None,
+        }
+        docs.append(SignalDocument(signal_id, fm, f"Summary {i} " * (i % 50)))
+    return docs
+
+
+def test_writes_on_the_pool_create_each_file_once_with_its_facts(
+    pool: None, tmp_path: Path
+) -> None:
+    docs = _documents(60)
+    batches = [
+        [
+            (d.signal_id[-16:], d, ("title", "full text") if i % 2 else None)
+            for i, d in enumerate(docs[j : j + 20])
+        ]
+        for j in range(0, 60, 20)
+    ]
+    assert sum(map(len, batches)) >= parallel.MIN_PARALLEL_WRITES
+    results = parallel.write_many(tmp_path, batches)
+    flat = [r for batch in results for r in batch]
+    assert [r[1] for r in flat] == [d.signal_id for d in docs]
+    assert {r[2] for r in flat} == {"created"}
+    assert sum(1 for r in flat if r[4] > 0) == 30  # full text kept for half of them
+    folder = tmp_path / "Radar" / "Signals"
+    for *_, facts, _ in flat:
+        assert facts is not None
+        name, key, found = facts
+        info = (folder / name).stat()
+        assert key == (info.st_ino, info.st_size, info.st_mtime_ns)
+        assert found == audit._read_one(folder / name, name)
+    assert any(f[3] is not None and f[3][2].provenance for f in flat)
+    again = parallel.write_many(tmp_path, batches)
+    assert {r[2] for batch in again for r in batch} == {"reused"}
+    assert all(r[3] is None for batch in again for r in batch)
