@@ -3,9 +3,11 @@ evidence audits' persisted per-file facts (written by the collection, refreshed 
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -293,3 +295,60 @@ def test_writes_on_the_pool_create_each_file_once_with_its_facts(
     again = parallel.write_many(tmp_path, batches)
     assert {r[2] for batch in again for r in batch} == {"reused"}
     assert all(r[3] is None for batch in again for r in batch)
+
+
+def _pdeathsig() -> int:
+    """In a worker: the signal Linux sends it when its parent dies (prctl PR_GET_PDEATHSIG)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    value = ctypes.c_int(0)
+    libc.prctl(2, ctypes.byref(value), 0, 0, 0)
+    return value.value
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux only")
+def test_workers_die_with_the_command(pool: None) -> None:
+    executor = parallel.parse_pool()
+    assert executor is not None
+    assert executor.submit(_pdeathsig).result(timeout=30) == signal.SIGKILL
+
+
+def test_a_worker_killed_mid_collection_loses_no_signal(pool: None, tmp_path: Path) -> None:
+    executor = parallel.parse_pool()
+    assert executor is not None
+    worker = next(iter(executor._processes.values()))
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.join(timeout=30)
+    docs = _documents(60)
+    batches = [[(d.signal_id[-16:], d, None) for d in docs[j : j + 20]] for j in range(0, 60, 20)]
+    results = parallel.write_many(tmp_path, batches)
+    # The broken pool was stopped (no worker left writing) and the batches written here.
+    assert parallel.parse_pool() is None
+    assert not any(p.is_alive() for p in (executor._processes or {}).values())
+    flat = [r for batch in results for r in batch]
+    assert [r[1] for r in flat] == [d.signal_id for d in docs]
+    assert {r[2] for r in flat} <= {"created", "reused"}
+    names = sorted(p.name for p in (tmp_path / "Radar" / "Signals").iterdir())
+    assert names == sorted(f"{d.signal_id}.md" for d in docs)
+    # Parsing goes on in this process too.
+    jobs = _jobs()
+    assert parallel.parse_many(jobs) == [parallel.parse_job(j) for j in jobs]
+
+
+def test_event_log_patch_is_removed_by_its_last_user() -> None:
+    """Overlapping CLI collections in one process (A starts, B starts, A ends, B ends) leave
+    Dagster's own SQLite event log code in place, with no engine left open."""
+    from dagster._core.storage.event_log.sqlite import sqlite_event_log as sel
+
+    from radar_pipeline.defs import launch
+
+    original = sel.SqliteEventLogStorage.__dict__["_connect"]
+    a, b = launch.sqlite_event_sessions(), launch.sqlite_event_sessions()
+    a.__enter__()
+    patched = sel.SqliteEventLogStorage.__dict__["_connect"]
+    assert patched is not original
+    b.__enter__()
+    a.__exit__(None, None, None)
+    assert sel.SqliteEventLogStorage.__dict__["_connect"] is patched
+    b.__exit__(None, None, None)
+    assert sel.SqliteEventLogStorage.__dict__["_connect"] is original
+    assert launch._ENGINE_REUSE._engines == {}

@@ -17,8 +17,11 @@ written and fsynced by a worker before the parent's DuckDB transaction records i
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -84,7 +87,28 @@ def parse_pool() -> ProcessPoolExecutor | None:
     return _pool
 
 
+# prctl(2) option: the signal the kernel sends this process when its parent thread dies.
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker the instant the command dies, so no worker keeps
+    writing Signals once its parent (and the parent's Source locks) are gone. Safe here: the
+    main thread forked us. Elsewhere the polling watcher below is the only guard."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+
+
 def _worker_init(parent_pid: int) -> None:
+    _die_with_parent()
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(0)
+
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(0.5)
@@ -128,7 +152,9 @@ def parse_early(job: ParseArgs, key: str) -> None:
     pool = _pool
     if pool is None:
         return
-    future = pool.submit(parse_job, job)
+    future = _submit(pool, parse_job, job)
+    if future is None:
+        return
     with _early_lock:
         _early[(job[0], key)] = (job, future)
 
@@ -163,8 +189,12 @@ def parse_many(jobs: Sequence[ParseArgs], keys: Sequence[str] | None = None) -> 
     order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][1]))
     for i in order:
         if i not in futures:
-            futures[i] = pool.submit(parse_job, jobs[i])
-    return [_result(futures[i], jobs[i]) for i in range(len(jobs))]
+            future = _submit(pool, parse_job, jobs[i])
+            if future is not None:
+                futures[i] = future
+    return [
+        _result(futures[i], job) if i in futures else parse_job(job) for i, job in enumerate(jobs)
+    ]
 
 
 def _result(future: Future[ParseOutcome], job: ParseArgs) -> ParseOutcome:
@@ -191,7 +221,10 @@ def write_signals(vault: Path, items: Sequence[WriteItem], threads: int = 1) -> 
             results = list(pool.map(lambda item: _write_one(vault, item), items))
     else:
         results = [_write_one(vault, item) for item in items]
-    if any(r[2] == "created" for r in results):
+    # Also when every file was already there: a writer that died (a pool worker, a killed
+    # command) may have linked them without its folder fsync, and the caller is about to
+    # record them in DuckDB.
+    if results:
         sync_signals_dir(vault)
     return results
 
@@ -227,13 +260,42 @@ def write_many(vault: Path, batches: Sequence[Sequence[WriteItem]]) -> list[list
         with ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="radar-write") as tp:
             return list(tp.map(lambda b: write_signals(vault, b), batches))
     futures = [
-        pool.submit(write_signals, vault, batch, WRITE_THREADS // 2) if batch else None
+        _submit(pool, write_signals, vault, batch, WRITE_THREADS // 2) if batch else None
         for batch in batches
     ]
     out: list[list[WriteResult]] = []
+    broken = False
     for batch, future in zip(batches, futures, strict=True):
-        try:
-            out.append(future.result() if future is not None else [])
-        except Exception:  # the pool broke (a worker died): write this batch here instead
-            out.append(write_signals(vault, batch, WRITE_THREADS))
+        if not batch:
+            out.append([])
+            continue
+        if not broken and future is not None:
+            try:
+                out.append(future.result())
+                continue
+            except Exception:  # the pool broke (a worker died)
+                # Python fails the pending futures before it stops the surviving workers:
+                # join them all before writing here, so no worker is still writing a batch.
+                broken = True
+                _abandon_pool(pool)
+        out.append(write_signals(vault, batch, WRITE_THREADS))
     return out
+
+
+def _submit(pool: ProcessPoolExecutor, fn: Any, *args: Any) -> Future[Any] | None:
+    """`pool.submit`, or None once the pool is broken (a worker died: submit raises)."""
+    try:
+        return pool.submit(fn, *args)
+    except Exception:
+        _abandon_pool(pool)
+        return None
+
+
+def _abandon_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop using a broken pool: every worker is gone when this returns; parsing and writing
+    continue in this process."""
+    global _pool
+    if _pool is pool:
+        _pool = None
+    discard_early()
+    pool.shutdown(wait=True, cancel_futures=True)

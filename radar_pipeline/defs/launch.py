@@ -129,7 +129,7 @@ def sqlite_event_sessions() -> Iterator[None]:
 
     event.listen(Engine, "connect", on_connect)
     try:
-        with _reused_event_log_engines():
+        with _ENGINE_REUSE.active():
             yield
     finally:
         event.remove(Engine, "connect", on_connect)
@@ -139,51 +139,86 @@ def sqlite_event_sessions() -> Iterator[None]:
             keepers.clear()
 
 
-@contextmanager
-def _reused_event_log_engines() -> Iterator[None]:
+class _EngineReuse:
     """Dagster's SQLite event log builds a SQLAlchemy engine and a new connection for every
     event (two for an asset event) and disposes of them after it: half of its cost per event.
-    Meanwhile, each shard (run, index) gets one engine whose single connection is reused; uses
-    stay serialised by the storage's own lock, each in its own committed transaction, exactly as
-    before. Everything is closed on exit. Without the expected Dagster internals, nothing
-    changes."""
-    try:
-        from dagster._core.storage.event_log.sqlite import sqlite_event_log as sel
-        from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS as timeout
-        from sqlalchemy import create_engine
-        from sqlalchemy.pool import StaticPool
+    While at least one CLI collection of this process runs, each event-log file gets one engine
+    whose single connection is reused; each use holds that file's own lock (two storages of one
+    DAGSTER_HOME share it) and runs in its own committed transaction, exactly as before. The
+    class patch is installed by the first user and removed, with every engine, by the last, so
+    nested or concurrent collections cannot leave it behind. Without the expected Dagster
+    internals (a Dagster upgrade), nothing changes."""
 
-        storage_class: Any = sel.SqliteEventLogStorage
-        original = storage_class.__dict__["_connect"]
-    except (ImportError, AttributeError, KeyError):
-        yield
-        return
-    engines: dict[tuple[int, str], Engine] = {}
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._engines: dict[str, tuple[Engine, threading.Lock]] = {}
+        self._storage_class: Any = None
+        self._original: Any = None
 
     @contextmanager
-    def connect(self: Any, shard: str) -> Iterator[Any]:
-        with self._db_lock:
-            engine = engines.get((id(self), shard))
-            if engine is None:
-                engine = create_engine(
-                    self.conn_string_for_shard(shard),
-                    poolclass=StaticPool,
-                    connect_args={"timeout": timeout, "check_same_thread": False},
-                )
-                engines[(id(self), shard)] = engine
-            if shard not in self._initialized_dbs:
-                self._initdb(engine)
-                self._initialized_dbs.add(shard)
-            with engine.connect() as conn, conn.begin():
-                yield conn
+    def active(self) -> Iterator[None]:
+        with self._lock:
+            installed = self._users > 0 or self._install()
+            if installed:
+                self._users += 1
+        try:
+            yield
+        finally:
+            if installed:
+                with self._lock:
+                    self._users -= 1
+                    if self._users == 0:
+                        self._uninstall()
 
-    storage_class._connect = connect
-    try:
-        yield
-    finally:
-        storage_class._connect = original
-        for engine in engines.values():
-            engine.dispose()
+    def _install(self) -> bool:
+        try:
+            from dagster._core.storage.event_log.sqlite import sqlite_event_log as sel
+            from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS as timeout
+            from sqlalchemy import create_engine
+            from sqlalchemy.pool import StaticPool
+
+            storage_class: Any = sel.SqliteEventLogStorage
+            original = storage_class.__dict__["_connect"]
+        except (ImportError, AttributeError, KeyError):
+            return False
+        reuse = self
+
+        @contextmanager
+        def connect(storage: Any, shard: str) -> Iterator[Any]:
+            conn_string = storage.conn_string_for_shard(shard)
+            with reuse._lock:
+                entry = reuse._engines.get(conn_string)
+                if entry is None:
+                    engine = create_engine(
+                        conn_string,
+                        poolclass=StaticPool,
+                        connect_args={"timeout": timeout, "check_same_thread": False},
+                    )
+                    entry = reuse._engines[conn_string] = (engine, threading.Lock())
+            engine, file_lock = entry
+            with storage._db_lock, file_lock:
+                if shard not in storage._initialized_dbs:
+                    storage._initdb(engine)
+                    storage._initialized_dbs.add(shard)
+                with engine.connect() as conn, conn.begin():
+                    yield conn
+
+        self._storage_class, self._original = storage_class, original
+        storage_class._connect = connect
+        return True
+
+    def _uninstall(self) -> None:
+        self._storage_class._connect = self._original
+        engines, self._engines = list(self._engines.values()), {}
+        for engine, _ in engines:
+            try:
+                engine.dispose()
+            except Exception:  # one engine that fails to close must not keep the others open
+                continue
+
+
+_ENGINE_REUSE = _EngineReuse()
 
 
 def _empty_report(as_of: datetime, mode: str) -> dict[str, Any]:
