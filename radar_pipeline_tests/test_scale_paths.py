@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from radar_pipeline.core import dedupe, index
+from radar_pipeline.core import audit, dedupe, index
 from radar_pipeline.core.store import Store, gc_paused
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -106,3 +106,73 @@ def test_gc_paused_restores_the_collector_state() -> None:
     with pytest.raises(RuntimeError), gc_paused():
         raise RuntimeError("boom")
     assert gc.isenabled()
+
+
+def _plain_idempotency(
+    files: list[audit.SignalFile], index_rows: list[audit.IndexRow]
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The audit as first written (a list per identity, every identity sorted): the reference."""
+    by_identity: dict[str, list[audit.SignalFile]] = {}
+    unidentified = []
+    for f in files:
+        if f.identity is None:
+            unidentified.append(f)
+        else:
+            by_identity.setdefault(f.identity, []).append(f)
+    rows_by_identity: dict[str, list[audit.IndexRow]] = {}
+    for row in index_rows:
+        rows_by_identity.setdefault(row.identity, []).append(row)
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for identity in sorted(by_identity.keys() | rows_by_identity.keys()):
+        owners = by_identity.get(identity, [])
+        rows = rows_by_identity.get(identity, [])
+        names = ", ".join(f.rel_path for f in owners) or "–"
+        counts = (identity, str(len(owners)), str(len(rows)), names)
+        if len(owners) > 1:
+            out.append(("ERROR", (*counts, "several files share this identity")))
+        elif not owners:
+            out.append(("ERROR", (*counts, "index row without a Signal file")))
+        elif not rows:
+            out.append(("WARN", (*counts, "no index row (the next collection repairs it)")))
+        elif rows[0].signal_id != (owners[0].declared_id or owners[0].stem):
+            out.append(("ERROR", (*counts, f"index names {rows[0].signal_id}")))
+    for f in unidentified:
+        out.append(("ERROR", ("–", "1", "0", f.rel_path, "no Signal id to identify")))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_idempotency_audit_equals_the_plain_grouping(seed: int) -> None:
+    """Copies, files without rows, rows without files, rows naming another id, several rows,
+    unidentifiable files: the same findings, in the same order, and the same figures."""
+    rng = random.Random(seed)
+    files: list[audit.SignalFile] = []
+    index_rows: list[audit.IndexRow] = []
+    for i in range(400):
+        identity = f"{rng.randrange(300):016x}"
+        sid = f"20261130T120000Z-{identity}"
+        kind = rng.random()
+        stem = sid if kind > 0.05 else f"copy of {sid}-{i}"
+        declared = sid if kind > 0.02 else None
+        if kind < 0.01:
+            stem, declared = f"notes-{i}", None  # no identity at all
+        rel = f"Radar/Signals/{stem}.md"
+        files.append(audit.SignalFile(rel, stem, declared, None, (), 10))
+        if rng.random() < 0.8:
+            named = sid if rng.random() > 0.05 else f"20250101T000000Z-{identity}"
+            index_rows.append(audit.IndexRow(named, identity, rel))
+    for _ in range(30):  # rows whose file is gone
+        identity = f"{1000 + rng.randrange(40):016x}"
+        index_rows.append(audit.IndexRow(f"20261130T120000Z-{identity}", identity, "x.md"))
+    rng.shuffle(files)
+    rng.shuffle(index_rows)
+    result = audit.audit_idempotency(files, index_rows)
+    expected = _plain_idempotency(files, index_rows)
+    assert [(f.severity, f.cells) for f in result.findings] == expected
+    identified = [f for f in files if f.identity is not None]
+    assert dict(result.figures) == {
+        "identities": len({f.identity for f in identified}),
+        "files": len(identified),
+    }
+    problems = {cells[-1].split(" ")[0] for _, cells in expected}
+    assert {"several", "index", "no"} <= problems  # every kind of finding was exercised
