@@ -61,7 +61,7 @@ from radar_pipeline.core.signals import (
     remove_stale_temp_files,
 )
 from radar_pipeline.core.state import FeedState, load_states, save_states
-from radar_pipeline.core.store import Store, insert_rows, to_json_text
+from radar_pipeline.core.store import Store, gc_paused, insert_rows, to_json_text
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,8 @@ class Collector:
     def dedupe(self, results: tuple[CheckResult, ...]) -> tuple[DedupedCheck, ...]:
         """Repair the index from the vault, then classify every candidate."""
         batch = DedupeBatch()  # new items of earlier Sources in this collection count too
-        with self.store.transaction() as con:
+        # The repair scan loads every indexed id: no cycles, many objects (store.gc_paused).
+        with gc_paused(), self.store.transaction() as con:
             repair = index.reconcile(con, self.paths.vault)
             if repair.indexed:
                 log.info("index: %d Signal files had no index row; indexed", repair.indexed)

@@ -8,6 +8,7 @@ versioned: `MIGRATIONS` is append-only and applied in order at first connection.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -357,6 +358,25 @@ class Store:
         with self.transaction() as con:
             row = con.execute("SELECT max(version) FROM schema_migrations").fetchone()
             return int(row[0]) if row and row[0] is not None else 0
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Suspend the cyclic garbage collector while a block builds large acyclic results.
+
+    Loading 100,000 index rows or audit facts allocates hundreds of thousands of tuples and
+    objects; each allocation burst triggers collections, and every full one walks all live
+    objects (Dagster's included): ~0.15 s each, 1.4 s per collection at 100,000 Signals.
+    Nothing in such a block makes reference cycles, so reference counting frees it all; any
+    cyclic garbage is collected as usual once the block ends. Nested uses are fine.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def insert_rows(

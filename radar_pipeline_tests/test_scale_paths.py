@@ -1,0 +1,178 @@
+"""The paths that keep a collection's cost flat as the index grows give the plain answers: the
+semi-join lookups of a whole batch of keys, and the paused garbage collector."""
+
+from __future__ import annotations
+
+import gc
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from radar_pipeline.core import audit, dedupe, index
+from radar_pipeline.core.store import Store, gc_paused
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def _rows(count: int, rng: random.Random) -> list[tuple[Any, ...]]:
+    rows = []
+    for i in range(count):
+        identity = f"{i:016x}"
+        signal_id = f"20261130T120000Z-{identity}"
+        rows.append(
+            (
+                signal_id,
+                identity,
+                1,
+                f"src-{i % 7}",
+                f"item-{i}",
+                f"https://example.com/{i % 90}/{i}",
+                f"title {i % 40}",
+                None,
+                f"hash-{i % 60}",
+                rng.getrandbits(64),
+                NOW + timedelta(seconds=i),
+                None,
+                f"Radar/Signals/{signal_id}.md",
+            )
+        )
+    return rows
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    store = Store(tmp_path / "radar.duckdb")
+    with store.transaction() as con:
+        index.insert_signals(con, _rows(300, random.Random(3)))
+    return store
+
+
+@pytest.mark.parametrize("count", [1, 50, 51, 400])
+def test_batched_lookup_equals_a_filter_of_the_whole_table(store: Store, count: int) -> None:
+    """Up to 50 keys take the IN list, more the semi-join: both are a plain filter."""
+    rng = random.Random(count)
+    with store.transaction() as con:
+        everything = con.execute("SELECT identity, signal_id FROM signals").fetchall()
+        bands = con.execute("SELECT band_key, signal_id FROM simhash_bands").fetchall()
+        # Keys that exist and keys that do not, with repeats.
+        wanted = [f"absent-{i}" if i % 3 == 2 else rng.choice(everything)[0] for i in range(count)]
+        keys = [rng.choice(bands)[0] if i % 2 else 3 * 65536 + i for i in range(count)]
+        got = dedupe._select_in(con, "identity, signal_id", "signals", "identity", wanted)
+        got_bands = dedupe._select_in(con, "band_key, signal_id", "simhash_bands", "band_key", keys)
+    assert sorted(got) == sorted(r for r in everything if r[0] in set(wanted))
+    assert sorted(got_bands) == sorted(r for r in bands if r[0] in set(keys))
+    assert got, "some wanted keys exist: the filter must find them"
+
+
+def test_lookup_identities_answers_a_large_batch(store: Store) -> None:
+    with store.transaction() as con:
+        known = dict(con.execute("SELECT identity, content_hash FROM signals").fetchall())
+        asked = list(known)[:120] + [f"new-{i}" for i in range(80)]
+        found = dedupe.lookup_identities(con, asked)
+    assert set(found) == set(list(known)[:120])
+    assert all(found[i][1] == known[i] for i in found)
+
+
+def test_insert_signals_bands_only_new_rows_in_a_large_batch(store: Store) -> None:
+    more = _rows(420, random.Random(4))  # the first 300 are indexed already
+    with store.transaction() as con:
+        index.insert_signals(con, more)
+        signals = con.execute("SELECT count(*) FROM signals").fetchone()
+        bands = con.execute(
+            "SELECT count(*), count(DISTINCT (band_key, signal_id)) FROM simhash_bands"
+        ).fetchone()
+    assert signals == (420,)
+    assert bands == (420 * dedupe.BANDS, 420 * dedupe.BANDS)
+
+
+def test_gc_paused_restores_the_collector_state() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner block does not re-enable it early
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()
+    with pytest.raises(RuntimeError), gc_paused():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def _plain_idempotency(
+    files: list[audit.SignalFile], index_rows: list[audit.IndexRow]
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The audit as first written (a list per identity, every identity sorted): the reference."""
+    by_identity: dict[str, list[audit.SignalFile]] = {}
+    unidentified = []
+    for f in files:
+        if f.identity is None:
+            unidentified.append(f)
+        else:
+            by_identity.setdefault(f.identity, []).append(f)
+    rows_by_identity: dict[str, list[audit.IndexRow]] = {}
+    for row in index_rows:
+        rows_by_identity.setdefault(row.identity, []).append(row)
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for identity in sorted(by_identity.keys() | rows_by_identity.keys()):
+        owners = by_identity.get(identity, [])
+        rows = rows_by_identity.get(identity, [])
+        names = ", ".join(f.rel_path for f in owners) or "–"
+        counts = (identity, str(len(owners)), str(len(rows)), names)
+        if len(owners) > 1:
+            out.append(("ERROR", (*counts, "several files share this identity")))
+        elif not owners:
+            out.append(("ERROR", (*counts, "index row without a Signal file")))
+        elif not rows:
+            out.append(("WARN", (*counts, "no index row (the next collection repairs it)")))
+        elif rows[0].signal_id != (owners[0].declared_id or owners[0].stem):
+            out.append(("ERROR", (*counts, f"index names {rows[0].signal_id}")))
+    for f in unidentified:
+        out.append(("ERROR", ("–", "1", "0", f.rel_path, "no Signal id to identify")))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_idempotency_audit_equals_the_plain_grouping(seed: int) -> None:
+    """Copies, files without rows, rows without files, rows naming another id, several rows,
+    unidentifiable files: the same findings, in the same order, and the same figures."""
+    rng = random.Random(seed)
+    files: list[audit.SignalFile] = []
+    index_rows: list[audit.IndexRow] = []
+    for i in range(400):
+        identity = f"{rng.randrange(300):016x}"
+        sid = f"20261130T120000Z-{identity}"
+        kind = rng.random()
+        stem = sid if kind > 0.05 else f"copy of {sid}-{i}"
+        declared = sid if kind > 0.02 else None
+        if kind < 0.01:
+            stem, declared = f"notes-{i}", None  # no identity at all
+        rel = f"Radar/Signals/{stem}.md"
+        files.append(audit.SignalFile(rel, stem, declared, None, (), 10))
+        if rng.random() < 0.8:
+            named = sid if rng.random() > 0.05 else f"20250101T000000Z-{identity}"
+            index_rows.append(audit.IndexRow(named, identity, rel))
+    for _ in range(30):  # rows whose file is gone
+        identity = f"{1000 + rng.randrange(40):016x}"
+        index_rows.append(audit.IndexRow(f"20261130T120000Z-{identity}", identity, "x.md"))
+    rng.shuffle(files)
+    rng.shuffle(index_rows)
+    result = audit.audit_idempotency(files, index_rows)
+    expected = _plain_idempotency(files, index_rows)
+    assert [(f.severity, f.cells) for f in result.findings] == expected
+    identified = [f for f in files if f.identity is not None]
+    assert dict(result.figures) == {
+        "identities": len({f.identity for f in identified}),
+        "files": len(identified),
+    }
+    problems = {cells[-1].split(" ")[0] for _, cells in expected}
+    assert {"several", "index", "no"} <= problems  # every kind of finding was exercised
