@@ -162,14 +162,39 @@ def test_facts_written_by_the_collection_equal_a_fresh_read_and_follow_edits(
     assert [f.cells[:2] for f in result.findings] == [
         (f"Radar/Signals/{edited.name}", "requestedUrl")
     ]
+    # The same size with its mtime put back (`touch -r`, `cp -p`): ctime still tells.
+    sneaky = files[2]
+    before = sneaky.stat()
+    sneaky_text = sneaky.read_text(encoding="utf-8")
+    assert "sourceId: fx" in sneaky_text
+    sneaky.write_text(sneaky_text.replace("sourceId: fx", "sourceXd: fx"), encoding="utf-8")
+    os.utime(sneaky, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = sneaky.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    result = audit.run_audit("provenance", paths, NOW)
+    assert f"Radar/Signals/{sneaky.name}" in {f.cells[0] for f in result.findings}
+    sneaky.write_text(sneaky_text, encoding="utf-8")
+    # A file that cannot be read is not remembered: it is read again at the next check.
+    unreadable = files[3]
+    unreadable_text = unreadable.read_text(encoding="utf-8")
+    unreadable.write_text("no frontmatter here\n", encoding="utf-8")
+    audit.run_audit("provenance", paths, NOW)
+    assert unreadable.name not in audit._load_facts(store)
+    unreadable.write_text(unreadable_text, encoding="utf-8")
+    audit.run_audit("provenance", paths, NOW)
+    assert unreadable.name in audit._load_facts(store)
     # A deleted file's facts go too.
     files[1].unlink()
     audit._PARSED.clear()
     audit.run_audit("provenance", paths, NOW)
     assert files[1].name not in audit._load_facts(store)
-    # `radar index rebuild` reads every file anyway: it records their facts from that read.
+    # `radar index rebuild` reads every file anyway: it replaces their facts from that read.
     with store.transaction() as con:
-        con.execute("DELETE FROM audit_signal_files")
+        con.execute("UPDATE audit_signal_files SET error = 'stale'")
     assert index.rebuild(store, vault).indexed == 3
     rebuilt = audit._load_facts(store)
     assert sorted(rebuilt) == sorted(p.name for p in signal_files(vault))
@@ -289,7 +314,7 @@ def test_writes_on_the_pool_create_each_file_once_with_its_facts(
         assert facts is not None
         name, key, found = facts
         info = (folder / name).stat()
-        assert key == (info.st_ino, info.st_size, info.st_mtime_ns)
+        assert key == audit.facts_key(info)
         assert found == audit._read_one(folder / name, name)
     assert any(f[3] is not None and f[3][2].provenance for f in flat)
     again = parallel.write_many(tmp_path, batches)

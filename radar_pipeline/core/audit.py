@@ -149,8 +149,8 @@ class IndexRow:
 def read_signal_files(vault: Path, store: Store | None = None) -> tuple[SignalFile, ...]:
     """Every `*.md` in the Signals folder (copies under other names included, temp files not).
 
-    Only files that are new or changed since they were last read (name, inode, size and mtime
-    differ) are opened and parsed; the facts of the others come from this process's memory or,
+    Only files that are new or changed since they were last read (name, inode, size, mtime or
+    ctime differ) are opened and parsed; the facts of the others come from this process's memory or,
     with `store`, from the `audit_signal_files` table, which is brought up to date here. So the
     checks after each collection read the files that collection wrote, plus a stat per file,
     instead of parsing the whole vault again.
@@ -158,7 +158,7 @@ def read_signal_files(vault: Path, store: Store | None = None) -> tuple[SignalFi
     folder = vault / SIGNALS_DIR
     if not folder.is_dir():
         return ()
-    listed: list[tuple[str, str, tuple[int, int, int]]] = []
+    listed: list[tuple[str, str, FactsKey]] = []
     for entry in os.scandir(folder):
         name = entry.name
         if not name.endswith(".md") or name.startswith(TEMP_PREFIX):
@@ -169,7 +169,7 @@ def read_signal_files(vault: Path, store: Store | None = None) -> tuple[SignalFi
             info = entry.stat(follow_symlinks=False)
         except FileNotFoundError:
             continue
-        listed.append((name, entry.path, (info.st_ino, info.st_size, info.st_mtime_ns)))
+        listed.append((name, entry.path, facts_key(info)))
     listed.sort()
     files: list[SignalFile] = []
     if store is None:
@@ -186,15 +186,21 @@ def read_signal_files(vault: Path, store: Store | None = None) -> tuple[SignalFi
     # With the store, its table is the memory (this process's memo would only cost time).
     known = _load_facts(store)
     fresh: list[tuple[str, FactsKey, SignalFile]] = []
+    unkept: list[str] = []
     for name, _, key in listed:
         stored = known.get(name)
         if stored is not None and stored[0] == key:
             files.append(stored[1])
             continue
         facts = _read_one(folder / name, name)
-        fresh.append((name, key, facts))
         files.append(facts)
-    gone = known.keys() - {name for name, _, _ in listed}
+        # A file that could not be read is read again next time, whatever its stat says: the
+        # cause may pass (an I/O error, a file being written by a person).
+        if facts.error is None:
+            fresh.append((name, key, facts))
+        elif stored is not None:
+            unkept.append(name)
+    gone = (known.keys() - {name for name, _, _ in listed}) | set(unkept)
     if fresh or gone:
         _save_facts(store, fresh, gone)
     return tuple(files)
@@ -204,7 +210,7 @@ _SIGNALS_PREFIX = SIGNALS_DIR.as_posix() + "/"  # (string joins: 100,000 Path jo
 
 # Several checks read the same files in one process; an unchanged file (same inode, size and
 # mtime) is parsed once. Signal files are created once and rarely edited, so this stays small.
-_PARSED: dict[tuple[str, int, int, int], SignalFile] = {}
+_PARSED: dict[tuple[str, int, int, int, int], SignalFile] = {}
 _PARSED_MAX = 200_000
 
 
@@ -276,22 +282,28 @@ def _body_of(text: str) -> str:
     return text
 
 
-FactsKey = tuple[int, int, int]  # inode, size, mtime_ns
+FactsKey = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
+
+
+def facts_key(info: os.stat_result) -> FactsKey:
+    """What tells a Signal file's facts are still those of its current content."""
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def _load_facts(store: Store) -> dict[str, tuple[FactsKey, SignalFile]]:
     with store.transaction() as con:
         rows = con.execute(
-            "SELECT name, ino, size, mtime_ns, declared_id, error, provenance, body_length "
+            "SELECT name, ino, size, mtime_ns, ctime_ns, declared_id, error, provenance, "
+            "body_length "
             "FROM audit_signal_files"
         ).fetchall()
     out: dict[str, tuple[FactsKey, SignalFile]] = {}
-    for name, ino, size, mtime_ns, declared, error, provenance, body_length in rows:
+    for name, ino, size, mtime_ns, ctime_ns, declared, error, provenance, body_length in rows:
         problems = tuple((str(a), str(b)) for a, b in json.loads(provenance)) if provenance else ()
         facts = SignalFile(
             _SIGNALS_PREFIX + name, name[:-3], declared, error, problems, body_length
         )
-        out[name] = ((int(ino), int(size), int(mtime_ns)), facts)
+        out[name] = ((int(ino), int(size), int(mtime_ns), int(ctime_ns)), facts)
     return out
 
 
@@ -329,7 +341,17 @@ def _write_facts(
     insert_rows(con, "audit_signal_files", _FACT_TYPES, rows)
 
 
-_FACT_TYPES = ("VARCHAR", "UBIGINT", "UBIGINT", "BIGINT", "VARCHAR", "VARCHAR", "VARCHAR", "BIGINT")
+_FACT_TYPES = (
+    "VARCHAR",
+    "UBIGINT",
+    "UBIGINT",
+    "BIGINT",
+    "BIGINT",
+    "VARCHAR",
+    "VARCHAR",
+    "VARCHAR",
+    "BIGINT",
+)
 
 
 def read_index(store: Store) -> tuple[IndexRow, ...]:

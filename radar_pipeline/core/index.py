@@ -12,7 +12,13 @@ from typing import Any
 import duckdb
 
 from radar_pipeline.core import identity
-from radar_pipeline.core.audit import FactsKey, SignalFile, facts_of_written, record_facts
+from radar_pipeline.core.audit import (
+    FactsKey,
+    SignalFile,
+    facts_key,
+    facts_of_written,
+    record_facts,
+)
 from radar_pipeline.core.dedupe import simhash_band_keys
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.identity import normalize_title
@@ -173,7 +179,7 @@ def reconcile(con: duckdb.DuckDBPyConnection, vault: Path) -> IndexRepair:
             unreadable.append(signal_id)
             continue
         # The evidence audits' facts of this file, from this one read (core/audit.py).
-        key = (info.st_ino, info.st_size, info.st_mtime_ns)
+        key = facts_key(info)
         facts.append((path.name, key, facts_of_written(path.name, fm, text)))
     insert_signals(con, rows)
     record_facts(con, facts)
@@ -184,7 +190,8 @@ def rebuild(store: Store, vault: Path) -> IndexRepair:
     """Drop the Signal index and derive it again from the vault files, re-keying every Signal
     indexed under another identity version (its aliases are derived data too)."""
     with store.transaction() as con:
-        for table in ("signals", "identity_aliases", "simhash_bands"):
+        # The audits' per-file facts too: reconcile records them again from the same reads.
+        for table in ("signals", "identity_aliases", "simhash_bands", "audit_signal_files"):
             con.execute(f"DELETE FROM {table}")
         return reconcile(con, vault)
 

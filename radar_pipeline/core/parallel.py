@@ -230,7 +230,7 @@ def write_signals(vault: Path, items: Sequence[WriteItem], threads: int = 1) -> 
 
 
 def _write_one(vault: Path, item: WriteItem) -> WriteResult:
-    from radar_pipeline.core.audit import facts_of_written
+    from radar_pipeline.core.audit import facts_key, facts_of_written
     from radar_pipeline.core.signals import SIGNALS_DIR, create_signal_file
     from radar_pipeline.core.temporary import write_temporary_text
 
@@ -245,7 +245,7 @@ def _write_one(vault: Path, item: WriteItem) -> WriteResult:
     info = os.stat(vault / SIGNALS_DIR / name)
     facts = (
         name,
-        (info.st_ino, info.st_size, info.st_mtime_ns),
+        facts_key(info),
         facts_of_written(name, doc.fields(), text),
     )
     written = write_temporary_text(vault, doc.signal_id, *temporary) if temporary else 0

@@ -26,7 +26,7 @@ import duckdb
 
 from radar_pipeline.core.errors import StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
@@ -204,6 +204,26 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             ino UBIGINT NOT NULL,
             size UBIGINT NOT NULL,
             mtime_ns BIGINT NOT NULL,
+            declared_id VARCHAR,
+            error VARCHAR,
+            provenance VARCHAR,
+            body_length BIGINT NOT NULL
+        );
+        """,
+    ),
+    (
+        5,
+        # The facts' key gains the inode's change time: a file rewritten at the same size with
+        # its mtime put back (`touch -r`, `cp -p`, a sync tool) still changes ctime. The table
+        # is a cache, so it starts empty: the next checks read every file once.
+        """
+        DROP TABLE audit_signal_files;
+        CREATE TABLE audit_signal_files (
+            name VARCHAR PRIMARY KEY,
+            ino UBIGINT NOT NULL,
+            size UBIGINT NOT NULL,
+            mtime_ns BIGINT NOT NULL,
+            ctime_ns BIGINT NOT NULL,
             declared_id VARCHAR,
             error VARCHAR,
             provenance VARCHAR,
