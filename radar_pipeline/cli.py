@@ -140,7 +140,15 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def _collect(args: argparse.Namespace, as_of: datetime) -> int:
+    import gc
+
+    import radar_pipeline.definitions  # noqa: F401  (loaded here, before the freeze below)
     from radar_pipeline.defs.launch import launch_collection
+
+    # Dagster and our definitions are loaded and live as long as this command: move them out
+    # of the collector's reach, so its full collections (many, while a collection builds
+    # hundreds of thousands of objects) do not walk them again and again.
+    gc.freeze()
 
     mode = "explicit" if args.source else ("all" if args.all else "due")
     # Open the store here first: a broken or unusable DuckDB file is one clear line, not a
