@@ -230,6 +230,34 @@ class VaultView:
     temp_files: list[str]
 
 
+def judge_cli_collection(
+    proc: subprocess.Popen[str],
+    where: str,
+    exits: Counter[int],
+    outcomes: Counter[str],
+    timeout: float,
+) -> list[str]:
+    """Wait for one overlapping `radar collect --json` and judge it: exit 0 or 2 with an empty
+    stderr, every failure classed, a skip only `locked`, exit 2 only with a failed Source.
+    Counts its exit code and per-Source outcomes; returns the violations."""
+    out, err = proc.communicate(timeout=timeout)
+    exits[proc.returncode] += 1
+    if proc.returncode not in (0, 2) or err.strip():
+        return [f"{where}: exit {proc.returncode}, stderr {err.strip()[-400:]}"]
+    report = json.loads(out)
+    violations: list[str] = []
+    for src in report["sources"]:
+        outcome = src["outcome"]
+        outcomes[outcome if outcome != "skipped" else f"skipped:{src['error']}"] += 1
+        if outcome == "failed" and not src["errorClass"]:
+            violations.append(f"{where}: {src['id']} failed without a class")
+        if outcome == "skipped" and src["error"] != "locked":
+            violations.append(f"{where}: {src['id']} skipped: {src['error']}")
+    if proc.returncode == 2 and not report["failed"]:
+        violations.append(f"{where}: exit 2 without a failed Source")
+    return violations
+
+
 def view_vault(vault: Path) -> VaultView:
     folder = vault / SIGNALS_DIR
     ids = list_signal_ids(vault)

@@ -11,7 +11,6 @@ every CLI exits 0 (or 2 with classed failures) and a Source held elsewhere is `l
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from functools import partial
@@ -26,6 +25,7 @@ from radar_pipeline_tests.faults.farm import (
     RadarHome,
     check_invariants,
     epoch_time,
+    judge_cli_collection,
     record_figures,
     trials,
 )
@@ -131,19 +131,9 @@ def test_daemon_runs_overlap_cli_collections(tmp_path: Path, feed_server: FeedSe
                 )
                 procs.append(home.popen("collect", "--json", "--as-of", stamp, *args))
             for n, proc in enumerate(procs):
-                out, err = proc.communicate(timeout=600)
-                exits[proc.returncode] += 1
-                where = f"round {rnd} CLI {n}"
-                if proc.returncode not in (0, 2) or err.strip():
-                    violations.append(f"{where}: exit {proc.returncode}, stderr {err[-400:]}")
-                    continue
-                for src in json.loads(out)["sources"]:
-                    outcome = src["outcome"]
-                    cli_outcomes[
-                        outcome if outcome != "skipped" else f"skipped:{src['error']}"
-                    ] += 1
-                    if outcome == "skipped" and src["error"] != "locked":
-                        violations.append(f"{where}: {src['id']} skipped: {src['error']}")
+                violations += judge_cli_collection(
+                    proc, f"round {rnd} CLI {n}", exits, cli_outcomes, timeout=600
+                )
             # Every run of the round (the due sensor's, the freshness sensor's check runs, the
             # CLI's) must be finished before Ctrl-C, which would fail a run still going.
             records = wait_for(

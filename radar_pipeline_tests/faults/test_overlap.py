@@ -7,7 +7,6 @@ and a Source another process holds is reported `skipped` with reason `locked`.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from radar_pipeline_tests.faults.farm import (
     RadarHome,
     check_invariants,
     epoch_time,
+    judge_cli_collection,
     record_figures,
     trials,
 )
@@ -44,22 +44,9 @@ def test_overlapping_collections(tmp_path: Path, feed_server: FeedServer) -> Non
         argv.append(("collect", "--source", SINGLE, "--json", "--as-of", stamp))
         procs = [home.popen(*a) for a in argv]
         for n, proc in enumerate(procs):
-            out, err = proc.communicate(timeout=900)
-            exits[proc.returncode] += 1
-            where = f"round {rnd} process {n}"
-            if proc.returncode not in (0, 2) or err.strip():
-                violations.append(f"{where}: exit {proc.returncode}, stderr {err.strip()[-400:]}")
-                continue
-            report = json.loads(out)
-            for src in report["sources"]:
-                key = src["outcome"] if src["outcome"] != "skipped" else f"skipped:{src['error']}"
-                outcomes[key] += 1
-                if src["outcome"] == "failed" and not src["errorClass"]:
-                    violations.append(f"{where}: {src['id']} failed without a class")
-                if src["outcome"] == "skipped" and src["error"] != "locked":
-                    violations.append(f"{where}: {src['id']} skipped: {src['error']}")
-            if proc.returncode == 2 and not report["failed"]:
-                violations.append(f"{where}: exit 2 without a failed Source")
+            violations += judge_cli_collection(
+                proc, f"round {rnd} process {n}", exits, outcomes, timeout=900
+            )
         violations += [
             f"round {rnd}: {x}"
             for x in check_invariants(home, farm, settled=True, expect_all_items=True)
