@@ -18,6 +18,7 @@ from radar_pipeline.defs.report import collection_markdown, source_metadata
 from radar_pipeline.defs.resources import RadarResource
 
 MEM_IO = "radar_mem_io"
+SIGNALS_KEY = dg.AssetKey("signals")
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ def signal_materialize(
         },
     )
     # The evidence checks of `signals`, in this same run (defs/checks.py says why here).
-    from radar_pipeline.defs.checks import SIGNAL_CHECK_NAMES, signal_check_evaluations
+    from radar_pipeline.defs.checks import signal_check_evaluations, unjudged_check_evaluations
 
     try:
         evaluations = signal_check_evaluations(radar.paths(), deduped.plan.spec.as_of)
@@ -155,16 +156,7 @@ def signal_materialize(
         # The collection is committed; the checks could not judge it. Say so in each check's
         # record (an ERROR, never a silent gap or a pass); each can be re-run from the UI.
         context.log.error(f"evidence checks could not run: {exc!r}")
-        evaluations = [
-            dg.AssetCheckEvaluation(
-                asset_key=dg.AssetKey("signals"),
-                check_name=name,
-                passed=False,
-                severity=dg.AssetCheckSeverity.ERROR,
-                metadata={"error": f"the audit could not run: {exc!r}"},
-            )
-            for name in SIGNAL_CHECK_NAMES
-        ]
+        evaluations = unjudged_check_evaluations(f"the audit could not run: {exc!r}")
     yield from evaluations
 
 

@@ -29,7 +29,7 @@ import dagster as dg
 from radar_pipeline.core.audit import AuditResult, run_audit, run_audits
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.schedule import parse_utc
-from radar_pipeline.defs.assets import signals, source_registry
+from radar_pipeline.defs.assets import SIGNALS_KEY, signals, source_registry
 from radar_pipeline.defs.cleanup import weekly_cleanup
 from radar_pipeline.defs.resources import RadarResource
 
@@ -57,6 +57,20 @@ def signal_check_evaluations(paths: RadarPaths, as_of: datetime) -> list[dg.Asse
     the collection's clock `as_of`."""
     audits = run_audits(paths, as_of, SIGNAL_CHECK_NAMES)
     return [check_evaluation(audits[name], SIGNALS_KEY) for name in SIGNAL_CHECK_NAMES]
+
+
+def unjudged_check_evaluations(error: str) -> list[dg.AssetCheckEvaluation]:
+    """Each `signals` check failed (ERROR) with `error`: the audits could not run at all."""
+    return [
+        dg.AssetCheckEvaluation(
+            asset_key=SIGNALS_KEY,
+            check_name=name,
+            passed=False,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={"error": error},
+        )
+        for name in SIGNAL_CHECK_NAMES
+    ]
 
 
 def _severity(audit: AuditResult) -> dg.AssetCheckSeverity:
@@ -209,6 +223,3 @@ def _evaluated_checks(instance: dg.DagsterInstance, run_id: str) -> bool:
         if isinstance(data, dg.AssetCheckEvaluation) and data.asset_key == SIGNALS_KEY:
             return True
     return False
-
-
-SIGNALS_KEY = dg.AssetKey("signals")

@@ -27,11 +27,11 @@ from radar_pipeline.core.plan import SourceTiming, source_timings
 from radar_pipeline.core.registry import load_registry
 from radar_pipeline.core.schedule import format_utc, parse_utc
 from radar_pipeline.core.state import load_states
+from radar_pipeline.defs.assets import SIGNALS_KEY
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sources_partitions
 from radar_pipeline.defs.resources import RadarResource
 from radar_pipeline.defs.sensors import TICK_SECONDS, evaluation_time
 
-SIGNALS_KEY = dg.AssetKey("signals")
 ON_CADENCE = "on_cadence"
 # A Source is due at the latest at lastSuccessAt + cadence and its run starts within a tick or two;
 # it is late only when that did not happen.

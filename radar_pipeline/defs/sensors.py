@@ -21,6 +21,7 @@ from radar_pipeline.core.plan import SourceTiming, source_timings
 from radar_pipeline.core.registry import load_registry
 from radar_pipeline.core.schedule import format_utc, parse_utc
 from radar_pipeline.core.state import load_states
+from radar_pipeline.defs.assets import SIGNALS_KEY
 from radar_pipeline.defs.jobs import COLLECT_JOB_NAME, collect_job
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sync_partition_requests
 from radar_pipeline.defs.resources import RadarResource
@@ -159,7 +160,7 @@ def collects_signals(job_name: str, asset_selection: Iterable[dg.AssetKey] | Non
     """A run that collects Signals: the `collect_signals` job, or an asset job (UI
     materialization, backfill) that selects `signals` itself. Check-only runs (the `on_cadence`
     and evidence checks) carry a Source partition too but collect nothing."""
-    return job_name == COLLECT_JOB_NAME or dg.AssetKey("signals") in set(asset_selection or ())
+    return job_name == COLLECT_JOB_NAME or SIGNALS_KEY in set(asset_selection or ())
 
 
 @dg.run_failure_sensor(
