@@ -137,20 +137,16 @@ def inert_markdown(value: str) -> str:
     return "\n".join(lines)
 
 
+_ESCAPES = str.maketrans({**_ENTITY, **{ch: "\\" + ch for ch in _BACKSLASH}})
+_DOUBLE_COLON = re.compile(r":(?=:)")
+
+
 def _escape_line(line: str) -> str:
-    out: list[str] = []
-    for index, ch in enumerate(line):
-        if ch in _ENTITY:
-            out.append(_ENTITY[ch])
-        elif ch in _BACKSLASH:
-            out.append("\\" + ch)
-        elif ch == ":" and line[index + 1 : index + 2] == ":":
-            out.append(":\\")  # breaks Dataview `key:: value` inline fields
-        elif index == 0 and ch in "-+":
-            out.append("\\" + ch)  # would start a list or thematic break
-        else:
-            out.append(ch)
-    escaped = "".join(out)
+    escaped = line.translate(_ESCAPES)
+    if "::" in escaped:
+        escaped = _DOUBLE_COLON.sub(":\\\\", escaped)  # breaks Dataview `key:: value` fields
+    if escaped[:1] in ("-", "+"):
+        escaped = "\\" + escaped  # would start a list or thematic break
     match = _ORDERED_MARKER.match(escaped)
     if match:  # an ordered-list marker
         escaped = f"{match.group(1)}\\{match.group(2)}{escaped[match.end() :]}"
