@@ -377,3 +377,43 @@ def test_event_log_patch_is_removed_by_its_last_user() -> None:
     b.__exit__(None, None, None)
     assert sel.SqliteEventLogStorage.__dict__["_connect"] is original
     assert launch._ENGINE_REUSE._engines == {}
+
+
+def _source_notes(folder: Path, count: int) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    notes = []
+    for i in range(count):
+        note = folder / f"s{i}.md"
+        note.write_text(f"---\nid: s{i}\n# kept\nlastCheckedAt:\n---\nBody {i}\n", "utf-8")
+        notes.append(note)
+    return notes
+
+
+def test_health_mirrors_on_the_pool_update_each_file_and_report_failures(
+    pool: None, tmp_path: Path
+) -> None:
+    notes = _source_notes(tmp_path / "Sources", 8)
+    notes[3].write_text("---\nid: [broken\n---\n", "utf-8")  # a person's typo
+    updates = [
+        (f"s{i}", note, f"Sources/s{i}.md", {"lastCheckedAt": f"2026-11-30T12:0{i}:00Z"})
+        for i, note in enumerate(notes)
+    ]
+    assert len(updates) >= parallel.MIN_PARALLEL_BODIES
+    failures = parallel.mirror_health(updates).wait()
+    assert [(f[0], f[1]) for f in failures] == [("s3", "Sources/s3.md")]
+    assert "broken frontmatter" in failures[0][2]
+    for i, note in enumerate(notes):
+        if i != 3:
+            expected = f"---\nid: s{i}\n# kept\nlastCheckedAt: '2026-11-30T12:0{i}:00Z'\n---\n"
+            assert note.read_text("utf-8") == expected + f"Body {i}\n"
+    # A worker that died: the mirrors it would have written are written in this process.
+    executor = parallel.parse_pool()
+    assert executor is not None
+    worker = next(iter(executor._processes.values()))
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.join(timeout=30)
+    again = [(s, n, shown, {"lastCheckedAt": "2026-12-01T00:00:00Z"}) for s, n, shown, _ in updates]
+    assert [f[0] for f in parallel.mirror_health(again).wait()] == ["s3"]
+    assert all(
+        "2026-12-01T00:00:00Z" in n.read_text("utf-8") for i, n in enumerate(notes) if i != 3
+    )

@@ -13,7 +13,7 @@ import logging
 import random
 import uuid
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -30,16 +30,16 @@ from radar_pipeline.core.dedupe import (
     decide_many,
     resolve_pending,
 )
-from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.fetch import Fetcher, FetchSettings, fetch_many
-from radar_pipeline.core.frontmatter import update_frontmatter_keys
 from radar_pipeline.core.identity import IDENTITY_VERSION
 from radar_pipeline.core.models import FetchResult, ItemCandidate, ParsedFeed
 from radar_pipeline.core.parallel import (
+    HealthMirrors,
     ParseArgs,
     ParseOutcome,
     WriteItem,
     WriteResult,
+    mirror_health,
     parse_early,
     parse_many,
     parse_pool,
@@ -52,7 +52,7 @@ from radar_pipeline.core.plan import (
     PlannedCheck,
     plan_collection,
 )
-from radar_pipeline.core.registry import load_registry
+from radar_pipeline.core.registry import RegistrySnapshot, load_registry
 from radar_pipeline.core.schedule import format_utc, next_backoff
 from radar_pipeline.core.signals import (
     SIGNALS_DIR,
@@ -66,7 +66,6 @@ from radar_pipeline.core.store import Store, gc_paused, insert_rows, to_json_tex
 log = logging.getLogger(__name__)
 
 COUNT_KEYS = ("created", "reused", "updated", "duplicates", "rejected")
-WRITE_WORKERS = 8
 # Requests in flight at once. A check mostly waits on the publisher (~100 ms a response), so
 # 32 threads finish 200 conditional checks in ~7 round trips instead of 13 with 16; the client
 # still caps connections at 100.
@@ -113,11 +112,15 @@ class Collector:
 
     # ---- stages ----------------------------------------------------------------------------
 
-    def plan(self, spec: CollectionSpec) -> CollectionPlan:
+    def plan(
+        self, spec: CollectionSpec, snapshot: RegistrySnapshot | None = None
+    ) -> CollectionPlan:
+        """Every Source's check (`snapshot`: the registry already loaded for this collection)."""
         removed = remove_stale_temp_files(self.paths.vault)
         if removed:
             log.info("removed %d temp files a killed collection left behind", removed)
-        snapshot = load_registry(self.paths.vault)
+        if snapshot is None:
+            snapshot = load_registry(self.paths.vault)
         with self.store.transaction() as con:
             states = load_states(con)
             row = con.execute("SELECT max(as_of) FROM collections").fetchone()
@@ -155,8 +158,7 @@ class Collector:
         by_source = {r.source_id: r for r in results}
         with self.store.transaction() as con:
             states = load_states(con)
-            for result in results:
-                _record_attempt(con, plan.spec.collection_id, result, states.get(result.source_id))
+            _record_attempts(con, plan.spec.collection_id, results, states)
         return tuple(by_source.get(c.source_id) for c in plan.checks)
 
     def parse(
@@ -199,6 +201,13 @@ class Collector:
         self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]
     ) -> dict[str, Any]:
         """Write new Signals, then commit index, observations and feed state; report."""
+        return self.commit(plan, deduped).finish()
+
+    def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> Committed:
+        """`materialize` up to its commit: the Sources' health mirrors are still being written
+        (on the parse pool when there is one) when this returns, so the caller can report the
+        committed collection meanwhile. `Committed.finish` waits for them and releases the
+        Source locks; until then no other collection checks these Sources."""
         spec = plan.spec
         try:
             # Sources write in parallel (each its own Signals, so no two writers ever race for
@@ -218,14 +227,15 @@ class Collector:
                 report = build_report(plan, deduped, writes, load_states(con))
                 _record_metrics(con, spec, report["sources"])
                 _record_collection(con, spec, report)
-            # One file per Source: the mirrors' fsyncs overlap in threads as the Signals' do.
-            with ThreadPoolExecutor(
-                max_workers=WRITE_WORKERS, thread_name_prefix="radar-health"
-            ) as pool:
-                list(pool.map(lambda d: self._write_health(spec, d), deduped))
-            return report
-        finally:
+            mirrors = [
+                (rec.source.id, rec.path, rec.record_path, health_fields(spec, d.result))
+                for d in deduped
+                if (rec := d.result.check.record) is not None and d.result.check.skip_reason is None
+            ]
+            return Committed(spec.collection_id, report, mirror_health(mirrors))
+        except BaseException:
             LockBook.release_all(spec.collection_id)
+            raise
 
     def run(self, spec: CollectionSpec) -> dict[str, Any]:
         """All stages in one call (the same code the Dagster ops run, for plain tests)."""
@@ -257,16 +267,24 @@ class Collector:
             items.append((cand.identity, doc, temporary))
         return items
 
-    def _write_health(self, spec: CollectionSpec, item: DedupedCheck) -> None:
-        res = item.result
-        rec = res.check.record
-        if rec is None or res.check.skip_reason is not None:
-            return
+
+class Committed:
+    """A committed collection whose Source files' health mirrors may still be in writing."""
+
+    def __init__(self, collection_id: str, report: dict[str, Any], mirrors: HealthMirrors) -> None:
+        self.collection_id = collection_id
+        self.report = report
+        self._mirrors = mirrors
+
+    def finish(self) -> dict[str, Any]:
+        """Wait for the mirrors, release the Source locks; the report."""
         try:
-            update_frontmatter_keys(rec.path, health_fields(spec, res))
-        except (RegistryError, OSError) as exc:
-            # DuckDB holds the full history; the file mirror is retried on the next check.
-            log.warning("health of %s not written to %s: %s", rec.source.id, rec.record_path, exc)
+            for source_id, record_path, error in self._mirrors.wait():
+                # DuckDB holds the full history; the file mirror is retried on the next check.
+                log.warning("health of %s not written to %s: %s", source_id, record_path, error)
+        finally:
+            LockBook.release_all(self.collection_id)
+        return self.report
 
 
 @dataclass
@@ -450,6 +468,21 @@ ATTEMPT_COLUMNS = (
     "error_message",
     "retry_after_s",
 )
+ATTEMPT_COLUMN_TYPES = (
+    *("VARCHAR",) * 3,  # attempt_id, collection_id, source_id
+    "TIMESTAMPTZ",  # fetched_at
+    *("VARCHAR",) * 3,  # requested_url, final_url, outcome
+    "INTEGER",  # http_status
+    "BOOLEAN",  # conditional
+    *("VARCHAR",) * 2,  # etag, last_modified
+    "BOOLEAN",  # validators_changed
+    "VARCHAR",  # body_sha256
+    "BIGINT",  # bytes
+    "DOUBLE",  # duration_ms
+    "INTEGER",  # redirects
+    *("VARCHAR",) * 2,  # error_class, error_message
+    "DOUBLE",  # retry_after_s
+)
 
 
 def validators_changed(
@@ -461,35 +494,41 @@ def validators_changed(
     return (r.etag, r.last_modified) != (previous_etag, previous_last_modified)
 
 
-def _record_attempt(
-    con: duckdb.DuckDBPyConnection, collection_id: str, r: FetchResult, state: FeedState | None
+def _record_attempts(
+    con: duckdb.DuckDBPyConnection,
+    collection_id: str,
+    results: list[FetchResult],
+    states: Mapping[str, FeedState],
 ) -> None:
-    previous = (state.etag, state.last_modified) if state is not None else (None, None)
-    con.execute(
-        f"INSERT INTO fetch_attempts ({', '.join(ATTEMPT_COLUMNS)}) "
-        f"VALUES ({', '.join('?' * len(ATTEMPT_COLUMNS))})",
-        [
-            uuid.uuid4().hex,
-            collection_id,
-            r.source_id,
-            r.fetched_at,
-            r.requested_url,
-            r.final_url,
-            r.outcome,
-            r.status,
-            r.conditional,
-            r.etag,
-            r.last_modified,
-            validators_changed(r, *previous),
-            r.body_sha256,
-            r.bytes_received,
-            r.duration_s * 1000,
-            r.redirects,
-            r.error_class,
-            r.error_message,
-            r.retry_after_s,
-        ],
-    )
+    """One `fetch_attempts` row per fetch, in one statement."""
+    rows = []
+    for r in results:
+        state = states.get(r.source_id)
+        previous = (state.etag, state.last_modified) if state is not None else (None, None)
+        rows.append(
+            (
+                uuid.uuid4().hex,
+                collection_id,
+                r.source_id,
+                r.fetched_at,
+                r.requested_url,
+                r.final_url,
+                r.outcome,
+                r.status,
+                r.conditional,
+                r.etag,
+                r.last_modified,
+                validators_changed(r, *previous),
+                r.body_sha256,
+                r.bytes_received,
+                r.duration_s * 1000,
+                r.redirects,
+                r.error_class,
+                r.error_message,
+                r.retry_after_s,
+            )
+        )
+    insert_rows(con, "fetch_attempts", ATTEMPT_COLUMN_TYPES, rows, columns=ATTEMPT_COLUMNS)
 
 
 def _commit_source(
@@ -798,26 +837,32 @@ def _items_parsed(res: CheckResult) -> int:
 def _record_metrics(
     con: duckdb.DuckDBPyConnection, spec: CollectionSpec, sources: list[dict[str, Any]]
 ) -> None:
-    """Complete this collection's attempt rows with what only the commit knows."""
-    for src in sources:
-        if src["outcome"] == "skipped":
-            continue
-        con.execute(
-            "UPDATE fetch_attempts SET check_outcome = ?, items_parsed = ?, items_new = ?, "
-            "items_duplicate = ?, items_rejected = ?, consecutive_failures = ?, "
-            "backoff_until = ? WHERE collection_id = ? AND source_id = ?",
-            [
-                src["outcome"],
-                src["itemsParsed"],
-                src["itemsNew"],
-                src["duplicates"],
-                src["rejected"],
-                src["consecutiveFailures"],
-                src["backoffUntil"],
-                spec.collection_id,
-                src["id"],
-            ],
+    """Complete this collection's attempt rows with what only the commit knows (one statement)."""
+    rows = [
+        (
+            src["id"],
+            src["outcome"],
+            src["itemsParsed"],
+            src["itemsNew"],
+            src["duplicates"],
+            src["rejected"],
+            src["consecutiveFailures"],
+            src["backoffUntil"],
         )
+        for src in sources
+        if src["outcome"] != "skipped"
+    ]
+    if not rows:
+        return
+    types = ("VARCHAR", "VARCHAR", *("INTEGER",) * 5, "TIMESTAMPTZ")
+    columns = ", ".join(f"unnest(?::{kind}[]) AS c{i}" for i, kind in enumerate(types))
+    con.execute(
+        "UPDATE fetch_attempts SET check_outcome = n.c1, items_parsed = n.c2, items_new = n.c3, "
+        "items_duplicate = n.c4, items_rejected = n.c5, consecutive_failures = n.c6, "
+        f"backoff_until = n.c7 FROM (SELECT {columns}) AS n "
+        "WHERE fetch_attempts.collection_id = ? AND fetch_attempts.source_id = n.c0",
+        [*(list(column) for column in zip(*rows, strict=True)), spec.collection_id],
+    )
 
 
 def _record_collection(

@@ -12,7 +12,10 @@ command was killed) exits by itself within a second.
 Without a pool (Dagster daemon or UI runs, plain tests) parsing runs in-process and Signals are
 written by threads, as before; the results are identical either way (the workers run the same
 `parse_feed` and `write_signals`). Writing on the pool keeps the commit rule: every file is
-written and fsynced by a worker before the parent's DuckDB transaction records it.
+written and fsynced by a worker before the parent's DuckDB transaction records it. After the
+commit, the workers also write the Sources' health mirrors (YAML work, ~3 ms a file) while the
+parent reports each Source to Dagster; the parent waits for them before it releases the Source
+locks.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ MIN_PARALLEL_WRITES = 40
 WRITE_THREADS = 8
 
 _pool: ProcessPoolExecutor | None = None
+_workers = 0  # the pool's process count
 
 
 def start_parse_pool(workers: int | None = None) -> bool:
@@ -53,7 +57,7 @@ def start_parse_pool(workers: int | None = None) -> bool:
 
     Returns False (and starts nothing) on a single core or where fork is unavailable.
     """
-    global _pool
+    global _pool, _workers
     if _pool is not None:
         return True
     count = workers if workers is not None else min(os.cpu_count() or 1, 4)
@@ -70,7 +74,7 @@ def start_parse_pool(workers: int | None = None) -> bool:
     # With fork, the first submit starts every worker at once: do it now, while this process
     # is still single-threaded and holds nothing.
     pool.submit(os.getpid)
-    _pool = pool
+    _pool, _workers = pool, count
     return True
 
 
@@ -280,6 +284,77 @@ def write_many(vault: Path, batches: Sequence[Sequence[WriteItem]]) -> list[list
                 _abandon_pool(pool)
         out.append(write_signals(vault, batch, WRITE_THREADS))
     return out
+
+
+# Source id, its file, its vault path (for messages), the health keys to set in its frontmatter
+HealthUpdate = tuple[str, Path, str, dict[str, str | int | None]]
+# Source id, vault path, why its mirror was not written
+HealthFailure = tuple[str, str, str]
+
+
+def write_health(updates: Sequence[HealthUpdate]) -> list[HealthFailure]:
+    """Mirror each Source's health into its file's frontmatter (core/frontmatter.py: atomic,
+    every other byte kept); threads overlap the fsyncs. Returns the files that failed."""
+    from radar_pipeline.core.errors import RegistryError
+    from radar_pipeline.core.frontmatter import update_frontmatter_keys
+
+    def one(update: HealthUpdate) -> HealthFailure | None:
+        source_id, path, shown, fields = update
+        try:
+            update_frontmatter_keys(path, fields)
+        except (RegistryError, OSError) as exc:
+            return (source_id, shown, str(exc))
+        return None
+
+    with ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="radar-health") as tp:
+        return [f for f in tp.map(one, updates) if f is not None]
+
+
+class HealthMirrors:
+    """Health mirrors in writing (`mirror_health`); `wait` returns the failures."""
+
+    def __init__(
+        self,
+        parts: list[tuple[Sequence[HealthUpdate], Future[list[HealthFailure]]]],
+        pool: ProcessPoolExecutor | None,
+    ) -> None:
+        self._parts = parts
+        self._pool = pool
+
+    def wait(self) -> list[HealthFailure]:
+        failures: list[HealthFailure] = []
+        for updates, future in self._parts:
+            try:
+                failures.extend(future.result())
+            except Exception:  # the pool broke (a worker died): write these here instead,
+                if self._pool is not None:  # once no worker is left writing (write_many)
+                    _abandon_pool(self._pool)
+                failures.extend(write_health(updates))
+        return failures
+
+
+def mirror_health(updates: Sequence[HealthUpdate]) -> HealthMirrors:
+    """Start `write_health` of every update and return at once: split over the pool's
+    processes when there is one (the YAML work is CPU), else on a thread of this process. The
+    caller goes on reporting the committed collection meanwhile and then waits."""
+    pool = _pool
+    parts: list[tuple[Sequence[HealthUpdate], Future[list[HealthFailure]]]] = []
+    rest = list(updates)
+    if pool is not None and len(updates) >= MIN_PARALLEL_BODIES:
+        shares = [list(updates[i::_workers]) for i in range(_workers)]
+        rest = []
+        for index, share in enumerate(shares):
+            future = _submit(pool, write_health, share)
+            if future is None:  # the pool broke: what it did not take is written here
+                rest = [u for later in shares[index:] for u in later]
+                break
+            parts.append((share, future))
+    if not rest:
+        return HealthMirrors(parts, pool)
+    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="radar-health")
+    parts.append((rest, background.submit(write_health, rest)))
+    background.shutdown(wait=False)
+    return HealthMirrors(parts, pool)
 
 
 def _submit(pool: ProcessPoolExecutor, fn: Any, *args: Any) -> Future[Any] | None:

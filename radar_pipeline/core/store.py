@@ -405,18 +405,21 @@ def insert_rows(
     column_types: Sequence[str],
     rows: Sequence[Sequence[Any]],
     where: str = "",
+    columns: Sequence[str] | None = None,
 ) -> None:
     """Insert many rows with ONE statement: each column is bound as one typed list and unnested.
 
     DuckDB runs `executemany` as one statement per row (about 1-3 ms each here), so 4,000
     observations cost seconds that way and a few milliseconds this way. `where` filters the
     unnested rows (aliased `n`, columns `c0`, `c1`, ...), e.g. an anti-join on existing keys.
+    `columns`: the table's columns the rows fill, in order (default: all of them).
     """
     if not rows:
         return
-    columns = ", ".join(f"unnest(?::{kind}[]) AS c{i}" for i, kind in enumerate(column_types))
+    unnested = ", ".join(f"unnest(?::{kind}[]) AS c{i}" for i, kind in enumerate(column_types))
+    target = f"{table} ({', '.join(columns)})" if columns is not None else table
     con.execute(
-        f"INSERT INTO {table} SELECT * FROM (SELECT {columns}) AS n {where}",
+        f"INSERT INTO {target} SELECT * FROM (SELECT {unnested}) AS n {where}",
         [list(column) for column in zip(*rows, strict=True)],
     )
 

@@ -8,6 +8,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from radar_pipeline.core import headstart
 from radar_pipeline.core.collect import CheckResult, DedupedCheck
 from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.plan import CollectionPlan, CollectionSpec, Mode
@@ -89,6 +90,20 @@ def fetch(
         trigger=config.trigger,
         dagster_run_id=context.run_id,
     )
+    head = headstart.take(context.run_id)
+    if head is not None:
+        # `radar collect` planned and fetched this run's Sources while Dagster was loading.
+        if not head.matches(spec, radar.paths()):
+            headstart.abandon(head)
+            raise dg.Failure(
+                f"the command's head start ({head.spec}) is not what this run asks for ({spec})"
+            )
+        plan, results = head.result()
+        context.log.info(
+            f"{len(plan.checks)} Source checks planned ({mode}), overdue {plan.overdue}; "
+            "planned and fetched by `radar collect` while it was starting this run"
+        )
+        return FetchedBatch(plan, results)
     collector = radar.collector()
     plan = collector.plan(spec)
     context.log.info(f"{len(plan.checks)} Source checks planned ({mode}), overdue {plan.overdue}")
@@ -126,27 +141,38 @@ def signal_materialize(
     Emits one materialization per Source that passed (its partition) and an observation per
     Source that failed, so one range run still shows each Source's own outcome.
     """
-    report = radar.collector().materialize(deduped.plan, deduped.items)
-    context.log.info("collection report\n" + collection_markdown(report))
-    for src in report["sources"]:
-        event_type = (
-            dg.AssetMaterialization
-            if src["outcome"] in ("passed", "not-modified")
-            else dg.AssetObservation
+    committed = radar.collector().commit(deduped.plan, deduped.items)
+    try:
+        # The Sources' health mirrors are written meanwhile (Collector.commit).
+        report = committed.report
+        context.log.info("collection report\n" + collection_markdown(report))
+        for src in report["sources"]:
+            event_type = (
+                dg.AssetMaterialization
+                if src["outcome"] in ("passed", "not-modified")
+                else dg.AssetObservation
+            )
+            if src["outcome"] == "skipped":
+                continue
+            yield event_type(
+                asset_key="signals", partition=src["id"], metadata=source_metadata(src)
+            )
+        # The recovery report of the whole collection, on the asset without a partition: it
+        # lands in the run whatever its Sources did (a failed or skipped Source has no
+        # materialization).
+        yield dg.AssetObservation(
+            asset_key="signals",
+            metadata={
+                "collection_report": dg.MetadataValue.md(collection_markdown(report)),
+                "downtime_from": report["downtimeFrom"] or "",
+                **{
+                    k: report[k]
+                    for k in ("overdue", "due", "passed", "failed", "skipped", "created")
+                },
+            },
         )
-        if src["outcome"] == "skipped":
-            continue
-        yield event_type(asset_key="signals", partition=src["id"], metadata=source_metadata(src))
-    # The recovery report of the whole collection, on the asset without a partition: it lands
-    # in the run whatever its Sources did (a failed or skipped Source has no materialization).
-    yield dg.AssetObservation(
-        asset_key="signals",
-        metadata={
-            "collection_report": dg.MetadataValue.md(collection_markdown(report)),
-            "downtime_from": report["downtimeFrom"] or "",
-            **{k: report[k] for k in ("overdue", "due", "passed", "failed", "skipped", "created")},
-        },
-    )
+    finally:
+        committed.finish()
     # The evidence checks of `signals`, in this same run (defs/checks.py says why here).
     from radar_pipeline.defs.checks import signal_check_evaluations, unjudged_check_evaluations
 

@@ -1,0 +1,118 @@
+"""A `radar collect`'s head start: plan and fetch while Dagster is still being imported.
+
+Importing Dagster and our definitions costs the command about 1.5 s of one core, and the first
+thing its run then does is plan (registry, DuckDB state, Source locks) and fetch, which mostly
+waits on publishers while the parse workers (core/parallel.py) sit idle. So the command starts
+that work first, on one thread, for the run id it will give its Dagster run; the run's `fetch`
+op takes the outcome over instead of planning again (defs/assets.py).
+
+Nothing else changes. The same Collector code plans and fetches; each Source's lock is taken
+before its request; attempts are recorded under the run's id; nothing is committed before the
+run's own materialize step; fetched bodies go to the parse workers as they arrive. The run's
+log says the fetch happened during start-up. A command that fails before its run takes the
+head start over (Dagster cannot start, the run config is refused) calls `abandon`: it waits for
+the thread and releases its locks, so the fetches stay recorded as attempts of a collection
+that never committed, as for a run that failed after its fetch step.
+
+Daemon and UI runs never have a head start: their process imported Dagster long before.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from radar_pipeline.core.collect import Collector
+from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.models import FetchResult
+from radar_pipeline.core.plan import CollectionPlan, CollectionSpec, LockBook, Mode
+from radar_pipeline.core.registry import RegistrySnapshot, load_registry
+from radar_pipeline.core.schedule import format_utc, parse_utc
+
+Fetched = tuple[CollectionPlan, tuple[FetchResult | None, ...]]
+
+
+@dataclass(frozen=True)
+class HeadStart:
+    """One command's early plan and fetch, waiting for its run to take it over."""
+
+    run_id: str  # the id the command gives its Dagster run (Dagster's own format: a uuid4)
+    paths: RadarPaths
+    spec: CollectionSpec  # source_ids sorted
+    snapshot: RegistrySnapshot  # the registry the plan used; the launch selects from it too
+    future: Future[Fetched]
+
+    def matches(self, spec: CollectionSpec, paths: RadarPaths) -> bool:
+        """Whether `spec` (what the run's op asks for) is what was planned and fetched."""
+        ordered = replace(spec, source_ids=tuple(sorted(spec.source_ids)))
+        return ordered == self.spec and paths == self.paths
+
+    def result(self) -> Fetched:
+        """The plan and fetch results (waits; re-raises what the thread raised)."""
+        return self.future.result()
+
+
+_pending: dict[str, HeadStart] = {}
+_pending_lock = threading.Lock()
+
+
+def begin(
+    paths: RadarPaths, mode: Mode, source_ids: tuple[str, ...], as_of: datetime
+) -> HeadStart | None:
+    """Start planning and fetching the collection the command will launch, on a thread.
+
+    Returns None (nothing started) where the launch would not run at all: no valid Source
+    selected, or an explicit id that is not a valid Source (the launch then says so).
+    """
+    snapshot = load_registry(paths.vault)
+    valid = [r.source.id for r in snapshot.sources]
+    if any(s not in valid for s in source_ids):
+        return None
+    selected = tuple(sorted(set(source_ids) or valid))
+    if not selected:
+        return None
+    run_id = str(uuid.uuid4())
+    spec = CollectionSpec(
+        collection_id=run_id,
+        mode=mode,
+        # The run reads as_of back from its config, where it has whole seconds.
+        as_of=parse_utc(format_utc(as_of)),
+        source_ids=selected,
+        trigger="cli",
+        dagster_run_id=run_id,
+    )
+    future: Future[Fetched] = Future()
+    head = HeadStart(run_id, paths, spec, snapshot, future)
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            collector = Collector(paths)
+            plan = collector.plan(spec, snapshot)
+            future.set_result((plan, collector.fetch(plan)))
+        except BaseException as exc:  # handed to the run's fetch op, which fails with it
+            future.set_exception(exc)
+
+    with _pending_lock:
+        _pending[run_id] = head
+    threading.Thread(target=work, name="radar-head-start", daemon=True).start()
+    return head
+
+
+def take(run_id: str) -> HeadStart | None:
+    """The head start made for this run, once (the run's fetch op calls this)."""
+    with _pending_lock:
+        return _pending.pop(run_id, None)
+
+
+def abandon(head: HeadStart) -> None:
+    """Give up a head start no run took over: wait for its thread, release its locks."""
+    take(head.run_id)
+    try:
+        head.future.exception()  # waits; what it raised is not this caller's failure
+    finally:
+        LockBook.release_all(head.run_id)
