@@ -381,3 +381,20 @@ def test_checks_are_unpartitioned_and_documented() -> None:
         assert spec.description and len(spec.description) > 40
     [spec] = idempotency_check.check_specs
     assert "Unpartitioned" in (spec.description or "")
+
+
+def test_audits_started_on_a_worker_that_failed_are_run_again_here(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
+) -> None:
+    from concurrent.futures import Future
+
+    from radar_pipeline.defs.checks import signal_check_evaluations
+
+    healthy_vault(radar_env["vault"], feed_server, instance)
+    now = datetime.now(UTC)
+    broken: Future[Any] = Future()
+    broken.set_exception(RuntimeError("worker died"))  # what a broken pool's future holds
+    again = signal_check_evaluations(RadarPaths.from_env(), now, broken)
+    plain = signal_check_evaluations(RadarPaths.from_env(), now)
+    assert [(e.check_name, e.passed) for e in again] == [(e.check_name, e.passed) for e in plain]
+    assert all(e.passed for e in again)

@@ -357,6 +357,13 @@ def mirror_health(updates: Sequence[HealthUpdate]) -> HealthMirrors:
     return HealthMirrors(parts, pool)
 
 
+def run_soon(fn: Any, *args: Any) -> Future[Any] | None:
+    """Start `fn(*args)` on the pool and return its future; None without a pool (or a broken
+    one): the caller then runs it itself. `fn` and its arguments must pickle."""
+    pool = _pool
+    return _submit(pool, fn, *args) if pool is not None else None
+
+
 def _submit(pool: ProcessPoolExecutor, fn: Any, *args: Any) -> Future[Any] | None:
     """`pool.submit`, or None once the pool is broken (a worker died: submit raises)."""
     try:

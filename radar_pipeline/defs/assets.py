@@ -141,9 +141,19 @@ def signal_materialize(
     Emits one materialization per Source that passed (its partition) and an observation per
     Source that failed, so one range run still shows each Source's own outcome.
     """
+    # The evidence checks of `signals`, in this same run (defs/checks.py says why here).
+    from radar_pipeline.defs.checks import (
+        signal_check_evaluations,
+        start_signal_audits,
+        unjudged_check_evaluations,
+    )
+
+    as_of = deduped.plan.spec.as_of
     committed = radar.collector().commit(deduped.plan, deduped.items)
+    # The Sources' health mirrors (Collector.commit) and the audits are done on the worker
+    # processes, when the command has them, while each Source is reported to Dagster here.
+    audits = start_signal_audits(radar.paths(), as_of)
     try:
-        # The Sources' health mirrors are written meanwhile (Collector.commit).
         report = committed.report
         context.log.info("collection report\n" + collection_markdown(report))
         for src in report["sources"]:
@@ -173,11 +183,8 @@ def signal_materialize(
         )
     finally:
         committed.finish()
-    # The evidence checks of `signals`, in this same run (defs/checks.py says why here).
-    from radar_pipeline.defs.checks import signal_check_evaluations, unjudged_check_evaluations
-
     try:
-        evaluations = signal_check_evaluations(radar.paths(), deduped.plan.spec.as_of)
+        evaluations = signal_check_evaluations(radar.paths(), as_of, audits)
     except Exception as exc:
         # The collection is committed; the checks could not judge it. Say so in each check's
         # record (an ERROR, never a silent gap or a pass); each can be re-run from the UI.

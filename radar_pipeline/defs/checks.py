@@ -21,11 +21,13 @@ ERROR marks a broken promise (a duplicate file, missing provenance, text that ou
 an index row with no file); WARN a soft one (an overdue Source, a file not indexed yet).
 """
 
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
 
+from radar_pipeline.core import parallel
 from radar_pipeline.core.audit import AuditResult, run_audit, run_audits
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.schedule import parse_utc
@@ -52,10 +54,27 @@ def check_evaluation(audit: AuditResult, asset_key: dg.AssetKey) -> dg.AssetChec
     )
 
 
-def signal_check_evaluations(paths: RadarPaths, as_of: datetime) -> list[dg.AssetCheckEvaluation]:
+def start_signal_audits(
+    paths: RadarPaths, as_of: datetime
+) -> Future[dict[str, AuditResult]] | None:
+    """Start the `signals` audits on the command's worker processes (None without them): a
+    collection calls this once it has committed, then reports its Sources meanwhile."""
+    return parallel.run_soon(run_audits, paths, as_of, SIGNAL_CHECK_NAMES)
+
+
+def signal_check_evaluations(
+    paths: RadarPaths, as_of: datetime, started: Future[dict[str, AuditResult]] | None = None
+) -> list[dg.AssetCheckEvaluation]:
     """The `signals` checks over the vault and DuckDB as a collection left them; `overdue` at
-    the collection's clock `as_of`."""
-    audits = run_audits(paths, as_of, SIGNAL_CHECK_NAMES)
+    the collection's clock `as_of`. `started`: the same audits from `start_signal_audits`."""
+    audits = None
+    if started is not None:
+        try:
+            audits = started.result()
+        except Exception:  # a worker died, or the audit failed there: once more, here
+            audits = None
+    if audits is None:
+        audits = run_audits(paths, as_of, SIGNAL_CHECK_NAMES)
     return [check_evaluation(audits[name], SIGNALS_KEY) for name in SIGNAL_CHECK_NAMES]
 
 
