@@ -417,3 +417,15 @@ def test_health_mirrors_on_the_pool_update_each_file_and_report_failures(
     assert all(
         "2026-12-01T00:00:00Z" in n.read_text("utf-8") for i, n in enumerate(notes) if i != 3
     )
+
+
+def test_worker_temp_files_name_the_command(pool: None) -> None:
+    """A killed command's leftovers are stale as soon as it is gone, even while one of its
+    workers is still dying (found by the kill trials: a worker in its last fsync)."""
+    from radar_pipeline.core.signals import temp_prefix
+
+    executor = parallel.parse_pool()
+    assert executor is not None
+    names = {executor.submit(temp_prefix, ".tmp-signal-").result(timeout=30) for _ in range(8)}
+    assert names == {f".tmp-signal-{os.getpid()}-"}
+    assert executor.submit(os.getpid).result(timeout=30) != os.getpid()

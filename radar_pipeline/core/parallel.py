@@ -33,6 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from radar_pipeline.core.config import set_temp_owner
 from radar_pipeline.core.errors import ParseError
 from radar_pipeline.core.parse import parse_feed
 
@@ -112,6 +113,7 @@ def _worker_init(parent_pid: int) -> None:
     _die_with_parent()
     if os.getppid() != parent_pid:  # the parent died before the request took effect
         os._exit(0)
+    set_temp_owner(parent_pid)  # temp files name the command, not this worker
 
     def watch() -> None:
         while os.getppid() == parent_pid:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
+from radar_pipeline.core.config import temp_owner_pid
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.text import inert_markdown, inert_property, one_line
 
@@ -151,8 +152,8 @@ _TEMP_PATTERNS = (
 
 
 def temp_prefix(prefix: str) -> str:
-    """`prefix` tagged with this process's id, for `remove_stale_temp_files`."""
-    return f"{prefix}{os.getpid()}-"
+    """`prefix` tagged with the writing command's process id, for `remove_stale_temp_files`."""
+    return f"{prefix}{temp_owner_pid()}-"
 
 
 def _writer_alive(pid: int) -> bool:
