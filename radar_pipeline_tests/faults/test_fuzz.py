@@ -311,3 +311,18 @@ def test_fuzz_update_frontmatter_keys(
             assert fm[key] == (None if value in (None, "") else value), key
         for key in old_fm.keys() - updates.keys():
             assert fm[key] == old_fm[key], key
+
+
+def test_markup_that_breaks_feedparser_is_a_parse_error() -> None:
+    """Found by test_fuzz_mutated_real_feeds: a stray `</height>` in ill-formed XML made
+    feedparser's loose parser raise TypeError."""
+    body = (
+        b'<rss version="2.0"><channel><title>x</title></height><item><title>a & b</title>'
+        b"<link>https://e.com/a</link></item></channel></rss>"
+    )
+    with pytest.raises(ParseError) as caught:
+        parse_feed(
+            "s", body, base_url="https://e.com/", content_type=None, now=NOW, coverage_from=None
+        )
+    assert caught.value.error_class == "invalid-xml"
+    assert "TypeError" in caught.value.message
