@@ -44,6 +44,15 @@ def _attempts(db: Path) -> list[tuple[str, str, str | None, int | None]]:
         ).fetchall()
 
 
+def _head_start(vault: Path) -> tuple[RadarPaths, headstart.HeadStart]:
+    """The fixture Sources, and a head start over all of them at NOW."""
+    _write_sources(vault)
+    paths = RadarPaths.from_env()
+    head = headstart.begin(paths, "all", (), NOW)
+    assert head is not None
+    return paths, head
+
+
 def _instance(home: Path) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(home))
 
@@ -90,10 +99,7 @@ def test_the_command_fetches_while_starting_and_its_run_takes_it_over(
 def test_a_head_start_no_run_takes_over_is_abandoned_and_frees_its_sources(
     radar_env: dict[str, Path],
 ) -> None:
-    _write_sources(radar_env["vault"])
-    paths = RadarPaths.from_env()
-    head = headstart.begin(paths, "all", (), NOW)
-    assert head is not None
+    paths, head = _head_start(radar_env["vault"])
     headstart.abandon(head)  # as when Dagster cannot start
     assert headstart.take(head.run_id) is None
     assert not [k for k in LockBook._held if k[0] == head.run_id]
@@ -110,10 +116,7 @@ def test_a_head_start_no_run_takes_over_is_abandoned_and_frees_its_sources(
 def test_a_head_start_its_run_does_not_match_fails_the_run_and_frees_its_sources(
     radar_env: dict[str, Path],
 ) -> None:
-    _write_sources(radar_env["vault"])
-    paths = RadarPaths.from_env()
-    head = headstart.begin(paths, "all", (), NOW)
-    assert head is not None
+    paths, head = _head_start(radar_env["vault"])
     with _instance(radar_env["home"]) as instance:
         # The run asks for another instant than the one planned and fetched.
         with pytest.raises(CollectionFailed, match="head start"):

@@ -328,8 +328,10 @@ class HealthMirrors:
         for updates, future in self._parts:
             try:
                 failures.extend(future.result())
-            except Exception:  # the pool broke (a worker died): write these here instead,
-                if self._pool is not None:  # once no worker is left writing (write_many)
+            except Exception:
+                # The pool broke (a worker died): write these here, once no worker is left
+                # writing (as write_many does).
+                if self._pool is not None:
                     _abandon_pool(self._pool)
                 failures.extend(write_health(updates))
         return failures

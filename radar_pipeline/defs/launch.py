@@ -119,10 +119,12 @@ _SUBSET_PLANNED_EVENTS = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
 def planned_events_as_subset() -> Iterator[None]:
     """While an in-process collection run is created, let Dagster record its planned Source
     partitions as one event (the run's partition subset) instead of one event each: 200
-    Sources cost 200 event writes, ~0.5 s, before the first fetch. The UI still shows the
-    partitions in progress. What is lost: if the run itself fails (a step error, not a
-    failed Source), Dagster does not mark its partitions failed; the command says it failed,
-    and the run failure sensor records a dead letter per Source all the same."""
+    Sources cost 200 event writes, ~0.5 s, before the first fetch. What is lost (Dagster
+    derives both from per-partition planned events): the UI's per-partition "in progress"
+    marker while a CLI run is going (seconds), and its "failed" marker when such a run fails
+    as a whole (a step error, not a failed Source, which is an observation either way). The
+    command reports that failure itself; with the daemon up, the run failure sensor records a
+    dead letter per Source as before."""
     before = os.environ.get(_SUBSET_PLANNED_EVENTS)
     os.environ[_SUBSET_PLANNED_EVENTS] = "true"
     try:
