@@ -1,12 +1,15 @@
 """`make bench` (`python -m benchmarks.run`): every scenario in one invocation, one table.
 
     python -m benchmarks.run [--n 50,200] [--latency-ms 100] [--scenarios 1,2,3,4,5,6]
-                             [--signals 100000] [--temp-files 10000] [--quick]
+                             [--signals 100000] [--temp-files 10000] [--quick] [--repeat 3]
                              [--workdir DIR] [--keep] [--results DIR]
 
 Scenarios: 1 cold, 2 rerun, 3 scale, 4 rss, 5 rebuild, 6 close (numbers or names).
-`--quick` (about a minute): N=20, 10,000 Signals, 2,000 temporary files; its results go to
-`latest-quick.*` so the committed full run (`latest.*`) is not overwritten.
+`--quick` (about a minute): N=20, 10,000 Signals, 2,000 temporary files, one run each; its
+results go to `latest-quick.*` so the committed full run (`latest.*`) is not overwritten.
+`--repeat K`: scenarios 1, 2 and 4 measure each Radar and naive run K times (cold runs each in a
+fresh vault) and count the median wall (peak RSS: the highest); every run's wall is listed. On a
+shared machine one sample swings by a third (see the README).
 """
 
 from __future__ import annotations
@@ -39,6 +42,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--signals", type=int, default=None, help="existing Signals (100000)")
     p.add_argument("--temp-files", type=int, default=None, help="temporary files (10000)")
     p.add_argument("--quick", action="store_true", help="small sizes; about a minute")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="runs per measurement in scenarios 1, 2, 4; the median wall counts (3; quick 1)",
+    )
     p.add_argument("--workdir", type=Path, default=None, help="where temp vaults go")
     p.add_argument("--keep", action="store_true", help="keep the work folder")
     p.add_argument("--results", type=Path, default=RESULTS, help="where results are written")
@@ -46,6 +55,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     args.ns = [int(x) for x in (args.n or ("20" if args.quick else "50,200")).split(",")]
     args.signals = args.signals or (10_000 if args.quick else 100_000)
     args.temp_files = args.temp_files or (2_000 if args.quick else 10_000)
+    args.repeat = args.repeat or (1 if args.quick else 3)
     chosen = [NAMES.get(s.strip(), s.strip()) for s in args.scenarios.split(",") if s.strip()]
     unknown = [c for c in chosen if c not in NAMES.values()]
     if unknown:
@@ -67,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{min(sizes) // 1000}-{max(sizes) // 1000} KB (mean {sum(sizes) // len(sizes) // 1000} "
         f"KB), latency {args.latency_ms:g} ms"
     )
-    ctx = scenarios.Context(farm, workdir, args.signals, args.temp_files)
+    ctx = scenarios.Context(farm, workdir, args.signals, args.temp_files, args.repeat)
     small, large = min(args.ns), max(args.ns)
     plan: dict[str, Callable[[], scenarios.Outcome]] = {
         "cold": lambda: scenarios.cold(ctx, args.ns),
@@ -99,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             "scenarios": args.chosen,
             "signals": args.signals,
             "tempFiles": args.temp_files,
+            "repeat": args.repeat,
         },
         "machine": {
             **machine(),
