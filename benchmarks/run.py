@@ -44,7 +44,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="small sizes; about a minute")
     p.add_argument(
         "--repeat",
-        type=int,
+        type=_positive,
         default=None,
         help="runs per measurement in scenarios 1, 2, 4; the median wall counts (3; quick 1)",
     )
@@ -62,6 +62,13 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"unknown scenario(s): {', '.join(unknown)}")
     args.chosen = chosen
     return args
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return number
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,13 +94,20 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
         print(text)
 
 
+def _dagster_home() -> Path:
+    """DAGSTER_HOME, made absolute in the environment (written only when it changes)."""
+    home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home()).absolute()
+    if os.environ.get("DAGSTER_HOME") != str(home):
+        os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
 def dagster_instance() -> Any:
     """The Dagster instance in DAGSTER_HOME (default: the repository's data/dagster_home)."""
     import dagster as dg
     import filelock
 
-    home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home())
-    os.environ["DAGSTER_HOME"] = str(home.absolute())
+    home = _dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     # Processes starting together on an empty home would race: one reads a half-copied
     # dagster.yaml, two create the same SQLite tables ("table ... already exists"). The lock
@@ -151,26 +158,33 @@ def _collect(args: argparse.Namespace, as_of: datetime) -> int:
     from radar_pipeline.core import headstart
     from radar_pipeline.core.store import Store
 
+    mode: Mode = "explicit" if args.source else ("all" if args.all else "due")
+    paths = RadarPaths.from_env()
+    # The head start's thread (below) may be inside C code that reads the environment without
+    # the GIL: settle the environment before it exists, restore it after it ended.
+    _dagster_home()
+    switch_before = os.environ.get(headstart.SUBSET_PLANNED_EVENTS)
+    os.environ[headstart.SUBSET_PLANNED_EVENTS] = "true"
     # Loading Dagster builds some million objects that live as long as this command; the
     # collector would walk them again and again (~0.15 s). It is off until they are loaded,
     # then they are moved out of its reach (gc.freeze) and it is on again.
     gc.disable()
+    head = None
     try:
-        mode: Mode = "explicit" if args.source else ("all" if args.all else "due")
-        paths = RadarPaths.from_env()
         # Open the store here first: a broken or unusable DuckDB file is one clear line, not
         # a failed Dagster run with a stack trace.
         Store(paths.db).schema_version()
-        # Plan and fetch on a thread while Dagster is loaded below (core/headstart.py).
+        # Plan and fetch on a thread while Dagster is loaded (core/headstart.py).
         head = headstart.begin(paths, mode, tuple(args.source), as_of)
-    except BaseException:
-        gc.enable()
-        raise
-    try:
         return _launch_collection(args, paths, mode, as_of, head)
     finally:
+        gc.enable()  # a no-op once loaded; on an early error, on again all the same
         if head is not None:
             headstart.abandon(head)  # no-op once the run took it over
+        if switch_before is None:
+            os.environ.pop(headstart.SUBSET_PLANNED_EVENTS, None)
+        else:
+            os.environ[headstart.SUBSET_PLANNED_EVENTS] = switch_before
 
 
 def _launch_collection(

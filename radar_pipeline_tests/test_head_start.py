@@ -27,13 +27,13 @@ SOURCES = [f"src-{i}" for i in range(5)]
 HEAD_START_LOG = "planned and fetched by `radar collect` while it was starting this run"
 
 
-def _write_sources(vault: Path) -> None:
+def _write_sources(vault: Path, **overrides: object) -> None:
     for i, source_id in enumerate(SOURCES):
         items = [
             {"title": f"Item {i}-{j}", "guid": f"g{i}-{j}", "link": f"https://e.com/{i}/{j}"}
             for j in range(3)
         ]
-        write_fixture_source(vault, source_id, rss(items))
+        write_fixture_source(vault, source_id, rss(items), **overrides)
 
 
 def _attempts(db: Path) -> list[tuple[str, str, str | None, int | None]]:
@@ -113,6 +113,25 @@ def test_a_head_start_no_run_takes_over_is_abandoned_and_frees_its_sources(
     assert (report["passed"], report["skipped"], report["created"]) == (5, 0, 15)
 
 
+def test_fetches_no_run_committed_still_count_for_min_interval(
+    radar_env: dict[str, Path],
+) -> None:
+    """The publisher saw the abandoned head start's requests: minIntervalSeconds holds."""
+    _write_sources(radar_env["vault"], minIntervalSeconds=900)
+    paths = RadarPaths.from_env()
+    head = headstart.begin(paths, "all", (), NOW)
+    assert head is not None
+    headstart.abandon(head)
+    assert {r[1] for r in _attempts(radar_env["db"])} == set(SOURCES)  # each one fetched
+    with _instance(radar_env["home"]) as instance:
+        soon = launch_collection(instance, paths, "all", (), NOW + timedelta(minutes=1), "cli")
+        assert (soon["passed"], soon["skipped"]) == (0, 5)
+        reasons = {s["error"] for s in soon["sources"]}
+        assert len(reasons) == 1 and reasons.pop().startswith("rate-limit: minIntervalSeconds")
+        later = launch_collection(instance, paths, "all", (), NOW + timedelta(minutes=16), "cli")
+    assert (later["passed"], later["created"]) == (5, 15)
+
+
 def test_a_head_start_its_run_does_not_match_fails_the_run_and_frees_its_sources(
     radar_env: dict[str, Path],
 ) -> None:
@@ -133,3 +152,23 @@ def test_no_head_start_when_the_launch_would_not_run(radar_env: dict[str, Path])
     _write_sources(radar_env["vault"])
     assert headstart.begin(paths, "explicit", ("src-0", "nope"), NOW) is None
     assert headstart._pending == {}
+
+
+def test_a_command_whose_dagster_fails_to_start_frees_what_its_head_start_took(
+    radar_env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from radar_pipeline import cli
+    from radar_pipeline.core.errors import RadarError
+
+    def broken_instance() -> dg.DagsterInstance:
+        raise RadarError("the Dagster instance is broken (test)")
+
+    _write_sources(radar_env["vault"])
+    monkeypatch.setattr(cli, "dagster_instance", broken_instance)
+    assert cli.main(["collect", "--all"]) == cli.EXIT_ERROR
+    assert "the Dagster instance is broken (test)" in capsys.readouterr().err
+    assert headstart._pending == {}
+    assert LockBook._held == {}
+    assert headstart.SUBSET_PLANNED_EVENTS not in os.environ
+    # It fetched every Source before Dagster failed; the attempts say so, uncommitted.
+    assert {(r[1], r[2]) for r in _attempts(radar_env["db"])} == {(s, None) for s in SOURCES}

@@ -15,7 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -46,6 +46,7 @@ from radar_pipeline.core.parallel import (
     write_many,
 )
 from radar_pipeline.core.plan import (
+    PUBLISHER_WAITS,
     CollectionPlan,
     CollectionSpec,
     LockBook,
@@ -122,7 +123,7 @@ class Collector:
         if snapshot is None:
             snapshot = load_registry(self.paths.vault)
         with self.store.transaction() as con:
-            states = load_states(con)
+            states = with_uncommitted_fetches(con, load_states(con))
             row = con.execute("SELECT max(as_of) FROM collections").fetchone()
         last = row[0] if row else None
         first = plan_collection(spec, snapshot, states, last, self.locks)
@@ -132,7 +133,7 @@ class Collector:
         # may have committed a check of the same Source between our read and our lock, and
         # its fetch time (minIntervalSeconds) and validators must count.
         with self.store.transaction() as con:
-            states = load_states(con)
+            states = with_uncommitted_fetches(con, load_states(con))
         return plan_collection(spec, snapshot, states, last, self.locks)
 
     def fetch(self, plan: CollectionPlan) -> tuple[FetchResult | None, ...]:
@@ -492,6 +493,34 @@ def validators_changed(
     if r.outcome not in ("ok", "not-modified"):
         return None
     return (r.etag, r.last_modified) != (previous_etag, previous_last_modified)
+
+
+def with_uncommitted_fetches(
+    con: duckdb.DuckDBPyConnection, states: Mapping[str, FeedState]
+) -> dict[str, FeedState]:
+    """Feed state as the publishers saw it. A fetch whose collection never committed (the
+    command was killed, or its Dagster run never started: core/headstart.py) still happened:
+    it counts for `minIntervalSeconds` and a publisher's Retry-After (rate-limited, challenge),
+    never for validators or the watermark. Such attempts are the ones the commit never
+    completed (`check_outcome` is NULL)."""
+    rows = con.execute(
+        "SELECT source_id, max(fetched_at), arg_max(error_class, fetched_at), "
+        "arg_max(retry_after_s, fetched_at) FROM fetch_attempts "
+        "WHERE check_outcome IS NULL GROUP BY source_id"
+    ).fetchall()
+    out = dict(states)
+    for source_id, fetched_at, error_class, retry_after_s in rows:
+        state = out.get(source_id) or FeedState(source_id)
+        changes: dict[str, Any] = {}
+        if state.last_fetch_at is None or fetched_at > state.last_fetch_at:
+            changes["last_fetch_at"] = fetched_at
+        if error_class in PUBLISHER_WAITS and retry_after_s:
+            until = fetched_at + timedelta(seconds=retry_after_s)
+            if state.backoff_until is None or until > state.backoff_until:
+                changes.update(backoff_until=until, error_state=error_class)
+        if changes:
+            out[source_id] = replace(state, **changes)
+    return out
 
 
 def _record_attempts(

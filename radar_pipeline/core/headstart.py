@@ -34,6 +34,12 @@ from radar_pipeline.core.schedule import format_utc, parse_utc
 
 Fetched = tuple[CollectionPlan, tuple[FetchResult | None, ...]]
 
+# Dagster's switch for one planned event per run (defs/launch.py `planned_events_as_subset`).
+# The command sets it, and DAGSTER_HOME, before the head start's thread exists: a setenv while
+# that thread is inside getaddrinfo or OpenSSL (C code reading the environment without the
+# GIL) is not thread-safe in glibc.
+SUBSET_PLANNED_EVENTS = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
+
 
 @dataclass(frozen=True)
 class HeadStart:

@@ -150,10 +150,10 @@ def signal_materialize(
 
     as_of = deduped.plan.spec.as_of
     committed = radar.collector().commit(deduped.plan, deduped.items)
-    # The Sources' health mirrors (Collector.commit) and the audits are done on the worker
-    # processes, when the command has them, while each Source is reported to Dagster here.
-    audits = start_signal_audits(radar.paths(), as_of)
     try:
+        # The Sources' health mirrors (Collector.commit) and the audits are done on the worker
+        # processes, when the command has them, while each Source is reported to Dagster here.
+        audits = start_signal_audits(radar.paths(), as_of)
         report = committed.report
         context.log.info("collection report\n" + collection_markdown(report))
         for src in report["sources"]:

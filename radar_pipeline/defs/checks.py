@@ -21,6 +21,7 @@ ERROR marks a broken promise (a duplicate file, missing provenance, text that ou
 an index row with no file); WARN a soft one (an overdue Source, a file not indexed yet).
 """
 
+import logging
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +35,8 @@ from radar_pipeline.core.schedule import parse_utc
 from radar_pipeline.defs.assets import SIGNALS_KEY, signals, source_registry
 from radar_pipeline.defs.cleanup import weekly_cleanup
 from radar_pipeline.defs.resources import RadarResource
+
+log = logging.getLogger(__name__)
 
 
 def check_result(audit: AuditResult) -> dg.AssetCheckResult:
@@ -71,7 +74,8 @@ def signal_check_evaluations(
     if started is not None:
         try:
             audits = started.result()
-        except Exception:  # a worker died, or the audit failed there: once more, here
+        except Exception as exc:  # a worker died, or the audit failed there: once more, here
+            log.warning("the audits on a worker process failed (%r); running them here", exc)
             audits = None
     if audits is None:
         audits = run_audits(paths, as_of, SIGNAL_CHECK_NAMES)
