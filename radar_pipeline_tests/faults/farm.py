@@ -302,8 +302,13 @@ def check_invariants(
     v += [f"item {k} in {len(s)} Signals: {s}" for k, s in view.by_item.items() if len(s) > 1]
     if settled:
         v += [f"temp file left: {t}" for t in view.temp_files]
-    if not home.db.exists():
-        return v + (["DuckDB file missing"] if settled else [])
+    # A command killed before its first migration committed (it opens the store first thing)
+    # leaves no file, or a file without tables: no index yet, which the next run creates.
+    migrated = home.db.exists() and db_rows(
+        home.db, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'signals'"
+    ) == [(1,)]
+    if not migrated:
+        return v + (["DuckDB file missing or never migrated"] if settled else [])
     indexed = {str(r[0]) for r in db_rows(home.db, "SELECT signal_id FROM signals")}
     v += [f"index row without file: {s}" for s in sorted(indexed - view.ids)]
     if settled:
