@@ -62,7 +62,7 @@ from radar_pipeline.core.signals import (
     remove_stale_temp_files,
 )
 from radar_pipeline.core.state import FeedState, load_states, save_states
-from radar_pipeline.core.store import Store, gc_paused, insert_rows, to_json_text
+from radar_pipeline.core.store import Store, gc_paused, insert_rows, to_json_text, unnested
 
 log = logging.getLogger(__name__)
 
@@ -883,14 +883,13 @@ def _record_metrics(
     ]
     if not rows:
         return
-    types = ("VARCHAR", "VARCHAR", *("INTEGER",) * 5, "TIMESTAMPTZ")
-    columns = ", ".join(f"unnest(?::{kind}[]) AS c{i}" for i, kind in enumerate(types))
+    select, params = unnested(("VARCHAR", "VARCHAR", *("INTEGER",) * 5, "TIMESTAMPTZ"), rows)
     con.execute(
         "UPDATE fetch_attempts SET check_outcome = n.c1, items_parsed = n.c2, items_new = n.c3, "
         "items_duplicate = n.c4, items_rejected = n.c5, consecutive_failures = n.c6, "
-        f"backoff_until = n.c7 FROM (SELECT {columns}) AS n "
+        f"backoff_until = n.c7 FROM ({select}) AS n "
         "WHERE fetch_attempts.collection_id = ? AND fetch_attempts.source_id = n.c0",
-        [*(list(column) for column in zip(*rows, strict=True)), spec.collection_id],
+        [*params, spec.collection_id],
     )
 
 

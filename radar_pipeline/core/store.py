@@ -416,12 +416,18 @@ def insert_rows(
     """
     if not rows:
         return
-    unnested = ", ".join(f"unnest(?::{kind}[]) AS c{i}" for i, kind in enumerate(column_types))
+    select, params = unnested(column_types, rows)
     target = f"{table} ({', '.join(columns)})" if columns is not None else table
-    con.execute(
-        f"INSERT INTO {target} SELECT * FROM (SELECT {unnested}) AS n {where}",
-        [list(column) for column in zip(*rows, strict=True)],
-    )
+    con.execute(f"INSERT INTO {target} SELECT * FROM ({select}) AS n {where}", params)
+
+
+def unnested(
+    column_types: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> tuple[str, list[list[Any]]]:
+    """`SELECT unnest(?::T[]) AS c0, ...` and its parameters: `rows` as one relation, each
+    column bound as one typed list (for `insert_rows`, or an UPDATE ... FROM it)."""
+    columns = ", ".join(f"unnest(?::{kind}[]) AS c{i}" for i, kind in enumerate(column_types))
+    return f"SELECT {columns}", [list(column) for column in zip(*rows, strict=True)]
 
 
 _DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
