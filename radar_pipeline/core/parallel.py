@@ -66,6 +66,7 @@ def start_parse_pool(workers: int | None = None) -> bool:
         return False
     if threading.active_count() > 1:
         return False  # forking a threaded process could copy a lock another thread holds
+    _import_worker_modules()
     pool = ProcessPoolExecutor(
         max_workers=count,
         mp_context=multiprocessing.get_context("fork"),
@@ -77,6 +78,19 @@ def start_parse_pool(workers: int | None = None) -> bool:
     pool.submit(os.getpid)
     _pool, _workers = pool, count
     return True
+
+
+def _import_worker_modules() -> None:
+    """Import what the workers run (writing Signals, audits, health mirrors) before the fork.
+
+    The command imports all of it a moment later anyway (core/headstart.py); imported here,
+    the workers inherit the modules instead of each importing them again on its first job
+    (~0.25 s of CPU per worker, on a machine whose cores the whole command shares). Importing
+    starts no thread and opens no file that a worker would keep."""
+    import radar_pipeline.core.audit
+    import radar_pipeline.core.frontmatter
+    import radar_pipeline.core.signals
+    import radar_pipeline.core.temporary  # noqa: F401
 
 
 def stop_parse_pool() -> None:
