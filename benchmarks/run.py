@@ -8,8 +8,10 @@ Scenarios: 1 cold, 2 rerun, 3 scale, 4 rss, 5 rebuild, 6 close (numbers or names
 `--quick` (about a minute): N=20, 10,000 Signals, 2,000 temporary files, one run each; its
 results go to `latest-quick.*` so the committed full run (`latest.*`) is not overwritten.
 `--repeat K`: scenarios 1, 2 and 4 measure each Radar and naive run K times (cold runs each in a
-fresh vault) and count the median wall (peak RSS: the highest); every run's wall is listed. On a
-shared machine one sample swings by a third (see the README).
+fresh vault) and count the median wall (peak RSS: the highest); every run's wall is listed.
+Scenario 3 measures K cold/re-run pairs per vault, each on a fresh copy of the same vault, and
+counts the median per-item cost. On a shared machine one sample swings by a third (see the
+README).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         "--repeat",
         type=_positive,
         default=None,
-        help="runs per measurement in scenarios 1, 2, 4; the median wall counts (3; quick 1)",
+        help="runs per measurement in scenarios 1-4; the median counts (3; quick 1)",
     )
     p.add_argument("--workdir", type=Path, default=None, help="where temp vaults go")
     p.add_argument("--keep", action="store_true", help="keep the work folder")
