@@ -9,9 +9,9 @@ Scenarios: 1 cold, 2 rerun, 3 scale, 4 rss, 5 rebuild, 6 close (numbers or names
 results go to `latest-quick.*` so the committed full run (`latest.*`) is not overwritten.
 `--repeat K`: scenarios 1, 2 and 4 measure each Radar and naive run K times (cold runs each in a
 fresh vault) and count the median wall (peak RSS: the highest); every run's wall is listed.
-Scenario 3 measures K cold/re-run pairs per vault, each on a fresh copy of the same vault, and
-counts the median per-item cost. On a shared machine one sample swings by a third (see the
-README).
+Scenario 3 measures K cold/re-run pairs per vault, each in a newly built vault (empty and big
+pairs alternate), and counts the median per-item cost. On a shared machine one sample swings by
+a third (see the README).
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import feedparser
-import feedparser.api
 from feedparser.encodings import convert_to_utf8
 
 from radar_pipeline.core.errors import ParseError
@@ -41,12 +40,6 @@ _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "html", "xhtml"})
 # CDATA sections and comments may quote "<!ENTITY" as text (a post about XXE); they declare none.
 _INERT_SECTIONS = re.compile(rb"<!\[CDATA\[.*?\]\]>|<!--.*?-->", re.DOTALL)
 _ENTITY_DECL = re.compile(rb"<!\s*ENTITY", re.IGNORECASE)
-
-# feedparser's strict parser asks `xml.sax.make_parser` for the drivers in this list first:
-# ours is expat with buffered character data (core/saxdriver.py), same result, less CPU.
-SAX_DRIVER = "radar_pipeline.core.saxdriver"
-if SAX_DRIVER not in feedparser.api.PREFERRED_XML_PARSERS:
-    feedparser.api.PREFERRED_XML_PARSERS.insert(0, SAX_DRIVER)
 
 
 @dataclass(frozen=True)
