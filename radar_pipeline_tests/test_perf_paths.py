@@ -359,6 +359,27 @@ def test_a_worker_killed_mid_collection_loses_no_signal(pool: None, tmp_path: Pa
     assert parallel.parse_many(jobs) == [parallel.parse_job(j) for j in jobs]
 
 
+def test_workers_inherit_their_modules_instead_of_importing_them() -> None:
+    """The pool is forked after the modules its jobs use are imported, in a process that had
+    not imported them (a fresh interpreter, as `radar collect` is): no worker pays for them."""
+    script = """if True:
+        import sys
+        from radar_pipeline.core import parallel
+        mods = ("audit", "signals", "temporary", "frontmatter")
+        names = [f"radar_pipeline.core.{m}" for m in mods]
+        assert not any(n in sys.modules for n in names)
+        assert parallel.start_parse_pool(2)
+        code = f"all(n in __import__('sys').modules for n in {names!r})"
+        print(parallel.parse_pool().submit(eval, code).result(timeout=30))
+        parallel.stop_parse_pool()
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
+
+
 def test_event_log_patch_is_removed_by_its_last_user() -> None:
     """Overlapping CLI collections in one process (A starts, B starts, A ends, B ends) leave
     Dagster's own SQLite event log code in place, with no engine left open."""
