@@ -163,28 +163,23 @@ def _collect(args: argparse.Namespace, as_of: datetime) -> int:
     # The head start's thread (below) may be inside C code that reads the environment without
     # the GIL: settle the environment before it exists, restore it after it ended.
     _dagster_home()
-    switch_before = os.environ.get(headstart.SUBSET_PLANNED_EVENTS)
-    os.environ[headstart.SUBSET_PLANNED_EVENTS] = "true"
-    # Loading Dagster builds some million objects that live as long as this command; the
-    # collector would walk them again and again (~0.15 s). It is off until they are loaded,
-    # then they are moved out of its reach (gc.freeze) and it is on again.
-    gc.disable()
-    head = None
-    try:
-        # Open the store here first: a broken or unusable DuckDB file is one clear line, not
-        # a failed Dagster run with a stack trace.
-        Store(paths.db).schema_version()
-        # Plan and fetch on a thread while Dagster is loaded (core/headstart.py).
-        head = headstart.begin(paths, mode, tuple(args.source), as_of)
-        return _launch_collection(args, paths, mode, as_of, head)
-    finally:
-        gc.enable()  # a no-op once loaded; on an early error, on again all the same
-        if head is not None:
-            headstart.abandon(head)  # no-op once the run took it over
-        if switch_before is None:
-            os.environ.pop(headstart.SUBSET_PLANNED_EVENTS, None)
-        else:
-            os.environ[headstart.SUBSET_PLANNED_EVENTS] = switch_before
+    with headstart.planned_events_as_subset():
+        # Loading Dagster builds some million objects that live as long as this command; the
+        # collector would walk them again and again (~0.15 s). It is off until they are
+        # loaded, then they are moved out of its reach (gc.freeze) and it is on again.
+        gc.disable()
+        head = None
+        try:
+            # Open the store here first: a broken or unusable DuckDB file is one clear line,
+            # not a failed Dagster run with a stack trace.
+            Store(paths.db).schema_version()
+            # Plan and fetch on a thread while Dagster is loaded (core/headstart.py).
+            head = headstart.begin(paths, mode, tuple(args.source), as_of)
+            return _launch_collection(args, paths, mode, as_of, head)
+        finally:
+            gc.enable()  # a no-op once loaded; on an early error, on again all the same
+            if head is not None:
+                headstart.abandon(head)  # no-op once the run took it over
 
 
 def _launch_collection(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from sqlalchemy.engine import Engine
 from radar_pipeline.core.collect import report_for
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import RadarError
-from radar_pipeline.core.headstart import SUBSET_PLANNED_EVENTS, HeadStart
+from radar_pipeline.core.headstart import HeadStart, planned_events_as_subset
 from radar_pipeline.core.registry import load_registry
 from radar_pipeline.core.schedule import format_utc
 from radar_pipeline.core.store import Store
@@ -107,32 +106,6 @@ def _launch(
     # The run evaluated the `signals` checks itself after its commit (defs/checks.py).
     report["checks"] = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     return report
-
-
-@contextmanager
-def planned_events_as_subset() -> Iterator[None]:
-    """While an in-process collection run is created, let Dagster record its planned Source
-    partitions as one event carrying the run's partition subset instead of one event each
-    (Dagster 1.13 reads `DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS` in `EventLogStorage.
-    supports_partition_subset_in_asset_materialization_planned_events` when it creates a run):
-    200 Sources cost 200 event writes, ~0.5 s, on the way to the run's first op. What is lost
-    (Dagster derives both from per-partition planned events): the UI's per-partition "in progress"
-    marker while a CLI run is going (seconds), and its "failed" marker when such a run fails
-    as a whole (a step error, not a failed Source, which is an observation either way). The
-    command reports that failure itself; with the daemon up, the run failure sensor records a
-    dead letter per Source as before."""
-    before = os.environ.get(SUBSET_PLANNED_EVENTS)
-    if before == "true":  # `radar collect` set it for its whole life (core/headstart.py)
-        yield
-        return
-    os.environ[SUBSET_PLANNED_EVENTS] = "true"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(SUBSET_PLANNED_EVENTS, None)
-        else:
-            os.environ[SUBSET_PLANNED_EVENTS] = before
 
 
 @contextmanager
