@@ -109,9 +109,10 @@ def test_gc_paused_restores_the_collector_state() -> None:
 
 
 def _plain_idempotency(
-    files: list[audit.SignalFile], index_rows: list[audit.IndexRow]
+    files: list[audit.SignalFile], index_rows: list[tuple[str, str]]
 ) -> list[tuple[str, tuple[str, ...]]]:
-    """The audit as first written (a list per identity, every identity sorted): the reference."""
+    """The audit as first written in Python (a list per identity, every identity sorted), over
+    the files in name order and the index rows (Signal id, identity) in Signal id order."""
     by_identity: dict[str, list[audit.SignalFile]] = {}
     unidentified = []
     for f in files:
@@ -119,9 +120,9 @@ def _plain_idempotency(
             unidentified.append(f)
         else:
             by_identity.setdefault(f.identity, []).append(f)
-    rows_by_identity: dict[str, list[audit.IndexRow]] = {}
-    for row in index_rows:
-        rows_by_identity.setdefault(row.identity, []).append(row)
+    rows_by_identity: dict[str, list[str]] = {}
+    for signal_id, identity in index_rows:
+        rows_by_identity.setdefault(identity, []).append(signal_id)
     out: list[tuple[str, tuple[str, ...]]] = []
     for identity in sorted(by_identity.keys() | rows_by_identity.keys()):
         owners = by_identity.get(identity, [])
@@ -134,45 +135,119 @@ def _plain_idempotency(
             out.append(("ERROR", (*counts, "index row without a Signal file")))
         elif not rows:
             out.append(("WARN", (*counts, "no index row (the next collection repairs it)")))
-        elif rows[0].signal_id != (owners[0].declared_id or owners[0].stem):
-            out.append(("ERROR", (*counts, f"index names {rows[0].signal_id}")))
+        elif rows[0] != (owners[0].declared_id or owners[0].stem):
+            out.append(("ERROR", (*counts, f"index names {rows[0]}")))
     for f in unidentified:
         out.append(("ERROR", ("–", "1", "0", f.rel_path, "no Signal id to identify")))
     return out
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_idempotency_audit_equals_the_plain_grouping(seed: int) -> None:
-    """Copies, files without rows, rows without files, rows naming another id, several rows,
-    unidentifiable files: the same findings, in the same order, and the same figures."""
-    rng = random.Random(seed)
-    files: list[audit.SignalFile] = []
-    index_rows: list[audit.IndexRow] = []
+def _plain_agreement(
+    files: list[audit.SignalFile], index_rows: list[tuple[str, str]]
+) -> list[tuple[str, tuple[str, ...]]]:
+    in_vault = {f.declared_id or f.stem for f in files}
+    in_index = {signal_id for signal_id, _ in index_rows}
+    return [
+        ("ERROR", (sid, "no", "yes", "index row without a Signal file"))
+        for sid in sorted(in_index - in_vault)
+    ] + [
+        ("WARN", (sid, "yes", "no", "not indexed yet (the next collection repairs it)"))
+        for sid in sorted(in_vault - in_index)
+    ]
+
+
+def _plain_provenance(files: list[audit.SignalFile]) -> list[tuple[str, tuple[str, ...]]]:
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for f in files:
+        if f.error is not None:
+            out.append(("ERROR", (f.rel_path, "all", f.error)))
+        else:
+            out.extend(("ERROR", (f.rel_path, *problem)) for problem in f.provenance)
+    return out
+
+
+def _random_vault_facts(
+    rng: random.Random,
+) -> tuple[list[audit.SignalFile], list[tuple[str, str]]]:
+    """Facts of 400 files and an index of its own: copies, files without rows, rows without
+    files, rows naming another id, unreadable files, names that claim no id, broken
+    provenance, and names Python's regex reads as ids (digits of other scripts)."""
+    files: dict[str, audit.SignalFile] = {}
+    index_rows: dict[str, tuple[str, str]] = {}  # identity -> (signal id, identity): UNIQUE
     for i in range(400):
         identity = f"{rng.randrange(300):016x}"
         sid = f"20261130T120000Z-{identity}"
         kind = rng.random()
         stem = sid if kind > 0.05 else f"copy of {sid}-{i}"
-        declared = sid if kind > 0.02 else None
+        declared: str | None = sid if kind > 0.02 else None
         if kind < 0.01:
-            stem, declared = f"notes-{i}", None  # no identity at all
-        rel = f"Radar/Signals/{stem}.md"
-        files.append(audit.SignalFile(rel, stem, declared, None, (), 10))
+            stem, declared = f"notes-{i} é", None  # no identity at all
+        elif kind < 0.015:
+            stem, declared = f"٢٠٢٦١١٣٠T120000Z-{identity}", None  # \d matches these digits
+        error = "no frontmatter" if rng.random() < 0.02 else None
+        if error is not None:
+            declared = None
+        provenance: tuple[tuple[str, str], ...] = ()
+        if error is None and rng.random() < 0.03:
+            provenance = (("sourceId, itemUrl", "missing or empty"), ("id", "declares 'x'"))
+        files[stem] = audit.SignalFile(
+            f"Radar/Signals/{stem}.md", stem, declared, error, provenance, 10
+        )
         if rng.random() < 0.8:
             named = sid if rng.random() > 0.05 else f"20250101T000000Z-{identity}"
-            index_rows.append(audit.IndexRow(named, identity, rel))
+            index_rows.setdefault(identity, (named, identity))
     for _ in range(30):  # rows whose file is gone
         identity = f"{1000 + rng.randrange(40):016x}"
-        index_rows.append(audit.IndexRow(f"20261130T120000Z-{identity}", identity, "x.md"))
-    rng.shuffle(files)
-    rng.shuffle(index_rows)
-    result = audit.audit_idempotency(files, index_rows)
-    expected = _plain_idempotency(files, index_rows)
-    assert [(f.severity, f.cells) for f in result.findings] == expected
+        index_rows[identity] = (f"20261130T120000Z-{identity}", identity)
+    return sorted(files.values(), key=lambda f: f.stem + ".md"), sorted(index_rows.values())
+
+
+def _store_with(
+    tmp_path: Path, files: list[audit.SignalFile], rows: list[tuple[str, str]]
+) -> Store:
+    store = Store(tmp_path / "audit.duckdb")
+    with store.transaction() as con:
+        facts = [(f.stem + ".md", (i, 1, 1, 1), f) for i, f in enumerate(files)]
+        rng = random.Random(len(rows))
+        audit.record_facts(con, list(reversed(facts)))  # stored order must not matter
+        for i, (signal_id, identity) in enumerate(rows):
+            con.execute(
+                "INSERT INTO signals (signal_id, identity, identity_version, source_id, "
+                "source_item_id, canonical_url, title_key, content_hash, simhash, "
+                "first_seen_at, file_path) VALUES (?, ?, 1, 's', ?, ?, 't', 'h', ?, ?, ?)",
+                [signal_id, identity, f"i{i}", f"u{i}", rng.getrandbits(63), NOW, "x.md"],
+            )
+    return store
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_set_query_audits_equal_the_plain_python_audits(tmp_path: Path, seed: int) -> None:
+    """Idempotency, agreement and provenance as DuckDB set queries over the stored facts and
+    the index give the findings, in the order, and the figures of the plain Python audits."""
+    files, rows = _random_vault_facts(random.Random(seed))
+    store = _store_with(tmp_path, files, rows)
+    with store.transaction() as con:
+        idempotency = audit.audit_idempotency(con)
+        agreement = audit.audit_agreement(con)
+        provenance = audit.audit_provenance(con)
+    expected = _plain_idempotency(files, rows)
+    assert [(f.severity, f.cells) for f in idempotency.findings] == expected
     identified = [f for f in files if f.identity is not None]
-    assert dict(result.figures) == {
+    assert dict(idempotency.figures) == {
         "identities": len({f.identity for f in identified}),
         "files": len(identified),
     }
     problems = {cells[-1].split(" ")[0] for _, cells in expected}
     assert {"several", "index", "no"} <= problems  # every kind of finding was exercised
+    assert any(f.stem.startswith("٢") and f.identity for f in files)
+
+    assert [(f.severity, f.cells) for f in agreement.findings] == _plain_agreement(files, rows)
+    in_vault = {f.declared_id or f.stem for f in files}
+    in_index = {signal_id for signal_id, _ in rows}
+    assert dict(agreement.figures) == {
+        "vault": len(in_vault),
+        "index": len(in_index),
+        "common": len(in_vault & in_index),
+    }
+    assert [(f.severity, f.cells) for f in provenance.findings] == _plain_provenance(files)
+    assert provenance.findings and dict(provenance.figures)["signals"] == len(files)

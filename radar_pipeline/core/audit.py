@@ -139,79 +139,63 @@ class SignalFile:
         return identity_of(self.stem) if SIGNAL_ID_RE.fullmatch(self.stem) else None
 
 
-@dataclass(frozen=True)
-class IndexRow:
-    signal_id: str
-    identity: str
-    file_path: str
+def sync_signal_facts(vault: Path, store: Store) -> None:
+    """Bring the `audit_signal_files` table to the Signals folder as it is now: one row of facts
+    per `*.md` in it (copies under other names included, temp files not), so the audits can
+    judge the whole vault with set queries in DuckDB instead of loading it into Python.
 
-
-def read_signal_files(vault: Path, store: Store | None = None) -> tuple[SignalFile, ...]:
-    """Every `*.md` in the Signals folder (copies under other names included, temp files not).
-
-    Only files that are new or changed since they were last read (name, inode, size, mtime or
-    ctime differ) are opened and parsed; the facts of the others come from this process's memory or,
-    with `store`, from the `audit_signal_files` table, which is brought up to date here. So the
-    checks after each collection read the files that collection wrote, plus a stat per file,
-    instead of parsing the whole vault again.
+    Only files that are new or changed since their facts were taken (name, inode, size, mtime
+    or ctime differ) are opened and parsed, and files that could not be read are read again
+    each time (the cause may pass: an I/O error, a file being written by a person); rows of
+    files that are gone are deleted. Collections and `radar index rebuild` record the facts of
+    the files they write or read (`record_facts`), so the checks after a collection read no
+    file at all: a stat per file and one comparison with the stored keys.
     """
     folder = vault / SIGNALS_DIR
-    if not folder.is_dir():
-        return ()
-    listed: list[tuple[str, str, FactsKey]] = []
-    for entry in os.scandir(folder):
-        name = entry.name
-        if not name.endswith(".md") or name.startswith(TEMP_PREFIX):
-            continue
-        if not entry.is_file(follow_symlinks=False):
-            continue
-        try:
-            info = entry.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        listed.append((name, entry.path, facts_key(info)))
-    listed.sort()
-    files: list[SignalFile] = []
-    if store is None:
-        for name, path, key in listed:
-            memo_key = (path, *key)
-            cached = _PARSED.get(memo_key)
-            if cached is None:
-                cached = _read_one(folder / name, name)
-                if len(_PARSED) >= _PARSED_MAX:
-                    _PARSED.clear()
-                _PARSED[memo_key] = cached
-            files.append(cached)
-        return tuple(files)
-    # With the store, its table is the memory (this process's memo would only cost time).
-    known = _load_facts(store)
-    fresh: list[tuple[str, FactsKey, SignalFile]] = []
-    unkept: list[str] = []
-    for name, _, key in listed:
-        stored = known.get(name)
-        if stored is not None and stored[0] == key:
-            files.append(stored[1])
-            continue
-        facts = _read_one(folder / name, name)
-        files.append(facts)
-        # A file that could not be read is read again next time, whatever its stat says: the
-        # cause may pass (an I/O error, a file being written by a person).
-        if facts.error is None:
-            fresh.append((name, key, facts))
-        elif stored is not None:
-            unkept.append(name)
-    gone = (known.keys() - {name for name, _, _ in listed}) | set(unkept)
+    listed: dict[str, FactsKey] = {}
+    on_disk: dict[str, str] = {}  # stored name -> the name on disk, where they differ
+    if folder.is_dir():
+        for entry in os.scandir(folder):
+            name = entry.name
+            if not name.endswith(".md") or name.startswith(TEMP_PREFIX):
+                continue
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not name.isascii() and _escaped(name) != name:
+                # Not UTF-8 (DuckDB refuses it): stored and shown with its bytes escaped. Such
+                # a file is never a Signal (ids are ASCII), so the audits report it either way.
+                on_disk[_escaped(name)] = name
+                name = _escaped(name)
+            listed[name] = facts_key(info)
+    with store.transaction() as con:
+        rows = con.execute(
+            "SELECT name, ino, size, mtime_ns, ctime_ns, error IS NULL FROM audit_signal_files"
+        ).fetchall()
+    known = {row[0]: (row[1], row[2], row[3], row[4]) if row[5] else None for row in rows}
+    stale = sorted(name for name, key in listed.items() if known.get(name) != key)
+    fresh = [
+        (name, listed[name], _read_one(folder / on_disk.get(name, name), name)) for name in stale
+    ]
+    gone = known.keys() - listed.keys()
     if fresh or gone:
-        _save_facts(store, fresh, gone)
-    return tuple(files)
+        with store.transaction() as con:
+            _write_facts(con, fresh, gone)
+
+
+def _escaped(text: str) -> str:
+    """`text` as valid UTF-8: the bytes of a name that is not (surrogate escapes) as `\\xff`."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that no name on disk gives
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 _SIGNALS_PREFIX = SIGNALS_DIR.as_posix() + "/"  # (string joins: 100,000 Path joins cost 0.5 s)
-
-# Several checks read the same files in one process; an unchanged file (same inode, size and
-# mtime) is parsed once. Signal files are created once and rarely edited, so this stays small.
-_PARSED: dict[tuple[str, int, int, int, int], SignalFile] = {}
-_PARSED_MAX = 200_000
 
 
 def _read_one(path: Path, name: str) -> SignalFile:
@@ -290,32 +274,6 @@ def facts_key(info: os.stat_result) -> FactsKey:
     return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def _load_facts(store: Store) -> dict[str, tuple[FactsKey, SignalFile]]:
-    with store.transaction() as con:
-        rows = con.execute(
-            "SELECT name, ino, size, mtime_ns, ctime_ns, declared_id, error, provenance, "
-            "body_length "
-            "FROM audit_signal_files"
-        ).fetchall()
-    out: dict[str, tuple[FactsKey, SignalFile]] = {}
-    for name, ino, size, mtime_ns, ctime_ns, declared, error, provenance, body_length in rows:
-        problems = tuple((str(a), str(b)) for a, b in json.loads(provenance)) if provenance else ()
-        facts = SignalFile(
-            _SIGNALS_PREFIX + name, name[:-3], declared, error, problems, body_length
-        )
-        out[name] = ((int(ino), int(size), int(mtime_ns), int(ctime_ns)), facts)
-    return out
-
-
-def _save_facts(
-    store: Store,
-    fresh: list[tuple[str, FactsKey, SignalFile]],
-    gone: Iterable[str],
-) -> None:
-    with store.transaction() as con:
-        _write_facts(con, fresh, gone)
-
-
 def _write_facts(
     con: duckdb.DuckDBPyConnection,
     fresh: Sequence[tuple[str, FactsKey, SignalFile]],
@@ -327,9 +285,10 @@ def _write_facts(
             name,
             *key,
             f.declared_id,
-            f.error,
+            None if f.error is None else _escaped(f.error),
             json.dumps(f.provenance) if f.provenance else None,
             f.body_length,
+            f.identity,
         )
         for name, key, f in fresh
     ]
@@ -338,7 +297,7 @@ def _write_facts(
             "DELETE FROM audit_signal_files WHERE name IN (SELECT unnest(?::VARCHAR[]))",
             [names],
         )
-    insert_rows(con, "audit_signal_files", _FACT_TYPES, rows)
+    insert_rows(con, "audit_signal_files", _FACT_TYPES, rows, columns=_FACT_COLUMNS)
 
 
 _FACT_TYPES = (
@@ -351,97 +310,104 @@ _FACT_TYPES = (
     "VARCHAR",
     "VARCHAR",
     "BIGINT",
+    "VARCHAR",
+)
+_FACT_COLUMNS = (
+    "name",
+    "ino",
+    "size",
+    "mtime_ns",
+    "ctime_ns",
+    "declared_id",
+    "error",
+    "provenance",
+    "body_length",
+    "identity",
 )
 
 
-def read_index(store: Store) -> tuple[IndexRow, ...]:
-    with store.transaction() as con:
-        rows = con.execute(
-            "SELECT signal_id, identity, file_path FROM signals ORDER BY signal_id"
-        ).fetchall()
-    return tuple(IndexRow(str(r[0]), str(r[1]), str(r[2])) for r in rows)
+# The claim of each file: the id its frontmatter declares, else its name (SignalFile.identity).
+_FILES = """
+    SELECT name, identity, error, provenance, body_length,
+           coalesce(declared_id, left(name, -3)) AS claimed
+    FROM audit_signal_files
+"""
 
 
-# ---- the audits --------------------------------------------------------------------------------
+def audit_idempotency(con: duckdb.DuckDBPyConnection) -> AuditResult:
+    """Every identity has exactly one Signal file and one index row naming that file.
 
-
-def audit_idempotency(files: Iterable[SignalFile], index: Iterable[IndexRow]) -> AuditResult:
-    """Every identity has exactly one Signal file and one index row naming that file."""
-    # One dict entry per identity and lists only where there are several: at 100,000 Signals
-    # a list per identity and a sort of every identity cost ~0.3 s per check; the findings
-    # (and their order, by identity) are what the plain grouping gives.
-    first_file: dict[str, SignalFile] = {}
-    more_files: dict[str, list[SignalFile]] = {}
-    unidentified: list[SignalFile] = []
-    for f in files:
-        identity = f.identity
-        if identity is None:
-            unidentified.append(f)
-            continue
-        owner = first_file.get(identity)
-        if owner is None:
-            first_file[identity] = f
-        else:
-            more_files.setdefault(identity, [owner]).append(f)
-    first_row: dict[str, IndexRow] = {}
-    row_count: dict[str, int] = {}  # identities with several index rows only
-    for row in index:
-        if row.identity in first_row:
-            row_count[row.identity] = row_count.get(row.identity, 1) + 1
-        else:
-            first_row[row.identity] = row
-    suspects = set(more_files)
-    suspects.update(first_row.keys() - first_file.keys())
-    suspects.update(first_file.keys() - first_row.keys())
-    for identity, row in first_row.items():
-        owner = first_file.get(identity)
-        if owner is not None and row.signal_id != (owner.declared_id or owner.stem):
-            suspects.add(identity)
-    findings: list[Finding] = []
-    for identity in sorted(suspects):
-        owners = more_files.get(identity) or (
-            [first_file[identity]] if identity in first_file else []
+    Over the facts of every file (`sync_signal_facts`) and the index, grouped in DuckDB: only
+    the identities with a problem come back to Python. An identity's files are named in name
+    order; the index row compared is its first by Signal id."""
+    suspects = con.execute(
+        f"""
+        WITH f AS ({_FILES}),
+        by_file AS (
+            SELECT identity, count(*) AS files, list(name ORDER BY name) AS names,
+                   arg_min(claimed, name) AS claimed
+            FROM f WHERE identity IS NOT NULL GROUP BY identity
+        ),
+        by_row AS (
+            SELECT identity, count(*) AS rows, min(signal_id) AS named
+            FROM signals GROUP BY identity
         )
-        rows = row_count.get(identity, 1 if identity in first_row else 0)
-        names = ", ".join(f.rel_path for f in owners) or "–"
-        counts = (identity, str(len(owners)), str(rows), names)
-        if len(owners) > 1:
+        SELECT coalesce(by_file.identity, by_row.identity), coalesce(by_file.files, 0),
+               coalesce(by_row.rows, 0), by_file.names, by_row.named
+        FROM by_file FULL JOIN by_row ON by_file.identity = by_row.identity
+        WHERE by_file.identity IS NULL OR by_row.identity IS NULL OR by_file.files > 1
+           OR by_file.claimed <> by_row.named
+        """
+    ).fetchall()
+    findings: list[Finding] = []
+    for identity, files, rows, names, named in sorted(suspects, key=lambda r: str(r[0])):
+        listed = ", ".join(_SIGNALS_PREFIX + n for n in names or ()) or "–"
+        counts = (str(identity), str(files), str(rows), listed)
+        if files > 1:
             findings.append(Finding("ERROR", (*counts, "several files share this identity")))
-        elif not owners:
+        elif not files:
             findings.append(Finding("ERROR", (*counts, "index row without a Signal file")))
         elif not rows:
             findings.append(
                 Finding("WARN", (*counts, "no index row (the next collection repairs it)"))
             )
         else:
-            findings.append(
-                Finding("ERROR", (*counts, f"index names {first_row[identity].signal_id}"))
-            )
-    for f in unidentified:
-        findings.append(Finding("ERROR", ("–", "1", "0", f.rel_path, "no Signal id to identify")))
+            findings.append(Finding("ERROR", (*counts, f"index names {named}")))
+    unidentified = con.execute(
+        "SELECT name FROM audit_signal_files WHERE identity IS NULL"
+    ).fetchall()
+    for (name,) in sorted(unidentified):
+        findings.append(
+            Finding("ERROR", ("–", "1", "0", _SIGNALS_PREFIX + name, "no Signal id to identify"))
+        )
+    identities, identified = _one(
+        con,
+        "SELECT count(DISTINCT identity), count(identity) FROM audit_signal_files",
+    )
     return AuditResult(
         "idempotency",
         "one Signal file and one index row per identity",
         ("identity", "files", "index rows", "files named", "problem"),
         tuple(findings),
-        {
-            "identities": len(first_file),
-            "files": len(first_file) + sum(len(v) - 1 for v in more_files.values()),
-        },
+        {"identities": identities, "files": identified},
     )
 
 
-def audit_provenance(files: Iterable[SignalFile]) -> AuditResult:
+def audit_provenance(con: duckdb.DuckDBPyConnection) -> AuditResult:
     """Every Signal carries every provenance field; `publishedAt` is empty unless verified."""
+    broken = con.execute(
+        "SELECT name, error, provenance FROM audit_signal_files "
+        "WHERE error IS NOT NULL OR provenance IS NOT NULL"
+    ).fetchall()
     findings: list[Finding] = []
-    count = 0
-    for f in files:
-        count += 1
-        if f.error is not None:
-            findings.append(Finding("ERROR", (f.rel_path, "all", f.error or "unreadable")))
+    for name, error, provenance in sorted(broken):
+        rel = _SIGNALS_PREFIX + name
+        if error is not None:
+            findings.append(Finding("ERROR", (rel, "all", error or "unreadable")))
             continue
-        for fields, problem in f.provenance:
-            findings.append(Finding("ERROR", (f.rel_path, fields, problem)))
+        for fields, problem in json.loads(provenance):
+            findings.append(Finding("ERROR", (rel, str(fields), str(problem))))
+    (count,) = _one(con, "SELECT count(*) FROM audit_signal_files")
     return AuditResult(
         "provenance",
         "every Signal carries its full provenance",
@@ -449,6 +415,22 @@ def audit_provenance(files: Iterable[SignalFile]) -> AuditResult:
         tuple(findings),
         {"signals": count, "fields": len(PROVENANCE_FIELDS)},
     )
+
+
+def oversized_bodies(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int]]:
+    """(vault path, visible length) of each Signal whose pipeline-written body is longer than
+    a summary can be, in name order."""
+    rows = con.execute(
+        "SELECT name, body_length FROM audit_signal_files WHERE body_length > ?",
+        [SIGNAL_BODY_MAX],
+    ).fetchall()
+    return [(_SIGNALS_PREFIX + name, int(length)) for name, length in sorted(rows)]
+
+
+def _one(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[int, ...]:
+    row = con.execute(sql).fetchone()
+    assert row is not None  # an aggregate without GROUP BY always answers one row
+    return tuple(int(v) for v in row)
 
 
 _DECLARED_IN = re.compile(r"already declared in (\S+?);")
@@ -561,7 +543,7 @@ def _written_at(path: Path, name: str) -> datetime:
 
 def audit_retention(
     vault: Path,
-    files: Iterable[SignalFile],
+    oversized: Iterable[tuple[str, int]],
     last_close: CloseRecord | None,
     temporary: Iterable[TemporaryEntry],
 ) -> AuditResult:
@@ -595,17 +577,11 @@ def audit_retention(
             findings.append(Finding("ERROR", (entry.rel_path, f"survived the close at {closed}")))
         else:
             pending += 1
-    oversized = 0
-    for f in files:
-        length = f.body_length
-        if length > SIGNAL_BODY_MAX:
-            oversized += 1
-            findings.append(
-                Finding(
-                    "ERROR",
-                    (f.rel_path, f"body of {length} characters exceeds a summary's bound"),
-                )
-            )
+    oversized = tuple(oversized)
+    for rel_path, length in oversized:
+        findings.append(
+            Finding("ERROR", (rel_path, f"body of {length} characters exceeds a summary's bound"))
+        )
     stray = stray_temporary_text(vault)
     findings.extend(
         Finding("ERROR", (p, "temporary text outside Temporary Content")) for p in stray
@@ -619,7 +595,7 @@ def audit_retention(
             "temporary_files": len(temporary),
             "pending_next_close": pending,
             "last_close_retained": last_close.retained if last_close else 0,
-            "oversized_signal_bodies": oversized,
+            "oversized_signal_bodies": len(oversized),
             "stray_temporary_files": len(stray),
         },
     )
@@ -662,24 +638,42 @@ def stray_temporary_text(vault: Path) -> list[str]:
     return found
 
 
-def audit_agreement(files: Iterable[SignalFile], index: Iterable[IndexRow]) -> AuditResult:
+def audit_agreement(con: duckdb.DuckDBPyConnection) -> AuditResult:
     """The vault and the DuckDB index hold the same Signal ids (the vault is the truth)."""
-    in_vault = {f.declared_id or f.stem for f in files}
-    in_index = {r.signal_id for r in index}
+    differ = con.execute(
+        f"""
+        WITH vault AS (SELECT DISTINCT claimed AS sid FROM ({_FILES})),
+        indexed AS (SELECT DISTINCT signal_id AS sid FROM signals)
+        SELECT false, sid FROM indexed ANTI JOIN vault USING (sid)
+        UNION ALL
+        SELECT true, sid FROM vault ANTI JOIN indexed USING (sid)
+        """
+    ).fetchall()
     findings = [
         Finding("ERROR", (sid, "no", "yes", "index row without a Signal file"))
-        for sid in sorted(in_index - in_vault)
+        for in_vault, sid in sorted(differ)
+        if not in_vault
     ]
     findings += [
         Finding("WARN", (sid, "yes", "no", "not indexed yet (the next collection repairs it)"))
-        for sid in sorted(in_vault - in_index)
+        for in_vault, sid in sorted(differ)
+        if in_vault
     ]
+    vault, index, common = _one(
+        con,
+        f"""
+        WITH vault AS (SELECT DISTINCT claimed AS sid FROM ({_FILES})),
+        indexed AS (SELECT DISTINCT signal_id AS sid FROM signals)
+        SELECT (SELECT count(*) FROM vault), (SELECT count(*) FROM indexed),
+               (SELECT count(*) FROM vault SEMI JOIN indexed USING (sid))
+        """,
+    )
     return AuditResult(
         "agreement",
         "the vault and the DuckDB index hold the same Signal ids",
         ("Signal", "in vault", "in index", "problem"),
         tuple(findings),
-        {"vault": len(in_vault), "index": len(in_index), "common": len(in_vault & in_index)},
+        {"vault": vault, "index": index, "common": common},
     )
 
 
@@ -709,26 +703,29 @@ def _run_audits(
     paths: RadarPaths, now: datetime, wanted: tuple[str, ...]
 ) -> dict[str, AuditResult]:
     store = Store(paths.db)
-    files = read_signal_files(paths.vault, store)
-    index = read_index(store) if {"idempotency", "agreement"} & set(wanted) else ()
+    if {"idempotency", "provenance", "retention", "agreement"} & set(wanted):
+        sync_signal_facts(paths.vault, store)
+    close = last_close(store) if "retention" in wanted else None
     out: dict[str, AuditResult] = {}
-    for name in wanted:
-        if name == "idempotency":
-            out[name] = audit_idempotency(files, index)
-        elif name == "provenance":
-            out[name] = audit_provenance(files)
-        elif name == "registry":
-            out[name] = audit_registry(load_registry(paths.vault))
-        elif name == "overdue":
-            snapshot = load_registry(paths.vault)
-            with store.transaction() as con:
-                states = load_states(con)
-            eligible = sum(1 for r in snapshot.sources if r.source.is_eligible)
-            out[name] = audit_overdue(overdue_sources(snapshot, states, now), eligible, now)
-        elif name == "retention":
-            out[name] = audit_retention(
-                paths.vault, files, last_close(store), list_temporary(paths.vault)
-            )
-        else:
-            out[name] = audit_agreement(files, index)
+    # One transaction: every audit sees the same facts and index, committed together by each
+    # collection, whatever another process writes meanwhile.
+    with store.transaction() as con:
+        for name in wanted:
+            if name == "idempotency":
+                out[name] = audit_idempotency(con)
+            elif name == "provenance":
+                out[name] = audit_provenance(con)
+            elif name == "registry":
+                out[name] = audit_registry(load_registry(paths.vault))
+            elif name == "overdue":
+                snapshot = load_registry(paths.vault)
+                eligible = sum(1 for r in snapshot.sources if r.source.is_eligible)
+                states = overdue_sources(snapshot, load_states(con), now)
+                out[name] = audit_overdue(states, eligible, now)
+            elif name == "retention":
+                out[name] = audit_retention(
+                    paths.vault, oversized_bodies(con), close, list_temporary(paths.vault)
+                )
+            else:
+                out[name] = audit_agreement(con)
     return out

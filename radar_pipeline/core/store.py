@@ -26,7 +26,7 @@ import duckdb
 
 from radar_pipeline.core.errors import StoreError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
@@ -229,6 +229,21 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             provenance VARCHAR,
             body_length BIGINT NOT NULL
         );
+        """,
+    ),
+    (
+        6,
+        # The audits become set queries over these facts (core/audit.py), so each file's
+        # identity (SignalFile.identity) is stored with them. A declared id is a well-formed
+        # Signal id, whose identity is what follows its last hyphen; the few rows without one
+        # are dropped and read again at the next check, where Python decides what their names
+        # claim. Files that could not be read are now kept too (with their error), and read
+        # again at each check.
+        """
+        ALTER TABLE audit_signal_files ADD COLUMN identity VARCHAR;
+        UPDATE audit_signal_files SET identity = regexp_extract(declared_id, '-([^-]*)$', 1)
+            WHERE declared_id IS NOT NULL;
+        DELETE FROM audit_signal_files WHERE declared_id IS NULL;
         """,
     ),
 )
