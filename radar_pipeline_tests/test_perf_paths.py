@@ -533,6 +533,8 @@ def test_names_that_are_not_utf8_are_audited_with_their_bytes_escaped(
         handle.write(signal.read_bytes())
     with open(folder + b"/notes\xfe.md", "wb") as handle:  # and a file that is no Signal
         handle.write(b"no frontmatter\n")
+    # A name that is UTF-8 and reads like the copy's escaped one: still a file of its own.
+    (signal.parent / "copy\\xff.md").write_text("no frontmatter either\n", encoding="utf-8")
     paths = RadarPaths(vault=vault, db=db)
     for _ in range(2):  # reading the files, then from the stored facts
         audits = audit.run_audits(paths, NOW, ("idempotency", "provenance", "agreement"))
@@ -545,14 +547,51 @@ def test_names_that_are_not_utf8_are_audited_with_their_bytes_escaped(
                 f"Radar/Signals/{signal.name}, Radar/Signals/copy\\xff.md",
                 "several files share this identity",
             ),
+            ("–", "1", "0", "Radar/Signals/copy\\xff.md", "no Signal id to identify"),
             ("–", "1", "0", "Radar/Signals/notes\\xfe.md", "no Signal id to identify"),
         ]
-        provenance = [f.cells[:2] for f in audits["provenance"].findings]
+        provenance = sorted(f.cells[:2] for f in audits["provenance"].findings)
         assert provenance == [
+            ("Radar/Signals/copy\\xff.md", "all"),
             ("Radar/Signals/copy\\xff.md", "id"),
             ("Radar/Signals/notes\\xfe.md", "all"),
         ]
+        assert dict(audits["provenance"].figures)["signals"] == 4
         agreement = [f.cells for f in audits["agreement"].findings]
         assert agreement == [
-            ("notes\\xfe", "yes", "no", "not indexed yet (the next collection repairs it)")
+            ("copy\\xff", "yes", "no", "not indexed yet (the next collection repairs it)"),
+            ("notes\\xfe", "yes", "no", "not indexed yet (the next collection repairs it)"),
         ]
+
+
+def test_a_check_listing_the_folder_before_a_collection_keeps_the_new_files_facts(
+    radar_env: dict[str, Path],
+) -> None:
+    """A check lists the folder, a collection then commits new Signals with their facts and
+    index rows, and only then does the check read the stored facts: to its listing those files
+    are gone. Their rows stay (each file still exists), so the check's own audits judge them
+    with their index rows instead of reporting index rows without files."""
+    vault, db = radar_env["vault"], radar_env["db"]
+    write_fixture_source(
+        vault,
+        "fx",
+        rss([{"title": f"T{j}", "guid": f"g{j}", "link": f"https://e.com/{j}"} for j in range(3)]),
+    )
+    assert _radar(radar_env, "collect", "--all", "--json").returncode == 0
+    new = sorted(p.name for p in signal_files(vault))
+    stale_listing = audit.FactsUpdate(True, (), tuple(new), ())  # listed before they existed
+    with Store(db).transaction() as con:
+        audit.open_facts(con, vault, stale_listing)
+        results = [audit.audit_idempotency(con), audit.audit_agreement(con)]
+    assert [(r.passed, dict(r.figures)) for r in results] == [
+        (True, {"identities": 3, "files": 3}),
+        (True, {"vault": 3, "index": 3, "common": 3}),
+    ]
+    assert sorted(_stored_facts(Store(db))) == new
+    # A file that is really gone loses its row.
+    (vault / "Radar" / "Signals" / new[0]).unlink()
+    with Store(db).transaction() as con:
+        audit.open_facts(con, vault, audit.FactsUpdate(True, (), tuple(new), ()))
+        agreement = audit.audit_agreement(con)
+    assert [f.cells[0] for f in agreement.findings] == [new[0][:-3]]
+    assert sorted(_stored_facts(Store(db))) == new[1:]

@@ -227,6 +227,7 @@ def test_set_query_audits_equal_the_plain_python_audits(tmp_path: Path, seed: in
     files, rows = _random_vault_facts(random.Random(seed))
     store = _store_with(tmp_path, files, rows)
     with store.transaction() as con:
+        audit.open_facts(con, tmp_path)  # the stored facts as they are (no folder update)
         idempotency = audit.audit_idempotency(con)
         agreement = audit.audit_agreement(con)
         provenance = audit.audit_provenance(con)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -139,51 +140,92 @@ class SignalFile:
         return identity_of(self.stem) if SIGNAL_ID_RE.fullmatch(self.stem) else None
 
 
-def sync_signal_facts(vault: Path, store: Store) -> None:
-    """Bring the `audit_signal_files` table to the Signals folder as it is now: one row of facts
-    per `*.md` in it (copies under other names included, temp files not), so the audits can
-    judge the whole vault with set queries in DuckDB instead of loading it into Python.
+@dataclass(frozen=True)
+class FactsUpdate:
+    """What the checks change in `audit_signal_files` before judging the Signals folder
+    (`gather_facts`), and the facts of the files it cannot hold."""
 
-    Only files that are new or changed since their facts were taken (name, inode, size, mtime
-    or ctime differ) are opened and parsed, and files that could not be read are read again
-    each time (the cause may pass: an I/O error, a file being written by a person); rows of
-    files that are gone are deleted. Collections and `radar index rebuild` record the facts of
-    the files they write or read (`record_facts`), so the checks after a collection read no
-    file at all: a stat per file and one comparison with the stored keys.
+    folder_present: bool
+    fresh: tuple[tuple[str, FactsKey, SignalFile], ...]  # new, changed or unreadable files
+    gone: tuple[str, ...]  # stored names not listed: deleted if still absent when applied
+    unstored: tuple[SignalFile, ...]  # files whose names are not UTF-8 (DuckDB holds UTF-8)
+
+
+def gather_facts(vault: Path, store: Store) -> FactsUpdate:
+    """The Signals folder's `*.md` files (copies under other names included, temp files not)
+    against their stored facts, outside any transaction: a stat per file; only files that are
+    new or changed since their facts were taken (name, inode, size, mtime or ctime differ) are
+    opened and parsed, and files that could not be read are read again each time (the cause
+    may pass: an I/O error, a file being written by a person). Collections and `radar index
+    rebuild` record the facts of the files they write or read (`record_facts`), so the checks
+    after a collection parse no file at all.
     """
     folder = vault / SIGNALS_DIR
+    if not folder.is_dir():
+        return FactsUpdate(False, (), (), ())
     listed: dict[str, FactsKey] = {}
-    on_disk: dict[str, str] = {}  # stored name -> the name on disk, where they differ
-    if folder.is_dir():
-        for entry in os.scandir(folder):
-            name = entry.name
-            if not name.endswith(".md") or name.startswith(TEMP_PREFIX):
-                continue
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if not name.isascii() and _escaped(name) != name:
-                # Not UTF-8 (DuckDB refuses it): stored and shown with its bytes escaped. Such
-                # a file is never a Signal (ids are ASCII), so the audits report it either way.
-                on_disk[_escaped(name)] = name
-                name = _escaped(name)
-            listed[name] = facts_key(info)
+    unstorable: list[str] = []
+    for entry in os.scandir(folder):
+        name = entry.name
+        if not name.endswith(".md") or name.startswith(TEMP_PREFIX):
+            continue
+        if not entry.is_file(follow_symlinks=False):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if not name.isascii() and _escaped(name) != name:
+            unstorable.append(name)  # read at every check; such a file is never a Signal
+            continue
+        listed[name] = facts_key(info)
     with store.transaction() as con:
         rows = con.execute(
             "SELECT name, ino, size, mtime_ns, ctime_ns, error IS NULL FROM audit_signal_files"
         ).fetchall()
     known = {row[0]: (row[1], row[2], row[3], row[4]) if row[5] else None for row in rows}
     stale = sorted(name for name, key in listed.items() if known.get(name) != key)
-    fresh = [
-        (name, listed[name], _read_one(folder / on_disk.get(name, name), name)) for name in stale
-    ]
-    gone = known.keys() - listed.keys()
-    if fresh or gone:
-        with store.transaction() as con:
-            _write_facts(con, fresh, gone)
+    return FactsUpdate(
+        True,
+        tuple((name, listed[name], _read_one(folder / name, name)) for name in stale),
+        tuple(sorted(known.keys() - listed.keys())),
+        tuple(_read_one(folder / name, _escaped(name)) for name in sorted(unstorable)),
+    )
+
+
+def open_facts(
+    con: duckdb.DuckDBPyConnection, vault: Path, update: FactsUpdate | None = None
+) -> None:
+    """Apply `update` in this transaction and open the view `audit_files` that the audits
+    judge: every stored fact plus the files DuckDB cannot hold (a temp table of this
+    connection), or nothing when the Signals folder is missing (its stored facts stay).
+
+    A stored name is deleted only if its file is still absent now: another check or a
+    collection may have recorded a file created after `update` listed the folder. So every
+    row is a file that exists (or existed a moment ago), with facts of a version of it.
+    """
+    update = update or FactsUpdate(True, (), (), ())
+    con.execute("CREATE TEMP TABLE audit_unstored AS FROM audit_signal_files LIMIT 0")
+    if not update.folder_present:
+        con.execute("CREATE TEMP VIEW audit_files AS FROM audit_unstored")
+        return
+    folder = vault / SIGNALS_DIR
+    absent = [name for name in update.gone if not _is_regular_file(folder / name)]
+    if update.fresh or absent:
+        _write_facts(con, update.fresh, absent)
+    _insert_facts(
+        con, "audit_unstored", [(f.stem + ".md", (0, 0, 0, 0), f) for f in update.unstored]
+    )
+    con.execute(
+        "CREATE TEMP VIEW audit_files AS FROM audit_signal_files UNION ALL FROM audit_unstored"
+    )
+
+
+def _is_regular_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _escaped(text: str) -> str:
@@ -280,6 +322,17 @@ def _write_facts(
     gone: Iterable[str],
 ) -> None:
     names = [name for name, _, _ in fresh] + list(gone)
+    if names:
+        con.execute(
+            "DELETE FROM audit_signal_files WHERE name IN (SELECT unnest(?::VARCHAR[]))",
+            [names],
+        )
+    _insert_facts(con, "audit_signal_files", fresh)
+
+
+def _insert_facts(
+    con: duckdb.DuckDBPyConnection, table: str, facts: Sequence[tuple[str, FactsKey, SignalFile]]
+) -> None:
     rows = [
         (
             name,
@@ -290,14 +343,9 @@ def _write_facts(
             f.body_length,
             f.identity,
         )
-        for name, key, f in fresh
+        for name, key, f in facts
     ]
-    if names:
-        con.execute(
-            "DELETE FROM audit_signal_files WHERE name IN (SELECT unnest(?::VARCHAR[]))",
-            [names],
-        )
-    insert_rows(con, "audit_signal_files", _FACT_TYPES, rows, columns=_FACT_COLUMNS)
+    insert_rows(con, table, _FACT_TYPES, rows, columns=_FACT_COLUMNS)
 
 
 _FACT_TYPES = (
@@ -330,7 +378,7 @@ _FACT_COLUMNS = (
 _FILES = """
     SELECT name, identity, error, provenance, body_length,
            coalesce(declared_id, left(name, -3)) AS claimed
-    FROM audit_signal_files
+    FROM audit_files
 """
 
 
@@ -373,16 +421,14 @@ def audit_idempotency(con: duckdb.DuckDBPyConnection) -> AuditResult:
             )
         else:
             findings.append(Finding("ERROR", (*counts, f"index names {named}")))
-    unidentified = con.execute(
-        "SELECT name FROM audit_signal_files WHERE identity IS NULL"
-    ).fetchall()
+    unidentified = con.execute("SELECT name FROM audit_files WHERE identity IS NULL").fetchall()
     for (name,) in sorted(unidentified):
         findings.append(
             Finding("ERROR", ("–", "1", "0", _SIGNALS_PREFIX + name, "no Signal id to identify"))
         )
     identities, identified = _one(
         con,
-        "SELECT count(DISTINCT identity), count(identity) FROM audit_signal_files",
+        "SELECT count(DISTINCT identity), count(identity) FROM audit_files",
     )
     return AuditResult(
         "idempotency",
@@ -396,18 +442,18 @@ def audit_idempotency(con: duckdb.DuckDBPyConnection) -> AuditResult:
 def audit_provenance(con: duckdb.DuckDBPyConnection) -> AuditResult:
     """Every Signal carries every provenance field; `publishedAt` is empty unless verified."""
     broken = con.execute(
-        "SELECT name, error, provenance FROM audit_signal_files "
+        "SELECT name, error, provenance FROM audit_files "
         "WHERE error IS NOT NULL OR provenance IS NOT NULL"
     ).fetchall()
     findings: list[Finding] = []
-    for name, error, provenance in sorted(broken):
+    for name, error, provenance in sorted(broken, key=lambda row: str(row[0])):
         rel = _SIGNALS_PREFIX + name
         if error is not None:
             findings.append(Finding("ERROR", (rel, "all", error or "unreadable")))
             continue
         for fields, problem in json.loads(provenance):
             findings.append(Finding("ERROR", (rel, str(fields), str(problem))))
-    (count,) = _one(con, "SELECT count(*) FROM audit_signal_files")
+    (count,) = _one(con, "SELECT count(*) FROM audit_files")
     return AuditResult(
         "provenance",
         "every Signal carries its full provenance",
@@ -421,7 +467,7 @@ def oversized_bodies(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int]]:
     """(vault path, visible length) of each Signal whose pipeline-written body is longer than
     a summary can be, in name order."""
     rows = con.execute(
-        "SELECT name, body_length FROM audit_signal_files WHERE body_length > ?",
+        "SELECT name, body_length FROM audit_files WHERE body_length > ?",
         [SIGNAL_BODY_MAX],
     ).fetchall()
     return [(_SIGNALS_PREFIX + name, int(length)) for name, length in sorted(rows)]
@@ -695,7 +741,7 @@ def run_audits(
     unknown = set(wanted) - set(AUDIT_NAMES)
     if unknown:
         raise ValueError(f"unknown audits: {sorted(unknown)}")
-    with gc_paused():  # 100,000 facts and index rows: no cycles, many allocations
+    with gc_paused():  # a stat and a dict entry per Signal file: no cycles, many allocations
         return _run_audits(paths, now, wanted)
 
 
@@ -703,29 +749,37 @@ def _run_audits(
     paths: RadarPaths, now: datetime, wanted: tuple[str, ...]
 ) -> dict[str, AuditResult]:
     store = Store(paths.db)
-    if {"idempotency", "provenance", "retention", "agreement"} & set(wanted):
-        sync_signal_facts(paths.vault, store)
-    close = last_close(store) if "retention" in wanted else None
+    # Everything read from the vault is read before the transaction, which holds the DuckDB
+    # file only for the facts' update and the queries.
+    judged = {"idempotency", "provenance", "retention", "agreement"} & set(wanted)
+    update = gather_facts(paths.vault, store) if judged else None
+    snapshot = load_registry(paths.vault) if {"registry", "overdue"} & set(wanted) else None
+    retention = "retention" in wanted
+    close = last_close(store) if retention else None
+    temporary = list_temporary(paths.vault) if retention else ()
     out: dict[str, AuditResult] = {}
-    # One transaction: every audit sees the same facts and index, committed together by each
-    # collection, whatever another process writes meanwhile.
+    oversized: list[tuple[str, int]] = []
+    # One transaction: the audits see the same facts and index (each collection commits its
+    # files' facts with their index rows), whatever another process writes meanwhile.
     with store.transaction() as con:
+        if update is not None:
+            open_facts(con, paths.vault, update)
         for name in wanted:
             if name == "idempotency":
                 out[name] = audit_idempotency(con)
             elif name == "provenance":
                 out[name] = audit_provenance(con)
-            elif name == "registry":
-                out[name] = audit_registry(load_registry(paths.vault))
-            elif name == "overdue":
-                snapshot = load_registry(paths.vault)
-                eligible = sum(1 for r in snapshot.sources if r.source.is_eligible)
-                states = overdue_sources(snapshot, load_states(con), now)
-                out[name] = audit_overdue(states, eligible, now)
-            elif name == "retention":
-                out[name] = audit_retention(
-                    paths.vault, oversized_bodies(con), close, list_temporary(paths.vault)
-                )
-            else:
+            elif name == "agreement":
                 out[name] = audit_agreement(con)
-    return out
+            elif name == "overdue":
+                assert snapshot is not None
+                eligible = sum(1 for r in snapshot.sources if r.source.is_eligible)
+                late = overdue_sources(snapshot, load_states(con), now)
+                out[name] = audit_overdue(late, eligible, now)
+            elif name == "retention":
+                oversized = oversized_bodies(con)
+    if snapshot is not None and "registry" in wanted:
+        out["registry"] = audit_registry(snapshot)
+    if retention:
+        out["retention"] = audit_retention(paths.vault, oversized, close, temporary)
+    return {name: out[name] for name in wanted}
