@@ -7,6 +7,7 @@ import ctypes
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -595,3 +596,54 @@ def test_a_check_listing_the_folder_before_a_collection_keeps_the_new_files_fact
         agreement = audit.audit_agreement(con)
     assert [f.cells[0] for f in agreement.findings] == [new[0][:-3]]
     assert sorted(_stored_facts(Store(db))) == new[1:]
+
+
+def test_a_row_removed_after_the_listing_is_read_again_in_the_checks_transaction(
+    radar_env: dict[str, Path],
+) -> None:
+    """`radar index rebuild` between a check's listing and its transaction keeps only the
+    facts of the files it indexes: the check reads the other listed files again there, and
+    still reports the copy and the unreadable file (or a folder that stopped being one, as no
+    error)."""
+    vault, db = radar_env["vault"], radar_env["db"]
+    write_fixture_source(
+        vault,
+        "fx",
+        rss([{"title": f"T{j}", "guid": f"g{j}", "link": f"https://e.com/{j}"} for j in range(2)]),
+    )
+    assert _radar(radar_env, "collect", "--all", "--json").returncode == 0
+    first, second = signal_files(vault)
+    copy = first.parent / "a copy.md"
+    copy.write_text(first.read_text(encoding="utf-8"), encoding="utf-8")
+    second.write_text("no frontmatter\n", encoding="utf-8")
+    store = Store(db)
+    audit.run_audits(RadarPaths(vault=vault, db=db), NOW)  # every file's facts are stored
+    update = audit.gather_facts(vault, store)  # the check lists the folder ...
+    assert [name for name, _, _ in update.fresh] == [second.name]  # unreadable: read each time
+    index.rebuild(store, vault)  # ... a rebuild keeps only what it indexes ...
+    assert sorted(_stored_facts(store)) == [first.name]
+    with store.transaction() as con:  # ... then the check's transaction
+        audit.open_facts(con, vault, update)
+        idempotency, provenance = audit.audit_idempotency(con), audit.audit_provenance(con)
+    assert [f.cells[1:3] for f in idempotency.findings][:1] == [("2", "1")]
+    assert dict(provenance.figures)["signals"] == 3
+    assert (f"Radar/Signals/{second.name}", "all") in {f.cells[:2] for f in provenance.findings}
+    assert sorted(_stored_facts(store)) == sorted([first.name, second.name, copy.name])
+
+
+def test_a_signals_folder_that_became_a_file_does_not_break_the_checks(
+    radar_env: dict[str, Path],
+) -> None:
+    vault, db = radar_env["vault"], radar_env["db"]
+    write_fixture_source(vault, "fx", rss([{"title": "T", "guid": "g", "link": "https://e.com/"}]))
+    assert _radar(radar_env, "collect", "--all", "--json").returncode == 0
+    store = Store(db)
+    (signal,) = signal_files(vault)
+    gone = audit.FactsUpdate(True, (), (signal.name,), ())  # as listed before the change
+    folder = signal.parent
+    shutil.rmtree(folder)
+    folder.write_text("not a folder\n", encoding="utf-8")
+    with store.transaction() as con:
+        audit.open_facts(con, vault, gone)
+        agreement = audit.audit_agreement(con)
+    assert [f.cells[3] for f in agreement.findings] == ["index row without a Signal file"]

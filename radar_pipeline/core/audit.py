@@ -149,6 +149,7 @@ class FactsUpdate:
     fresh: tuple[tuple[str, FactsKey, SignalFile], ...]  # new, changed or unreadable files
     gone: tuple[str, ...]  # stored names not listed: deleted if still absent when applied
     unstored: tuple[SignalFile, ...]  # files whose names are not UTF-8 (DuckDB holds UTF-8)
+    listed: Mapping[str, FactsKey] = field(default_factory=dict)  # every stored-name file
 
 
 def gather_facts(vault: Path, store: Store) -> FactsUpdate:
@@ -190,6 +191,7 @@ def gather_facts(vault: Path, store: Store) -> FactsUpdate:
         tuple((name, listed[name], _read_one(folder / name, name)) for name in stale),
         tuple(sorted(known.keys() - listed.keys())),
         tuple(_read_one(folder / name, _escaped(name)) for name in sorted(unstorable)),
+        listed,
     )
 
 
@@ -201,8 +203,11 @@ def open_facts(
     connection), or nothing when the Signals folder is missing (its stored facts stay).
 
     A stored name is deleted only if its file is still absent now: another check or a
-    collection may have recorded a file created after `update` listed the folder. So every
-    row is a file that exists (or existed a moment ago), with facts of a version of it.
+    collection may have recorded a file created after `update` listed the folder. And a
+    listed file whose row another writer removed since (`radar index rebuild` keeps only the
+    files it indexes; another check saw it absent for a moment) is read again here. So every
+    row is a file that exists (or existed a moment ago), with facts of a version of it, and
+    every listed file has one.
     """
     update = update or FactsUpdate(True, (), (), ())
     con.execute("CREATE TEMP TABLE audit_unstored AS FROM audit_signal_files LIMIT 0")
@@ -211,8 +216,17 @@ def open_facts(
         return
     folder = vault / SIGNALS_DIR
     absent = [name for name in update.gone if not _is_regular_file(folder / name)]
-    if update.fresh or absent:
-        _write_facts(con, update.fresh, absent)
+    fresh = list(update.fresh)
+    if update.listed:
+        stored = {row[0] for row in con.execute("SELECT name FROM audit_signal_files").fetchall()}
+        stored.update(name for name, _, _ in fresh)
+        fresh += [
+            (name, key, _read_one(folder / name, name))
+            for name, key in sorted(update.listed.items())
+            if name not in stored
+        ]
+    if fresh or absent:
+        _write_facts(con, fresh, absent)
     _insert_facts(
         con, "audit_unstored", [(f.stem + ".md", (0, 0, 0, 0), f) for f in update.unstored]
     )
@@ -224,7 +238,7 @@ def open_facts(
 def _is_regular_file(path: Path) -> bool:
     try:
         return stat.S_ISREG(path.lstat().st_mode)
-    except FileNotFoundError:
+    except OSError:  # gone, or its folder is no longer one
         return False
 
 
@@ -446,7 +460,7 @@ def audit_provenance(con: duckdb.DuckDBPyConnection) -> AuditResult:
         "WHERE error IS NOT NULL OR provenance IS NOT NULL"
     ).fetchall()
     findings: list[Finding] = []
-    for name, error, provenance in sorted(broken, key=lambda row: str(row[0])):
+    for name, error, provenance in sorted(broken, key=lambda r: (r[0], r[1] or "", r[2] or "")):
         rel = _SIGNALS_PREFIX + name
         if error is not None:
             findings.append(Finding("ERROR", (rel, "all", error or "unreadable")))
