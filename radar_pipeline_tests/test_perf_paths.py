@@ -483,12 +483,7 @@ def test_migration_6_keeps_the_facts_of_declared_ids_and_reads_the_rest_again(
     their facts and gain the identity Python gives; the others are read again at the next
     check, which then judges every file as a fresh read would."""
     vault, db = radar_env["vault"], radar_env["db"]
-    write_fixture_source(
-        vault,
-        "fx",
-        rss([{"title": f"T{j}", "guid": f"g{j}", "link": f"https://e.com/{j}"} for j in range(3)]),
-    )
-    assert _radar(radar_env, "collect", "--all", "--json").returncode == 0
+    _collect_items(radar_env, 3)
     files = signal_files(vault)
     copy = files[0].parent / "a copy.md"
     copy.write_text(files[0].read_text(encoding="utf-8"), encoding="utf-8")
@@ -526,8 +521,7 @@ def test_names_that_are_not_utf8_are_audited_with_their_bytes_escaped(
     """DuckDB holds only UTF-8: a file whose name is not (Linux allows any bytes) is stored and
     reported with its bytes escaped, never the reason the checks cannot run."""
     vault, db = radar_env["vault"], radar_env["db"]
-    write_fixture_source(vault, "fx", rss([{"title": "T", "guid": "g", "link": "https://e.com/"}]))
-    assert _radar(radar_env, "collect", "--all", "--json").returncode == 0
+    _collect_items(radar_env, 1)
     (signal,) = signal_files(vault)
     folder = os.fsencode(signal.parent)
     with open(folder + b"/copy\xff.md", "wb") as handle:  # a copy under a name not UTF-8
@@ -573,12 +567,7 @@ def test_a_check_listing_the_folder_before_a_collection_keeps_the_new_files_fact
     are gone. Their rows stay (each file still exists), so the check's own audits judge them
     with their index rows instead of reporting index rows without files."""
     vault, db = radar_env["vault"], radar_env["db"]
-    write_fixture_source(
-        vault,
-        "fx",
-        rss([{"title": f"T{j}", "guid": f"g{j}", "link": f"https://e.com/{j}"} for j in range(3)]),
-    )
-    assert _radar(radar_env, "collect", "--all", "--json").returncode == 0
+    _collect_items(radar_env, 3)
     new = sorted(p.name for p in signal_files(vault))
     stale_listing = audit.FactsUpdate(True, (), tuple(new), ())  # listed before they existed
     with Store(db).transaction() as con:
@@ -606,12 +595,7 @@ def test_a_row_removed_after_the_listing_is_read_again_in_the_checks_transaction
     still reports the copy and the unreadable file (or a folder that stopped being one, as no
     error)."""
     vault, db = radar_env["vault"], radar_env["db"]
-    write_fixture_source(
-        vault,
-        "fx",
-        rss([{"title": f"T{j}", "guid": f"g{j}", "link": f"https://e.com/{j}"} for j in range(2)]),
-    )
-    assert _radar(radar_env, "collect", "--all", "--json").returncode == 0
+    _collect_items(radar_env, 2)
     first, second = signal_files(vault)
     copy = first.parent / "a copy.md"
     copy.write_text(first.read_text(encoding="utf-8"), encoding="utf-8")
@@ -635,8 +619,7 @@ def test_a_signals_folder_that_became_a_file_does_not_break_the_checks(
     radar_env: dict[str, Path],
 ) -> None:
     vault, db = radar_env["vault"], radar_env["db"]
-    write_fixture_source(vault, "fx", rss([{"title": "T", "guid": "g", "link": "https://e.com/"}]))
-    assert _radar(radar_env, "collect", "--all", "--json").returncode == 0
+    _collect_items(radar_env, 1)
     store = Store(db)
     (signal,) = signal_files(vault)
     gone = audit.FactsUpdate(True, (), (signal.name,), ())  # as listed before the change
@@ -647,3 +630,12 @@ def test_a_signals_folder_that_became_a_file_does_not_break_the_checks(
         audit.open_facts(con, vault, gone)
         agreement = audit.audit_agreement(con)
     assert [f.cells[3] for f in agreement.findings] == ["index row without a Signal file"]
+
+
+def _collect_items(radar_env: dict[str, Path], count: int) -> None:
+    """One Source serving `count` items, collected once by the command."""
+    items = [
+        {"title": f"T{j}", "guid": f"g{j}", "link": f"https://e.com/{j}"} for j in range(count)
+    ]
+    write_fixture_source(radar_env["vault"], "fx", rss(items))
+    assert _radar(radar_env, "collect", "--all", "--json").returncode == 0
