@@ -399,9 +399,9 @@ _FILES = """
 def audit_idempotency(con: duckdb.DuckDBPyConnection) -> AuditResult:
     """Every identity has exactly one Signal file and one index row naming that file.
 
-    Over the facts of every file (`sync_signal_facts`) and the index, grouped in DuckDB: only
-    the identities with a problem come back to Python. An identity's files are named in name
-    order; the index row compared is its first by Signal id."""
+    Over the facts of every file (the view `open_facts` opens) and the index, grouped in
+    DuckDB: only the identities with a problem come back to Python. An identity's files are
+    named in name order; the index row compared is its first by Signal id."""
     suspects = con.execute(
         f"""
         WITH f AS ({_FILES}),
