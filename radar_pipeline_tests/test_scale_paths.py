@@ -1,5 +1,6 @@
 """The paths that keep a collection's cost flat as the index grows give the plain answers: the
-semi-join lookups of a whole batch of keys, and the paused garbage collector."""
+semi-join lookups of a whole batch of keys, the paused garbage collector, and the checks as set
+queries in DuckDB."""
 
 from __future__ import annotations
 
