@@ -569,7 +569,7 @@ def test_a_check_listing_the_folder_before_a_collection_keeps_the_new_files_fact
     vault, db = radar_env["vault"], radar_env["db"]
     _collect_items(radar_env, 3)
     new = sorted(p.name for p in signal_files(vault))
-    stale_listing = audit.FactsUpdate(True, (), tuple(new), ())  # listed before they existed
+    stale_listing = audit.FactsUpdate(True, {})  # listed before they existed
     with Store(db).transaction() as con:
         audit.open_facts(con, vault, stale_listing)
         results = [audit.audit_idempotency(con), audit.audit_agreement(con)]
@@ -581,7 +581,7 @@ def test_a_check_listing_the_folder_before_a_collection_keeps_the_new_files_fact
     # A file that is really gone loses its row.
     (vault / "Radar" / "Signals" / new[0]).unlink()
     with Store(db).transaction() as con:
-        audit.open_facts(con, vault, audit.FactsUpdate(True, (), tuple(new), ()))
+        audit.open_facts(con, vault, audit.FactsUpdate(True, {}))
         agreement = audit.audit_agreement(con)
     assert [f.cells[0] for f in agreement.findings] == [new[0][:-3]]
     assert sorted(_stored_facts(Store(db))) == new[1:]
@@ -622,7 +622,7 @@ def test_a_signals_folder_that_became_a_file_does_not_break_the_checks(
     _collect_items(radar_env, 1)
     store = Store(db)
     (signal,) = signal_files(vault)
-    gone = audit.FactsUpdate(True, (), (signal.name,), ())  # as listed before the change
+    gone = audit.FactsUpdate(True, {})  # as listed before the change: an empty folder
     folder = signal.parent
     shutil.rmtree(folder)
     folder.write_text("not a folder\n", encoding="utf-8")

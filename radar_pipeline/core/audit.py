@@ -146,10 +146,9 @@ class FactsUpdate:
     (`gather_facts`), and the facts of the files it cannot hold."""
 
     folder_present: bool
-    fresh: tuple[tuple[str, FactsKey, SignalFile], ...]  # new, changed or unreadable files
-    gone: tuple[str, ...]  # stored names not listed: deleted if still absent when applied
-    unstored: tuple[SignalFile, ...]  # files whose names are not UTF-8 (DuckDB holds UTF-8)
-    listed: Mapping[str, FactsKey] = field(default_factory=dict)  # every stored-name file
+    listed: Mapping[str, FactsKey]  # every file DuckDB can name, as the listing saw it
+    fresh: tuple[tuple[str, FactsKey, SignalFile], ...] = ()  # new, changed or unreadable
+    unstored: tuple[SignalFile, ...] = ()  # files whose names are not UTF-8 (DuckDB: UTF-8)
 
 
 def gather_facts(vault: Path, store: Store) -> FactsUpdate:
@@ -163,7 +162,7 @@ def gather_facts(vault: Path, store: Store) -> FactsUpdate:
     """
     folder = vault / SIGNALS_DIR
     if not folder.is_dir():
-        return FactsUpdate(False, (), (), ())
+        return FactsUpdate(False, {})
     listed: dict[str, FactsKey] = {}
     unstorable: list[str] = []
     for entry in os.scandir(folder):
@@ -188,50 +187,56 @@ def gather_facts(vault: Path, store: Store) -> FactsUpdate:
     stale = sorted(name for name, key in listed.items() if known.get(name) != key)
     return FactsUpdate(
         True,
-        tuple((name, listed[name], _read_one(folder / name, name)) for name in stale),
-        tuple(sorted(known.keys() - listed.keys())),
-        tuple(_read_one(folder / name, _escaped(name)) for name in sorted(unstorable)),
         listed,
+        tuple((name, listed[name], _read_one(folder / name, name)) for name in stale),
+        tuple(_read_one(folder / name, _escaped(name)) for name in sorted(unstorable)),
     )
 
 
 def open_facts(
     con: duckdb.DuckDBPyConnection, vault: Path, update: FactsUpdate | None = None
 ) -> None:
-    """Apply `update` in this transaction and open the view `audit_files` that the audits
-    judge: every stored fact plus the files DuckDB cannot hold (a temp table of this
-    connection), or nothing when the Signals folder is missing (its stored facts stay).
+    """Apply `update` (None: the stored facts as they are) in this transaction and open the
+    view `audit_files` that the audits judge: every stored fact plus the files DuckDB cannot
+    hold (a temp table of this connection), or nothing when the Signals folder is missing (its
+    stored facts stay).
 
-    A stored name is deleted only if its file is still absent now: another check or a
-    collection may have recorded a file created after `update` listed the folder. And a
-    listed file whose row another writer removed since (`radar index rebuild` keeps only the
-    files it indexes; another check saw it absent for a moment) is read again here. So every
-    row is a file that exists (or existed a moment ago), with facts of a version of it, and
-    every listed file has one.
+    The stored rows are compared with the listing here, under the transaction: a stored name
+    the listing lacks is deleted only if its file is still absent now (another check or a
+    collection may have recorded a file created after the listing), and a listed file without
+    a row (`radar index rebuild` keeps only the files it indexes; another check saw it absent
+    for a moment) is read again here. So every row is a file that exists (or existed a moment
+    ago), with facts of a version of it, and every listed file has one.
     """
-    update = update or FactsUpdate(True, (), (), ())
     con.execute("CREATE TEMP TABLE audit_unstored AS FROM audit_signal_files LIMIT 0")
-    if not update.folder_present:
+    if update is not None and not update.folder_present:
         con.execute("CREATE TEMP VIEW audit_files AS FROM audit_unstored")
         return
-    folder = vault / SIGNALS_DIR
-    absent = [name for name in update.gone if not _is_regular_file(folder / name)]
+    if update is not None:
+        _apply_facts(con, vault / SIGNALS_DIR, update)
+    con.execute(
+        "CREATE TEMP VIEW audit_files AS FROM audit_signal_files UNION ALL FROM audit_unstored"
+    )
+
+
+def _apply_facts(con: duckdb.DuckDBPyConnection, folder: Path, update: FactsUpdate) -> None:
+    stored = {row[0] for row in con.execute("SELECT name FROM audit_signal_files").fetchall()}
+    absent = [
+        name
+        for name in sorted(stored - update.listed.keys())
+        if not _is_regular_file(folder / name)
+    ]
     fresh = list(update.fresh)
-    if update.listed:
-        stored = {row[0] for row in con.execute("SELECT name FROM audit_signal_files").fetchall()}
-        stored.update(name for name, _, _ in fresh)
-        fresh += [
-            (name, key, _read_one(folder / name, name))
-            for name, key in sorted(update.listed.items())
-            if name not in stored
-        ]
+    stored.update(name for name, _, _ in fresh)
+    fresh += [
+        (name, key, _read_one(folder / name, name))
+        for name, key in sorted(update.listed.items())
+        if name not in stored
+    ]
     if fresh or absent:
         _write_facts(con, fresh, absent)
     _insert_facts(
         con, "audit_unstored", [(f.stem + ".md", (0, 0, 0, 0), f) for f in update.unstored]
-    )
-    con.execute(
-        "CREATE TEMP VIEW audit_files AS FROM audit_signal_files UNION ALL FROM audit_unstored"
     )
 
 
@@ -698,12 +703,18 @@ def stray_temporary_text(vault: Path) -> list[str]:
     return found
 
 
+# The Signal ids the vault's files claim and those the index holds.
+_IDS = f"""
+    WITH vault AS (SELECT DISTINCT claimed AS sid FROM ({_FILES})),
+    indexed AS (SELECT DISTINCT signal_id AS sid FROM signals)
+"""
+
+
 def audit_agreement(con: duckdb.DuckDBPyConnection) -> AuditResult:
     """The vault and the DuckDB index hold the same Signal ids (the vault is the truth)."""
     differ = con.execute(
         f"""
-        WITH vault AS (SELECT DISTINCT claimed AS sid FROM ({_FILES})),
-        indexed AS (SELECT DISTINCT signal_id AS sid FROM signals)
+        {_IDS}
         SELECT false, sid FROM indexed ANTI JOIN vault USING (sid)
         UNION ALL
         SELECT true, sid FROM vault ANTI JOIN indexed USING (sid)
@@ -722,8 +733,7 @@ def audit_agreement(con: duckdb.DuckDBPyConnection) -> AuditResult:
     vault, index, common = _one(
         con,
         f"""
-        WITH vault AS (SELECT DISTINCT claimed AS sid FROM ({_FILES})),
-        indexed AS (SELECT DISTINCT signal_id AS sid FROM signals)
+        {_IDS}
         SELECT (SELECT count(*) FROM vault), (SELECT count(*) FROM indexed),
                (SELECT count(*) FROM vault SEMI JOIN indexed USING (sid))
         """,
