@@ -1,8 +1,8 @@
 """The feed farm: N loopback feeds built from the real corpus, with validators and latency.
 
 Every feed is a fresh RSS 2.0 or Atom document of `ITEMS_PER_FEED` items whose titles, links,
-guids and text come from the real publisher feeds in `shared/corpus/real/` (so parse cost is the
-real one), each item made unique per feed (its own link, guid and content, so nothing dedupes
+guids and text come from the real publisher feeds in `radar_pipeline_tests/corpus/real/` (so
+parse cost is the real one), each item made unique per feed (its own link, guid and content, so nothing dedupes
 across feeds or within one) and dated within the last days relative to the farm's clock (so a
 never-checked Source's coverage window, now - 7 days - 1 h, keeps them all).
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import feedparser
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "real"
+CORPUS = Path(__file__).resolve().parents[1] / "radar_pipeline_tests" / "corpus" / "real"
 ITEMS_PER_FEED = 20
 MIN_FEED_BYTES = 50_000
 MAX_FEED_BYTES = 300_000

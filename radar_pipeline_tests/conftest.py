@@ -10,9 +10,9 @@ import pytest
 from radar_pipeline_tests.feedserver import FeedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = REPO_ROOT.parent / "shared"
-CORPUS_REAL = SHARED / "corpus" / "real"
-CORPUS_FEEDPARSER = SHARED / "corpus" / "feedparser-tests"
+CORPUS = Path(__file__).resolve().parent / "corpus"  # provenance and licences: corpus/README.md
+CORPUS_REAL = CORPUS / "real"
+CORPUS_FEEDPARSER = CORPUS / "feedparser-tests"
 
 
 @pytest.fixture
