@@ -2,9 +2,9 @@
 
 Every feed is a fresh RSS 2.0 or Atom document of `ITEMS_PER_FEED` items whose titles, links,
 guids and text come from the real publisher feeds in `radar_pipeline_tests/corpus/real/` (so
-parse cost is the real one), each item made unique per feed (its own link, guid and content, so nothing dedupes
-across feeds or within one) and dated within the last days relative to the farm's clock (so a
-never-checked Source's coverage window, now - 7 days - 1 h, keeps them all).
+parse cost is the real one), each item made unique per feed (its own link, guid and content, so
+nothing dedupes across feeds or within one) and dated within the last days relative to the
+farm's clock (so a never-checked Source's coverage window, now - 7 days - 1 h, keeps them all).
 
 Every response waits `latency_s` first (a publisher's round trip), carries an ETag and a
 Last-Modified, and is a body-less 304 when the request's validators match. The farm counts what

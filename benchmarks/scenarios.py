@@ -405,7 +405,7 @@ def rebuild(ctx: Context) -> Outcome:
 
 def close(ctx: Context) -> Outcome:
     """6. Weekly close over `ctx.temp_files` temporary files: files per second."""
-    from radar_pipeline.core.cleanup import close_temporary_content
+    from radar_pipeline.core.vault.cleanup import close_temporary_content
 
     out = Outcome()
     name = f"6 weekly close, {ctx.temp_files:,} files"

@@ -14,13 +14,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.config import REPO_ROOT, RadarPaths, default_dagster_home
 from radar_pipeline.core.errors import RadarError
-from radar_pipeline.core.schedule import format_utc, parse_utc
 
 if TYPE_CHECKING:
-    from radar_pipeline.core.headstart import HeadStart
-    from radar_pipeline.core.plan import Mode
+    from radar_pipeline.core.collect.headstart import HeadStart
+    from radar_pipeline.core.plan.collection import Mode
 
 EXIT_OK, EXIT_ERROR, EXIT_SOURCE_FAILED = 0, 1, 2
 
@@ -123,7 +123,7 @@ def dagster_instance() -> Any:
 
 
 def cmd_sources_validate(args: argparse.Namespace) -> int:
-    from radar_pipeline.core.registry import load_registry
+    from radar_pipeline.core.registry.sources import load_registry
 
     snapshot = load_registry(RadarPaths.from_env().vault)
     payload = snapshot.to_json()
@@ -143,7 +143,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         raise UsageError("collect: use either --source or --all, not both")
     # First of all, while this process has no thread, lock or open database: fork the parse
     # workers (core/parallel.py); they finish starting while Dagster is imported below.
-    from radar_pipeline.core import parallel
+    from radar_pipeline.core.collect import pool as parallel
 
     parallel.start_parse_pool()
     try:
@@ -155,8 +155,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
 def _collect(args: argparse.Namespace, as_of: datetime) -> int:
     import gc
 
-    from radar_pipeline.core import headstart
-    from radar_pipeline.core.store import Store
+    from radar_pipeline.core.collect import headstart
+    from radar_pipeline.core.store.connection import Store
 
     mode: Mode = "explicit" if args.source else ("all" if args.all else "due")
     paths = RadarPaths.from_env()
@@ -245,7 +245,7 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from radar_pipeline.core.evidence import evidence_snapshot, evidence_text
+    from radar_pipeline.core.audit.evidence import evidence_snapshot, evidence_text
 
     payload = evidence_snapshot(RadarPaths.from_env(), datetime.now(UTC))
     _emit(args, payload, evidence_text(payload))
@@ -253,8 +253,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_index_rebuild(args: argparse.Namespace) -> int:
-    from radar_pipeline.core import index
-    from radar_pipeline.core.store import Store, move_aside_if_not_duckdb
+    from radar_pipeline.core.store.connection import Store, move_aside_if_not_duckdb
+    from radar_pipeline.core.vault import index
 
     paths = RadarPaths.from_env()
     now = datetime.now(UTC)
@@ -313,8 +313,8 @@ def _dlq_line(letter: dict[str, Any]) -> str:
 
 
 def cmd_dlq_list(args: argparse.Namespace) -> int:
-    from radar_pipeline.core.deadletters import list_dead_letters
-    from radar_pipeline.core.store import Store
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.core.store.dead_letters import list_dead_letters
 
     letters = [d.to_json() for d in list_dead_letters(Store(RadarPaths.from_env().db))]
     opened = sum(1 for d in letters if d["status"] == "open")
@@ -324,8 +324,8 @@ def cmd_dlq_list(args: argparse.Namespace) -> int:
 
 
 def cmd_dlq_replay(args: argparse.Namespace) -> int:
-    from radar_pipeline.core.deadletters import replay
-    from radar_pipeline.core.store import Store
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.core.store.dead_letters import replay
     from radar_pipeline.defs.launch import launch_collection
 
     paths, now = RadarPaths.from_env(), _as_of(args.as_of)
@@ -351,8 +351,8 @@ def cmd_dlq_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_dlq_dismiss(args: argparse.Namespace) -> int:
-    from radar_pipeline.core.deadletters import dismiss
-    from radar_pipeline.core.store import Store
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.core.store.dead_letters import dismiss
 
     letter = dismiss(Store(RadarPaths.from_env().db), args.id, _as_of(args.as_of)).to_json()
     _emit(args, {"deadLetter": letter}, _dlq_line(letter))

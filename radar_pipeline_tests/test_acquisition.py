@@ -25,14 +25,14 @@ import duckdb
 import pytest
 
 from radar_pipeline.cli import dagster_instance
-from radar_pipeline.core.collect import Collector, new_collection_id
+from radar_pipeline.core.acquire.fetch import FetchSettings
+from radar_pipeline.core.collect.collector import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.fetch import FetchSettings
 from radar_pipeline.core.frontmatter import split_frontmatter
-from radar_pipeline.core.plan import CollectionSpec
-from radar_pipeline.core.signals import read_signal_frontmatter
-from radar_pipeline.core.state import load_states
-from radar_pipeline.core.store import Store, rows_as_dicts
+from radar_pipeline.core.plan.collection import CollectionSpec
+from radar_pipeline.core.store.connection import Store, rows_as_dicts
+from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.core.vault.signals import read_signal_frontmatter
 from radar_pipeline_tests.feedserver import (
     FeedServer,
     RequestHandler,

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from radar_pipeline.core.index import insert_signal_rows
-from radar_pipeline.core.state import FeedState, load_states, save_state, save_states
-from radar_pipeline.core.store import Store
+from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.feed_state import FeedState, load_states, save_state, save_states
+from radar_pipeline.core.vault.index import insert_signal_rows
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

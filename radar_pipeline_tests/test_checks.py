@@ -14,9 +14,9 @@ import dagster as dg
 import pytest
 from dagster._core.events import StepMaterializationData
 
+from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.schedule import format_utc
-from radar_pipeline.core.store import Store
+from radar_pipeline.core.store.connection import Store
 from radar_pipeline.defs.assets import signals, source_registry
 from radar_pipeline.defs.checks import (
     EVIDENCE_CHECKS,

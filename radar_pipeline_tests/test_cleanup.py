@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from radar_pipeline.core.cleanup import (
+from radar_pipeline.core.errors import CleanupRefused
+from radar_pipeline.core.vault.cleanup import (
     TEMPORARY_DIR,
     CleanupResult,
     close_temporary_content,
     temporary_inventory,
 )
-from radar_pipeline.core.errors import CleanupRefused
 
 TEMP_FILES = {
     "openai-news/2026-11-30-full-text.md": b"full third-party text " * 50,

@@ -8,11 +8,11 @@ from pathlib import Path
 import feedparser
 import pytest
 
-from radar_pipeline.core.collect import Collector, new_collection_id
+from radar_pipeline.core.collect.collector import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.plan import CollectionSpec
-from radar_pipeline.core.signals import PROVENANCE_FIELDS, read_signal_frontmatter
-from radar_pipeline.core.store import Store
+from radar_pipeline.core.plan.collection import CollectionSpec
+from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.vault.signals import PROVENANCE_FIELDS, read_signal_frontmatter
 from radar_pipeline_tests.conftest import CORPUS_REAL
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source

@@ -13,17 +13,17 @@ from typing import Any
 
 import pytest
 
-from radar_pipeline.core.collect import Collector, new_collection_id
+from radar_pipeline.core.collect.collector import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.deadletters import (
+from radar_pipeline.core.plan.collection import CollectionSpec
+from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.dead_letters import (
     DeadLetterError,
     dismiss,
     get_dead_letter,
     list_dead_letters,
     replay,
 )
-from radar_pipeline.core.plan import CollectionSpec
-from radar_pipeline.core.store import Store
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.test_cli import radar
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source

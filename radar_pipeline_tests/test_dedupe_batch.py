@@ -7,19 +7,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from radar_pipeline.core import index
-from radar_pipeline.core.collect import _index_row
-from radar_pipeline.core.dedupe import DedupeBatch, decide, decide_many
-from radar_pipeline.core.identity import (
+from radar_pipeline.core.collect.collector import _index_row
+from radar_pipeline.core.identity.dedupe import DedupeBatch, decide, decide_many
+from radar_pipeline.core.identity.keys import (
     canonicalize_url,
     content_hash,
     identity_hash,
+    make_signal_id,
     normalize_title,
     simhash64,
 )
 from radar_pipeline.core.models import ItemCandidate
-from radar_pipeline.core.signals import make_signal_id
-from radar_pipeline.core.store import Store
+from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.vault import index
 
 NOW = datetime(2025, 3, 4, tzinfo=UTC)
 WORDS = [

@@ -16,14 +16,15 @@ from typing import Any
 import feedparser
 import pytest
 
-from radar_pipeline.core import collect as collect_module
-from radar_pipeline.core import identity, index
-from radar_pipeline.core.collect import Collector, new_collection_id
+from radar_pipeline.core.collect import collector as collect_module
+from radar_pipeline.core.collect.collector import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.identity import hamming64, simhash64
-from radar_pipeline.core.plan import CollectionSpec
-from radar_pipeline.core.signals import read_signal_frontmatter
-from radar_pipeline.core.store import Store
+from radar_pipeline.core.identity import keys as identity
+from radar_pipeline.core.identity.keys import hamming64, simhash64
+from radar_pipeline.core.plan.collection import CollectionSpec
+from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.vault import index
+from radar_pipeline.core.vault.signals import read_signal_frontmatter
 from radar_pipeline_tests.conftest import CORPUS_REAL
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from radar_pipeline.core.fetch import Fetcher, FetchSettings, fetch_many, looks_like_feed
+from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings, fetch_many, looks_like_feed
 from radar_pipeline.core.models import FetchRequest, FetchResult
 from radar_pipeline_tests.conftest import CORPUS_REAL
 from radar_pipeline_tests.feedserver import (

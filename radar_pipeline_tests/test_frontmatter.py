@@ -15,7 +15,7 @@ from radar_pipeline.core.frontmatter import (
     split_frontmatter,
     update_frontmatter_keys,
 )
-from radar_pipeline.core.registry import load_registry
+from radar_pipeline.core.registry.sources import load_registry
 
 # A Source as a person writes it: comments, blank lines, odd spacing, both quote styles,
 # an unknown key, an empty value and a Markdown body that itself contains `---` and `key: x`.

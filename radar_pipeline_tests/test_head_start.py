@@ -13,11 +13,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from radar_pipeline.core import headstart
+from radar_pipeline.core.collect import headstart
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.plan import LockBook
-from radar_pipeline.core.registry import load_registry
-from radar_pipeline.core.store import Store
+from radar_pipeline.core.plan.locks import LockBook
+from radar_pipeline.core.registry.sources import load_registry
+from radar_pipeline.core.store.connection import Store
 from radar_pipeline.defs.launch import CollectionFailed, launch_collection
 from radar_pipeline_tests.vaultkit import rss, write_fixture_source
 

@@ -11,10 +11,10 @@ from xml.sax.saxutils import escape
 
 import yaml
 
-from radar_pipeline.core.collect import Collector, new_collection_id
+from radar_pipeline.core.collect.collector import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.plan import CollectionSpec
-from radar_pipeline.core.signals import SIGNAL_ID_RE, read_signal_frontmatter
+from radar_pipeline.core.plan.collection import CollectionSpec
+from radar_pipeline.core.vault.signals import SIGNAL_ID_RE, read_signal_frontmatter
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import signal_files, write_source
 

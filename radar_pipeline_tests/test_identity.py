@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radar_pipeline.core.identity import (
+from radar_pipeline.core.identity.keys import (
     IDENTITY_VERSION,
     TRACKING_PARAMS,
     canonicalize_url,

@@ -6,9 +6,14 @@ import ipaddress
 
 import pytest
 
+from radar_pipeline.core.acquire.address_policy import (
+    check_url,
+    forbidden_reason,
+    redact,
+    resolve_checked,
+)
+from radar_pipeline.core.acquire.fetch import FetchSettings
 from radar_pipeline.core.errors import FetchError
-from radar_pipeline.core.fetch import FetchSettings
-from radar_pipeline.core.netpolicy import check_url, forbidden_reason, redact, resolve_checked
 
 
 @pytest.mark.parametrize(

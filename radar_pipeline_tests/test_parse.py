@@ -11,7 +11,7 @@ import pytest
 
 from radar_pipeline.core.errors import ParseError
 from radar_pipeline.core.models import ParsedFeed
-from radar_pipeline.core.parse import FUTURE_TOLERANCE, MAX_ITEMS, parse_feed
+from radar_pipeline.core.parse.feed import FUTURE_TOLERANCE, MAX_ITEMS, parse_feed
 from radar_pipeline.core.text import inert_markdown
 from radar_pipeline_tests.conftest import CORPUS_FEEDPARSER, CORPUS_REAL
 

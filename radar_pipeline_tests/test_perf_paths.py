@@ -17,13 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from radar_pipeline.core import audit, index, parallel
+from radar_pipeline.core.audit import audits as audit
+from radar_pipeline.core.collect import pool as parallel
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.dedupe import PENDING_PREFIX, SIMHASH_DISTANCE, DedupeBatch
-from radar_pipeline.core.identity import hamming64
+from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, SIMHASH_DISTANCE, DedupeBatch
+from radar_pipeline.core.identity.keys import hamming64
 from radar_pipeline.core.models import ItemCandidate
-from radar_pipeline.core.signals import SignalDocument
-from radar_pipeline.core.store import Store
+from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.vault import index
+from radar_pipeline.core.vault.signals import SignalDocument
 from radar_pipeline_tests.conftest import CORPUS_REAL
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source
 
@@ -388,7 +390,7 @@ def test_workers_inherit_their_modules_instead_of_importing_them() -> None:
     not imported them (a fresh interpreter, as `radar collect` is): no worker pays for them."""
     script = """if True:
         import sys
-        from radar_pipeline.core import parallel
+        from radar_pipeline.core.collect import pool as parallel
         mods = ("audit", "signals", "temporary", "frontmatter")
         names = [f"radar_pipeline.core.{m}" for m in mods]
         assert not any(n in sys.modules for n in names)
@@ -467,7 +469,7 @@ def test_health_mirrors_on_the_pool_update_each_file_and_report_failures(
 def test_worker_temp_files_name_the_command(pool: None) -> None:
     """A killed command's leftovers are stale as soon as it is gone, even while one of its
     workers is still dying (found by the kill trials: a worker in its last fsync)."""
-    from radar_pipeline.core.signals import temp_prefix
+    from radar_pipeline.core.vault.signals import temp_prefix
 
     executor = parallel.parse_pool()
     assert executor is not None

@@ -17,8 +17,9 @@ import duckdb
 import filelock
 import pytest
 
+from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.schedule import format_utc, next_check_at
+from radar_pipeline.core.plan.schedule import next_check_at
 from radar_pipeline.defs.jobs import COLLECT_JOB_NAME
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline_tests.feedserver import FeedServer
@@ -235,9 +236,10 @@ def test_downtime_from_is_the_last_success_after_a_missed_check(
     last_collection: datetime | None,
     expected: datetime | None,
 ) -> None:
-    from radar_pipeline.core.plan import CollectionSpec, LockBook, plan_collection
-    from radar_pipeline.core.registry import load_registry
-    from radar_pipeline.core.state import FeedState
+    from radar_pipeline.core.plan.collection import CollectionSpec, plan_collection
+    from radar_pipeline.core.plan.locks import LockBook
+    from radar_pipeline.core.registry.sources import load_registry
+    from radar_pipeline.core.store.feed_state import FeedState
 
     for sid in ("dt-a", "dt-b"):
         write_source(tmp_path, sid, f"https://example.com/{sid}.xml", cadence="PT6H")

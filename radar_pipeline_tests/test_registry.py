@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from radar_pipeline.core.registry import (
+from radar_pipeline.core.registry.sources import (
     SOURCES_DIR,
     RegistrySnapshot,
     Source,

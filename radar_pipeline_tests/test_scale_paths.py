@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from radar_pipeline.core import audit, dedupe, index
-from radar_pipeline.core.store import Store, gc_paused
+from radar_pipeline.core.audit import audits as audit
+from radar_pipeline.core.identity import dedupe
+from radar_pipeline.core.store.connection import Store, gc_paused
+from radar_pipeline.core.vault import index
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -10,20 +10,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from radar_pipeline.core.schedule import (
-    EPOCH,
+from radar_pipeline.core.clock import EPOCH, format_utc, parse_cadence, parse_utc
+from radar_pipeline.core.plan.schedule import (
     OVERLAP,
     RECOVERY_CAP,
     coverage_from,
     due_slot,
-    format_utc,
     is_due,
     is_overdue,
     needs_unconditional,
     next_backoff,
     next_check_at,
-    parse_cadence,
-    parse_utc,
     priority_rank,
     stable_offset,
 )

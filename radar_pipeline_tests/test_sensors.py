@@ -12,7 +12,8 @@ import dagster as dg
 import duckdb
 import pytest
 
-from radar_pipeline.core.schedule import due_slot, format_utc
+from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.plan.schedule import due_slot
 from radar_pipeline.defs.freshness import ON_CADENCE, source_freshness_sensor
 from radar_pipeline.defs.jobs import COLLECT_JOB_NAME
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME

@@ -8,12 +8,12 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from radar_pipeline.core import headstart
-from radar_pipeline.core.collect import CheckResult, DedupedCheck
+from radar_pipeline.core.clock import parse_utc
+from radar_pipeline.core.collect import headstart
+from radar_pipeline.core.collect.collector import CheckResult, DedupedCheck
 from radar_pipeline.core.models import FetchResult
-from radar_pipeline.core.plan import CollectionPlan, CollectionSpec, Mode
-from radar_pipeline.core.registry import load_registry
-from radar_pipeline.core.schedule import parse_utc
+from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, Mode
+from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.defs.partitions import sources_partitions
 from radar_pipeline.defs.report import collection_markdown, source_metadata
 from radar_pipeline.defs.resources import RadarResource

@@ -28,10 +28,10 @@ from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core import parallel
-from radar_pipeline.core.audit import AuditResult, run_audit, run_audits
+from radar_pipeline.core.audit.audits import AuditResult, run_audit, run_audits
+from radar_pipeline.core.clock import parse_utc
+from radar_pipeline.core.collect import pool as parallel
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.schedule import parse_utc
 from radar_pipeline.defs.assets import SIGNALS_KEY, signals, source_registry
 from radar_pipeline.defs.cleanup import weekly_cleanup
 from radar_pipeline.defs.resources import RadarResource

@@ -10,11 +10,11 @@ from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core.cleanup import close_temporary_content
-from radar_pipeline.core.closes import record_close
+from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.errors import CleanupRefused, RadarError
-from radar_pipeline.core.schedule import format_utc, parse_utc
-from radar_pipeline.core.store import Store
+from radar_pipeline.core.store.closes import record_close
+from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.vault.cleanup import close_temporary_content
 from radar_pipeline.defs.resources import RadarResource
 
 WEEKLY_CLEANUP_JOB_NAME = "weekly_cleanup_job"

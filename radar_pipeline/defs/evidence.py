@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from radar_pipeline.core.evidence import evidence_snapshot as build_snapshot
-from radar_pipeline.core.evidence import evidence_text
+from radar_pipeline.core.audit.evidence import evidence_snapshot as build_snapshot
+from radar_pipeline.core.audit.evidence import evidence_text
 from radar_pipeline.defs.assets import signals, source_registry
 from radar_pipeline.defs.cleanup import weekly_cleanup
 from radar_pipeline.defs.resources import RadarResource

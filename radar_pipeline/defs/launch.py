@@ -13,13 +13,13 @@ import dagster as dg
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from radar_pipeline.core.collect import report_for
+from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.collect.collector import report_for
+from radar_pipeline.core.collect.headstart import HeadStart, planned_events_as_subset
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import RadarError
-from radar_pipeline.core.headstart import HeadStart, planned_events_as_subset
-from radar_pipeline.core.registry import load_registry
-from radar_pipeline.core.schedule import format_utc
-from radar_pipeline.core.store import Store
+from radar_pipeline.core.registry.sources import load_registry
+from radar_pipeline.core.store.connection import Store
 from radar_pipeline.defs.jobs import COLLECT_JOB_NAME
 from radar_pipeline.defs.partitions import sync_partitions
 

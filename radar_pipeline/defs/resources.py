@@ -6,9 +6,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from radar_pipeline.core.collect import Collector
+from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.store import Store
+from radar_pipeline.core.store.connection import Store
 
 
 class RadarResource(dg.ConfigurableResource):  # type: ignore[type-arg]

@@ -16,11 +16,11 @@ from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core.deadletters import record_run_failure
-from radar_pipeline.core.plan import SourceTiming, source_timings
-from radar_pipeline.core.registry import load_registry
-from radar_pipeline.core.schedule import format_utc, parse_utc
-from radar_pipeline.core.state import load_states
+from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.plan.collection import SourceTiming, source_timings
+from radar_pipeline.core.registry.sources import load_registry
+from radar_pipeline.core.store.dead_letters import record_run_failure
+from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.defs.assets import SIGNALS_KEY
 from radar_pipeline.defs.jobs import COLLECT_JOB_NAME, collect_job
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sync_partition_requests

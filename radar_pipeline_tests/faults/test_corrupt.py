@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from radar_pipeline.core.signals import SIGNALS_DIR, read_signal_frontmatter
+from radar_pipeline.core.vault.signals import SIGNALS_DIR, read_signal_frontmatter
 from radar_pipeline_tests.faults.farm import (
     Farm,
     RadarHome,

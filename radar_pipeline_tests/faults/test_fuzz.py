@@ -19,16 +19,16 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from radar_pipeline.core.collect import CheckResult, build_document
+from radar_pipeline.core.collect.collector import CheckResult, build_document
 from radar_pipeline.core.errors import ParseError, RegistryError
 from radar_pipeline.core.frontmatter import split_frontmatter, update_frontmatter_keys
-from radar_pipeline.core.identity import canonicalize_url, identity_hash
+from radar_pipeline.core.identity.keys import canonicalize_url, identity_hash, make_signal_id
 from radar_pipeline.core.models import FetchResult
-from radar_pipeline.core.parse import parse_feed
-from radar_pipeline.core.plan import PlannedCheck
-from radar_pipeline.core.registry import SourceRecord, load_registry
-from radar_pipeline.core.signals import make_signal_id, read_signal_frontmatter
+from radar_pipeline.core.parse.feed import parse_feed
+from radar_pipeline.core.plan.collection import PlannedCheck
+from radar_pipeline.core.registry.sources import SourceRecord, load_registry
 from radar_pipeline.core.text import inert_property
+from radar_pipeline.core.vault.signals import read_signal_frontmatter
 from radar_pipeline_tests.conftest import CORPUS_REAL
 from radar_pipeline_tests.faults.farm import record_figures, trials
 from radar_pipeline_tests.vaultkit import source_text, write_source

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from radar_pipeline.core.signals import STALE_TEMP_AGE_S, remove_stale_temp_files
+from radar_pipeline.core.vault.signals import STALE_TEMP_AGE_S, remove_stale_temp_files
 
 
 def _dead_pid() -> int:

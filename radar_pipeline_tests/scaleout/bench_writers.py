@@ -33,7 +33,7 @@ def worker(source_ids: list[str]) -> int:
     import io
 
     from radar_pipeline import cli
-    from radar_pipeline.core.store import lock_wait_stats
+    from radar_pipeline.core.store.connection import lock_wait_stats
 
     started = time.monotonic()
     args = ["collect", "--json"] + [a for s in source_ids for a in ("--source", s)]
@@ -126,8 +126,8 @@ def setup() -> int:
     """Schema, instance and partitions for the vault in the environment."""
     from radar_pipeline import cli
     from radar_pipeline.core.config import RadarPaths
-    from radar_pipeline.core.registry import load_registry
-    from radar_pipeline.core.store import Store
+    from radar_pipeline.core.registry.sources import load_registry
+    from radar_pipeline.core.store.connection import Store
     from radar_pipeline.defs.partitions import sync_partitions
 
     paths = RadarPaths.from_env()

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from radar_pipeline.core.store import SCHEMA_VERSION, Store, lock_wait_stats
+from radar_pipeline.core.store.connection import SCHEMA_VERSION, Store, lock_wait_stats
 
 HOLDER = """
 import sys, time, duckdb

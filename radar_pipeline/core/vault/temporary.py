@@ -7,8 +7,8 @@ import tempfile
 from pathlib import Path
 
 from radar_pipeline.core.errors import VaultError
-from radar_pipeline.core.signals import SIGNAL_ID_RE, temp_prefix
 from radar_pipeline.core.text import inert_markdown
+from radar_pipeline.core.vault.signals import SIGNAL_ID_RE, temp_prefix
 
 TEMPORARY_DIR = Path("Radar") / "Temporary Content"
 

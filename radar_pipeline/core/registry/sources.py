@@ -27,9 +27,9 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from radar_pipeline.core.clock import parse_cadence
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import split_frontmatter
-from radar_pipeline.core.schedule import parse_cadence
 
 SOURCES_DIR = Path("Radar/Sources")
 MAX_SOURCE_FILE_BYTES = 1_000_000  # a Source note is a few hundred bytes; refuse anything absurd

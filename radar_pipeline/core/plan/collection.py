@@ -6,23 +6,21 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Literal
 
-import filelock
-
+from radar_pipeline.core.clock import parse_cadence
 from radar_pipeline.core.models import FetchRequest
-from radar_pipeline.core.registry import RegistrySnapshot, SourceRecord
-from radar_pipeline.core.schedule import (
+from radar_pipeline.core.plan.locks import LockBook
+from radar_pipeline.core.plan.schedule import (
     coverage_from,
     due_slot,
     is_due,
     is_overdue,
     needs_unconditional,
-    parse_cadence,
     priority_rank,
 )
-from radar_pipeline.core.state import FeedState
+from radar_pipeline.core.registry.sources import RegistrySnapshot, SourceRecord
+from radar_pipeline.core.store.feed_state import FeedState
 
 Mode = Literal["due", "all", "explicit"]
 
@@ -76,44 +74,6 @@ class CollectionPlan:
     checks: tuple[PlannedCheck, ...]
     overdue: int
     downtime_from: datetime | None
-
-
-class LockBook:
-    """Per-Source locks across processes (flock on a file per Source in the vault).
-
-    Held from planning until the Source's results are committed; a second collection of the
-    same Source, in any process, reports it `skipped` with reason `locked`.
-    """
-
-    _held: ClassVar[dict[tuple[str, str], filelock.FileLock]] = {}
-
-    def __init__(self, locks_dir: Path) -> None:
-        self.locks_dir = locks_dir
-
-    def try_acquire(self, collection_id: str, source_id: str) -> bool:
-        if (collection_id, source_id) in LockBook._held:
-            return True  # re-planning under a lock this collection already holds
-        self.locks_dir.mkdir(parents=True, exist_ok=True)
-        lock = filelock.FileLock(
-            self.locks_dir / f"{source_id}.lock", timeout=0, thread_local=False
-        )
-        try:
-            lock.acquire()
-        except filelock.Timeout:
-            return False
-        LockBook._held[(collection_id, source_id)] = lock
-        return True
-
-    @classmethod
-    def release(cls, collection_id: str, source_id: str) -> None:
-        lock = cls._held.pop((collection_id, source_id), None)
-        if lock is not None:
-            lock.release()
-
-    @classmethod
-    def release_all(cls, collection_id: str) -> None:
-        for key in [k for k in cls._held if k[0] == collection_id]:
-            cls.release(*key)
 
 
 def plan_collection(

@@ -6,9 +6,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from radar_pipeline.core.cleanup import CleanupResult
-from radar_pipeline.core.schedule import format_utc
-from radar_pipeline.core.store import Store
+from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.vault.cleanup import CleanupResult
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,12 @@ import itertools
 import re
 import unicodedata
 from collections import Counter
+from datetime import datetime
 from urllib.parse import SplitResult, unquote_plus, urljoin, urlsplit, urlunsplit
 
 from url_normalize import url_normalize
+
+from radar_pipeline.core.errors import VaultError
 
 IDENTITY_VERSION: int = 1  # bump when any rule below changes (old identities stay as they are)
 
@@ -214,3 +217,14 @@ _SPREAD = _spread_tables()
 def hamming64(a: int, b: int) -> int:
     """Return the number of differing bits between two 64-bit simhashes."""
     return ((a ^ b) & 0xFFFFFFFFFFFFFFFF).bit_count()
+
+
+def make_signal_id(first_seen_at: datetime, identity: str) -> str:
+    """`<first observation, UTC, YYYYMMDDTHHMMSSZ>-<identity>`; the identity part is what counts."""
+    if not re.fullmatch(r"[0-9a-f]{16}", identity):
+        raise VaultError(f"identity {identity!r} is not 16 lowercase hex digits")
+    return f"{first_seen_at.strftime('%Y%m%dT%H%M%SZ')}-{identity}"
+
+
+def identity_of(signal_id: str) -> str:
+    return signal_id.rsplit("-", 1)[-1]

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import random
-import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
+
+from radar_pipeline.core.clock import EPOCH, require_aware
 
 RECOVERY_CAP = timedelta(days=7)
 OVERLAP = timedelta(hours=1)
 UNCONDITIONAL_EVERY = timedelta(hours=24)
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 BACKOFF_BASE = timedelta(minutes=5)
 BACKOFF_CAP = timedelta(hours=24)
@@ -29,44 +28,8 @@ RETRY_AFTER_CAP = timedelta(hours=6)
 CHALLENGE_BACKOFF = timedelta(hours=6)
 GONE_BACKOFF = timedelta(hours=24)
 
-# Only fixed-length units: years and months have no fixed length, so they are refused.
-_DURATION = re.compile(
-    r"P(?:(?P<weeks>\d+)W)?(?:(?P<days>\d+)D)?"
-    r"(?:T(?=\d)(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?(?:(?P<seconds>\d+)S)?)?"
-)
-
 _PRIORITY_ORDER = {"critical": 0, "high": 1, "normal": 2, "low": 3}
 _FIRST_ROLES = frozenset({"primary", "discovery"})
-
-
-def _require_aware(value: datetime, name: str) -> None:
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError(f"{name} must be an aware UTC datetime, got naive {value.isoformat()}")
-
-
-def parse_cadence(value: str) -> timedelta | None:
-    """Parse a Source `cadence`: an ISO-8601 duration (PT6H, P1D, P1W, P1DT12H) or `manual`.
-
-    Returns None for `manual` (never due by cadence). Raises ValueError for anything else,
-    including zero durations and calendar units (years, months) that have no fixed length.
-    """
-    text = value.strip()
-    if text == "manual":
-        return None
-    match = _DURATION.fullmatch(text)
-    if match is None or text in ("P", "PT"):
-        raise ValueError(
-            f"invalid cadence {value!r}: use an ISO-8601 duration such as PT6H, P1D or P1W, "
-            "or 'manual'"
-        )
-    parts = {name: int(number) for name, number in match.groupdict().items() if number}
-    try:
-        cadence = timedelta(**parts)
-    except OverflowError:
-        raise ValueError(f"invalid cadence {value!r}: the duration is too long") from None
-    if cadence <= timedelta(0):
-        raise ValueError(f"invalid cadence {value!r}: the duration must be longer than zero")
-    return cadence
 
 
 def _whole_seconds(cadence: timedelta) -> int:
@@ -91,7 +54,7 @@ def due_slot(source_id: str, cadence: timedelta, now: datetime) -> datetime:
 
     Used in the run key `<source>:<due slot>` so one slot never launches twice.
     """
-    _require_aware(now, "now")
+    require_aware(now, "now")
     step = timedelta(seconds=_whole_seconds(cadence))
     origin = EPOCH + stable_offset(source_id, step)
     # timedelta // timedelta floors, so instants before the origin land in the right slot too.
@@ -118,7 +81,7 @@ def next_check_at(
     """
     if last_success_at is None:
         return None
-    _require_aware(last_success_at, "last_success_at")
+    require_aware(last_success_at, "last_success_at")
     seconds = _whole_seconds(cadence)
     step = timedelta(seconds=seconds)
     half = timedelta(seconds=seconds // 2)
@@ -129,12 +92,12 @@ def next_check_at(
 
 def is_overdue(cadence: timedelta | None, last_success_at: datetime | None, now: datetime) -> bool:
     """True when a cadence-driven Source has not succeeded within its cadence (or ever)."""
-    _require_aware(now, "now")
+    require_aware(now, "now")
     if cadence is None:
         return False
     if last_success_at is None:
         return True
-    _require_aware(last_success_at, "last_success_at")
+    require_aware(last_success_at, "last_success_at")
     return now >= last_success_at + cadence
 
 
@@ -150,11 +113,11 @@ def is_due(
 
     `manual` (None) is never due; it runs only when named explicitly.
     """
-    _require_aware(now, "now")
+    require_aware(now, "now")
     if cadence is None:
         return False
     if backoff_until is not None:
-        _require_aware(backoff_until, "backoff_until")
+        require_aware(backoff_until, "backoff_until")
         if now < backoff_until:
             return False
     next_at = next_check_at(source_id, cadence, last_success_at)
@@ -166,11 +129,11 @@ def coverage_from(last_success_at: datetime | None, now: datetime) -> datetime:
 
     The overlap re-reads late or reordered items; dedupe makes that harmless.
     """
-    _require_aware(now, "now")
+    require_aware(now, "now")
     floor = now - RECOVERY_CAP
     if last_success_at is None:
         return floor - OVERLAP
-    _require_aware(last_success_at, "last_success_at")
+    require_aware(last_success_at, "last_success_at")
     return max(last_success_at, floor) - OVERLAP
 
 
@@ -179,10 +142,10 @@ def needs_unconditional(last_unconditional_at: datetime | None, now: datetime) -
 
     A 304 is a hint, not proof (invariant 6), so conditional headers are dropped once a day.
     """
-    _require_aware(now, "now")
+    require_aware(now, "now")
     if last_unconditional_at is None:
         return True
-    _require_aware(last_unconditional_at, "last_unconditional_at")
+    require_aware(last_unconditional_at, "last_unconditional_at")
     return now - last_unconditional_at >= UNCONDITIONAL_EVERY
 
 
@@ -230,7 +193,7 @@ def next_backoff(
     6 h for a challenge page, 24 h for gone, else 1 minute). Never more than 24 h later:
     there is no permanent stop, a Source keeps being retried. Whole seconds.
     """
-    _require_aware(now, "now")
+    require_aware(now, "now")
     if consecutive_failures < 1:
         raise ValueError(f"consecutive_failures must be >= 1, got {consecutive_failures}")
     cap_s = BACKOFF_CAP.total_seconds()
@@ -240,28 +203,3 @@ def next_backoff(
         rng.uniform(0.0, ceiling_s), _floor_for(error_class, retry_after_s).total_seconds()
     )
     return now + timedelta(seconds=round(min(delay_s, cap_s)))
-
-
-def parse_utc(value: str) -> datetime:
-    """Parse an ISO-8601 timestamp (with Z or an offset) into an aware UTC datetime.
-
-    A timestamp without an offset is taken as UTC. Raises ValueError naming the bad value.
-    """
-    text = value.strip()
-    if not text:
-        raise ValueError("empty timestamp: expected ISO-8601 such as 2026-11-30T01:02:03Z")
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(
-            f"invalid timestamp {value!r}: expected ISO-8601 such as 2026-11-30T01:02:03Z"
-        ) from None
-    if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
-
-
-def format_utc(value: datetime) -> str:
-    """Format an aware datetime as `2026-11-30T01:02:03Z` (UTC, seconds, fraction dropped)."""
-    _require_aware(value, "value")
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -13,7 +13,6 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,17 +41,6 @@ PROVENANCE_FIELDS = (
 )
 
 CreateOutcome = Literal["created", "reused"]
-
-
-def make_signal_id(first_seen_at: datetime, identity: str) -> str:
-    """`<first observation, UTC, YYYYMMDDTHHMMSSZ>-<identity>`; the identity part is what counts."""
-    if not re.fullmatch(r"[0-9a-f]{16}", identity):
-        raise VaultError(f"identity {identity!r} is not 16 lowercase hex digits")
-    return f"{first_seen_at.strftime('%Y%m%dT%H%M%SZ')}-{identity}"
-
-
-def identity_of(signal_id: str) -> str:
-    return signal_id.rsplit("-", 1)[-1]
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,8 @@ from typing import Any, Literal
 
 import duckdb
 
-from radar_pipeline.core.identity import hamming64
+from radar_pipeline.core.identity.keys import hamming64, make_signal_id
 from radar_pipeline.core.models import ItemCandidate
-from radar_pipeline.core.signals import make_signal_id
 
 SIMHASH_DISTANCE = 3  # bands below assume <= 3: 4 bands, so one band is always equal
 BANDS = 4

@@ -20,20 +20,10 @@ from typing import Any
 
 import duckdb
 
-from radar_pipeline.core import index
-from radar_pipeline.core.audit import FactsKey, SignalFile, record_facts
-from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.dedupe import (
-    PENDING_PREFIX,
-    DedupeBatch,
-    ItemDecision,
-    decide_many,
-    resolve_pending,
-)
-from radar_pipeline.core.fetch import Fetcher, FetchSettings, fetch_many
-from radar_pipeline.core.identity import IDENTITY_VERSION
-from radar_pipeline.core.models import FetchResult, ItemCandidate, ParsedFeed
-from radar_pipeline.core.parallel import (
+from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings, fetch_many
+from radar_pipeline.core.audit.audits import FactsKey, SignalFile, record_facts
+from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.collect.pool import (
     HealthMirrors,
     ParseArgs,
     ParseOutcome,
@@ -45,24 +35,36 @@ from radar_pipeline.core.parallel import (
     parse_pool,
     write_many,
 )
-from radar_pipeline.core.plan import (
+from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.identity.dedupe import (
+    PENDING_PREFIX,
+    DedupeBatch,
+    ItemDecision,
+    decide_many,
+    resolve_pending,
+)
+from radar_pipeline.core.identity.keys import IDENTITY_VERSION, make_signal_id
+from radar_pipeline.core.models import FetchResult, ItemCandidate, ParsedFeed
+from radar_pipeline.core.plan.collection import (
     PUBLISHER_WAITS,
     CollectionPlan,
     CollectionSpec,
-    LockBook,
     PlannedCheck,
     plan_collection,
 )
-from radar_pipeline.core.registry import RegistrySnapshot, load_registry
-from radar_pipeline.core.schedule import format_utc, next_backoff
-from radar_pipeline.core.signals import (
-    SIGNALS_DIR,
-    SignalDocument,
-    make_signal_id,
-    remove_stale_temp_files,
+from radar_pipeline.core.plan.locks import LockBook
+from radar_pipeline.core.plan.schedule import next_backoff
+from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
+from radar_pipeline.core.store.connection import (
+    Store,
+    gc_paused,
+    insert_rows,
+    to_json_text,
+    unnested,
 )
-from radar_pipeline.core.state import FeedState, load_states, save_states
-from radar_pipeline.core.store import Store, gc_paused, insert_rows, to_json_text, unnested
+from radar_pipeline.core.store.feed_state import FeedState, load_states, save_states
+from radar_pipeline.core.vault import index
+from radar_pipeline.core.vault.signals import SIGNALS_DIR, SignalDocument, remove_stale_temp_files
 
 log = logging.getLogger(__name__)
 

@@ -27,23 +27,24 @@ from typing import Any, Literal
 
 import duckdb
 
-from radar_pipeline.core.cleanup import TEMPORARY_DIR
-from radar_pipeline.core.closes import CloseRecord, last_close
+from radar_pipeline.core.clock import format_utc, parse_cadence, parse_utc
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import VaultError
-from radar_pipeline.core.parse import SUMMARY_MAX
-from radar_pipeline.core.registry import RegistrySnapshot, load_registry
-from radar_pipeline.core.schedule import format_utc, is_overdue, parse_cadence, parse_utc
-from radar_pipeline.core.signals import (
+from radar_pipeline.core.identity.keys import identity_of
+from radar_pipeline.core.parse.feed import SUMMARY_MAX
+from radar_pipeline.core.plan.schedule import is_overdue
+from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
+from radar_pipeline.core.store.closes import CloseRecord, last_close
+from radar_pipeline.core.store.connection import Store, gc_paused, insert_rows
+from radar_pipeline.core.store.feed_state import FeedState, load_states
+from radar_pipeline.core.vault.cleanup import TEMPORARY_DIR
+from radar_pipeline.core.vault.signals import (
     PROVENANCE_FIELDS,
     SIGNAL_ID_RE,
     SIGNALS_DIR,
     TEMP_PREFIX,
-    identity_of,
     read_signal_frontmatter,
 )
-from radar_pipeline.core.state import FeedState, load_states
-from radar_pipeline.core.store import Store, gc_paused, insert_rows
 
 Severity = Literal["ERROR", "WARN"]
 

@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 from radar_pipeline.core.config import set_temp_owner
 from radar_pipeline.core.errors import ParseError
-from radar_pipeline.core.parse import parse_feed
+from radar_pipeline.core.parse.feed import parse_feed
 
 if TYPE_CHECKING:
-    from radar_pipeline.core.audit import FactsKey, SignalFile
-    from radar_pipeline.core.signals import SignalDocument
+    from radar_pipeline.core.audit.audits import FactsKey, SignalFile
+    from radar_pipeline.core.vault.signals import SignalDocument
 
 # Below this many bodies (or new Signals) the pickling round trip costs more than the second
 # core gives.
@@ -87,10 +87,10 @@ def _import_worker_modules() -> None:
     the workers inherit the modules instead of each importing them again on its first job
     (~0.25 s of CPU per worker, on a machine whose cores the whole command shares). Importing
     starts no thread and opens no file that a worker would keep."""
-    import radar_pipeline.core.audit
+    import radar_pipeline.core.audit.audits
     import radar_pipeline.core.frontmatter
-    import radar_pipeline.core.signals
-    import radar_pipeline.core.temporary  # noqa: F401
+    import radar_pipeline.core.vault.signals
+    import radar_pipeline.core.vault.temporary  # noqa: F401
 
 
 def stop_parse_pool() -> None:
@@ -234,7 +234,7 @@ def write_signals(vault: Path, items: Sequence[WriteItem], threads: int = 1) -> 
     """Create each Signal file (atomic, fsynced; never overwritten) and its temporary text;
     with the facts the evidence audits need of each created file (core/audit.py). The folder
     is fsynced once, after the last file: all are durable when this returns."""
-    from radar_pipeline.core.signals import sync_signals_dir
+    from radar_pipeline.core.vault.signals import sync_signals_dir
 
     if threads > 1 and len(items) > 1:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="radar-write") as pool:
@@ -250,9 +250,9 @@ def write_signals(vault: Path, items: Sequence[WriteItem], threads: int = 1) -> 
 
 
 def _write_one(vault: Path, item: WriteItem) -> WriteResult:
-    from radar_pipeline.core.audit import facts_key, facts_of_written
-    from radar_pipeline.core.signals import SIGNALS_DIR, create_signal_file
-    from radar_pipeline.core.temporary import write_temporary_text
+    from radar_pipeline.core.audit.audits import facts_key, facts_of_written
+    from radar_pipeline.core.vault.signals import SIGNALS_DIR, create_signal_file
+    from radar_pipeline.core.vault.temporary import write_temporary_text
 
     identity, doc, temporary = item
     text = doc.render()

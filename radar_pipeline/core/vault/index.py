@@ -11,25 +11,20 @@ from typing import Any
 
 import duckdb
 
-from radar_pipeline.core import identity
-from radar_pipeline.core.audit import (
+from radar_pipeline.core.audit.audits import (
     FactsKey,
     SignalFile,
     facts_key,
     facts_of_written,
     record_facts,
 )
-from radar_pipeline.core.dedupe import simhash_band_keys
+from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.core.errors import VaultError
-from radar_pipeline.core.identity import normalize_title
-from radar_pipeline.core.schedule import parse_utc
-from radar_pipeline.core.signals import (
-    SIGNALS_DIR,
-    identity_of,
-    list_signal_ids,
-    parse_signal_frontmatter,
-)
-from radar_pipeline.core.store import Store, insert_rows
+from radar_pipeline.core.identity import keys as identity
+from radar_pipeline.core.identity.dedupe import simhash_band_keys
+from radar_pipeline.core.identity.keys import identity_of, normalize_title
+from radar_pipeline.core.store.connection import Store, insert_rows
+from radar_pipeline.core.vault.signals import SIGNALS_DIR, list_signal_ids, parse_signal_frontmatter
 
 log = logging.getLogger(__name__)
 

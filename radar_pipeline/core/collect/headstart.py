@@ -28,12 +28,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from radar_pipeline.core.collect import Collector
+from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.models import FetchResult
-from radar_pipeline.core.plan import CollectionPlan, CollectionSpec, LockBook, Mode
-from radar_pipeline.core.registry import RegistrySnapshot, load_registry
-from radar_pipeline.core.schedule import format_utc, parse_utc
+from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, Mode
+from radar_pipeline.core.plan.locks import LockBook
+from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
 
 Fetched = tuple[CollectionPlan, tuple[FetchResult | None, ...]]
 

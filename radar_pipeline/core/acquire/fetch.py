@@ -31,9 +31,7 @@ from types import TracebackType
 
 import httpx
 
-from radar_pipeline.core.errors import FetchError
-from radar_pipeline.core.models import FetchRequest, FetchResult
-from radar_pipeline.core.netpolicy import (
+from radar_pipeline.core.acquire.address_policy import (
     PolicyTransport,
     check_url,
     deadline_at,
@@ -41,6 +39,8 @@ from radar_pipeline.core.netpolicy import (
     redact,
     resolve_checked,
 )
+from radar_pipeline.core.errors import FetchError
+from radar_pipeline.core.models import FetchRequest, FetchResult
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 FEED_MEDIA_TYPES = frozenset(

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import duckdb
 
-from radar_pipeline.core.store import insert_rows, rows_as_dicts
+from radar_pipeline.core.store.connection import insert_rows, rows_as_dicts
 
 
 @dataclass(frozen=True)

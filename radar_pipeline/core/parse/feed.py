@@ -19,7 +19,7 @@ import feedparser
 from feedparser.encodings import convert_to_utf8
 
 from radar_pipeline.core.errors import ParseError
-from radar_pipeline.core.identity import (
+from radar_pipeline.core.identity.keys import (
     canonicalize_url,
     content_hash,
     identity_hash,

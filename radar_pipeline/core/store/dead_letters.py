@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import RadarError
-from radar_pipeline.core.schedule import format_utc
-from radar_pipeline.core.store import Store, rows_as_dicts
+from radar_pipeline.core.store.connection import Store, rows_as_dicts
 
 STATUSES = ("open", "replayed", "dismissed")
 RUN_FAILURE_STAGE = "dagster-run"
