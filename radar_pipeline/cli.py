@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import logging
 import os
 import shutil
 import sys
@@ -19,7 +17,8 @@ from radar_pipeline.core.config import REPO_ROOT, RadarPaths, default_dagster_ho
 from radar_pipeline.core.errors import RadarError
 
 if TYPE_CHECKING:
-    from radar_pipeline.core.collect.headstart import HeadStart
+    import dagster as dg
+
     from radar_pipeline.core.plan.collection import Mode
 
 EXIT_OK, EXIT_ERROR, EXIT_SOURCE_FAILED = 0, 1, 2
@@ -102,6 +101,13 @@ def _dagster_home() -> Path:
     return home
 
 
+def dagster_definitions() -> dg.Definitions:
+    """The project's Dagster definitions (imported on first use: most commands need none)."""
+    from radar_pipeline.definitions import defs
+
+    return defs
+
+
 def dagster_instance() -> Any:
     """The Dagster instance in DAGSTER_HOME (default: the repository's data/dagster_home)."""
     import dagster as dg
@@ -141,67 +147,17 @@ def cmd_collect(args: argparse.Namespace) -> int:
     as_of = _as_of(args.as_of)
     if args.source and args.all:
         raise UsageError("collect: use either --source or --all, not both")
-    # First of all, while this process has no thread, lock or open database: fork the parse
-    # workers (core/parallel.py); they finish starting while Dagster is imported below.
-    from radar_pipeline.core.collect import pool as parallel
-
-    parallel.start_parse_pool()
-    try:
-        return _collect(args, as_of)
-    finally:
-        parallel.stop_parse_pool()
-
-
-def _collect(args: argparse.Namespace, as_of: datetime) -> int:
-    import gc
-
-    from radar_pipeline.core.collect import headstart
     from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.defs.collection.launch import launch_collection
 
     mode: Mode = "explicit" if args.source else ("all" if args.all else "due")
     paths = RadarPaths.from_env()
-    # The head start's thread (below) may be inside C code that reads the environment without
-    # the GIL: settle the environment before it exists, restore it after it ended.
-    _dagster_home()
-    with headstart.planned_events_as_subset():
-        # Loading Dagster builds some million objects that live as long as this command; the
-        # collector would walk them again and again (~0.15 s). It is off until they are
-        # loaded, then they are moved out of its reach (gc.freeze) and it is on again.
-        gc.disable()
-        head = None
-        try:
-            # Open the store here first: a broken or unusable DuckDB file is one clear line,
-            # not a failed Dagster run with a stack trace.
-            Store(paths.db).schema_version()
-            # Plan and fetch on a thread while Dagster is loaded (core/headstart.py).
-            head = headstart.begin(paths, mode, tuple(args.source), as_of)
-            return _launch_collection(args, paths, mode, as_of, head)
-        finally:
-            gc.enable()  # a no-op once loaded; on an early error, on again all the same
-            if head is not None:
-                headstart.abandon(head)  # no-op once the run took it over
-
-
-def _launch_collection(
-    args: argparse.Namespace,
-    paths: RadarPaths,
-    mode: Mode,
-    as_of: datetime,
-    head: HeadStart | None,
-) -> int:
-    import gc
-
-    try:
-        import radar_pipeline.definitions  # noqa: F401  (loaded before the freeze below)
-
-        instance = dagster_instance()
-    finally:
-        gc.freeze()
-        gc.enable()
-    from radar_pipeline.defs.launch import launch_collection
-
+    # Open the store first: a broken or unusable DuckDB file is one clear line, not a failed
+    # Dagster run with a stack trace.
+    Store(paths.db).schema_version()
+    defs, instance = dagster_definitions(), dagster_instance()
     report = launch_collection(
-        instance, paths, mode, tuple(args.source), as_of, trigger="cli", head=head
+        defs, instance, paths, mode, tuple(args.source), as_of, trigger="cli"
     )
     _emit(args, report, _collect_text(report))
     return EXIT_SOURCE_FAILED if report["failed"] else EXIT_OK
@@ -226,10 +182,10 @@ def _collect_text(report: dict[str, Any]) -> str:
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
     """One weekly close through the Dagster definitions: the partition of the week of --as-of."""
-    from radar_pipeline.defs.cleanup import launch_cleanup
+    from radar_pipeline.defs.cleanup.launch import launch_cleanup
 
     as_of = _as_of(args.as_of)
-    close = launch_cleanup(dagster_instance(), as_of)
+    close = launch_cleanup(dagster_definitions(), dagster_instance(), as_of)
     payload = {k: close[k] for k in ("deleted", "bytes", "retained")}
     if args.json:
         payload |= {k: close[k] for k in ("week", "closedAt", "refused", "dagsterRunId")}
@@ -326,13 +282,14 @@ def cmd_dlq_list(args: argparse.Namespace) -> int:
 def cmd_dlq_replay(args: argparse.Namespace) -> int:
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.dead_letters import replay
-    from radar_pipeline.defs.launch import launch_collection
+    from radar_pipeline.defs.collection.launch import launch_collection
 
     paths, now = RadarPaths.from_env(), _as_of(args.as_of)
 
     def run_check(source_id: str) -> dict[str, Any]:
+        defs, instance = dagster_definitions(), dagster_instance()
         return launch_collection(
-            dagster_instance(), paths, "explicit", (source_id,), now, trigger="dlq-replay"
+            defs, instance, paths, "explicit", (source_id,), now, trigger="dlq-replay"
         )
 
     done = replay(Store(paths.db), args.id, now, run_check)
@@ -360,21 +317,9 @@ def cmd_dlq_dismiss(args: argparse.Namespace) -> int:
 
 
 def run() -> None:
-    """The `radar` command: `main`, then a quick exit.
-
-    Every command has committed all it writes (fsynced files, DuckDB and Dagster transactions,
-    worker processes joined) before `main` returns, so what normal interpreter shutdown would
-    add is tearing down some two thousand modules Dagster loaded: ~0.2 s per command. Output
-    and logs are flushed first. An exception leaves through the normal path (a traceback).
-    """
-    code = main()
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        # A closed pipe (`radar report | head`) has nothing left to lose.
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code)
+    """The `radar` command."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

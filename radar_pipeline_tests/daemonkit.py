@@ -41,7 +41,7 @@ def free_port() -> int:
 
 def terminal_like() -> None:
     """What an interactive shell gives a foreground job: SIGINT at its default. (A process
-    started in the background by a script inherits SIGINT ignored; dagster-notes.md.)"""
+    started in the background by a script inherits SIGINT ignored; docs/testing.md.)"""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
@@ -122,7 +122,7 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float, every: fl
 
 def read_db(db: Path, sql: str, timeout: float = 60) -> list[tuple[Any, ...]]:
     """Rows of a read-only query on the DuckDB file while the instance may be writing it: a
-    read-only connection is refused while any process holds it read-write (dagster-notes.md),
+    read-only connection is refused while any process holds it read-write (docs/deployment.md),
     so retry until the writer's short transaction is over."""
     import duckdb
 

@@ -666,7 +666,8 @@ def test_attempt_metrics_in_duckdb_and_dagster_metadata(
 ) -> None:
     import dagster as dg
 
-    from radar_pipeline.defs.launch import launch_collection
+    from radar_pipeline.definitions import defs
+    from radar_pipeline.defs.collection.launch import launch_collection
 
     vault = radar_env["vault"]
     publisher = Publisher(rss([item(1), item(2)]))
@@ -674,7 +675,7 @@ def test_attempt_metrics_in_duckdb_and_dagster_metadata(
     write_source(vault, "down", feed_server.add("/down", b"oops", 503, HTML_TYPE))
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
         report = launch_collection(
-            instance, RadarPaths.from_env(), "explicit", ("news", "down"), AS_OF, "test"
+            defs, instance, RadarPaths.from_env(), "explicit", ("news", "down"), AS_OF, "test"
         )
         [news] = instance.fetch_materializations(dg.AssetKey("signals"), limit=10).records
         # The failed Source's own observation (the run also observes the whole collection).

@@ -1,6 +1,6 @@
 """The asset checks as evidence reports: each passes on a healthy vault and fails, with a table a
 person can read, on a vault broken on purpose. Checks run on a real temp Dagster instance, both
-inside a collection run and alone (as from the UI)."""
+in the checks run after a collection and alone (as from the UI)."""
 
 from __future__ import annotations
 
@@ -12,32 +12,39 @@ from typing import Any
 
 import dagster as dg
 import pytest
-from dagster._core.events import StepMaterializationData
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.store.connection import Store
-from radar_pipeline.defs.assets import signals, source_registry
-from radar_pipeline.defs.checks import (
-    EVIDENCE_CHECKS,
+from radar_pipeline.definitions import defs
+from radar_pipeline.defs.cleanup.assets import weekly_cleanup
+from radar_pipeline.defs.cleanup.checks import retention_check
+from radar_pipeline.defs.cleanup.launch import launch_cleanup
+from radar_pipeline.defs.collection.assets import signals
+from radar_pipeline.defs.collection.checks import (
+    SIGNAL_CHECKS,
     SIGNAL_CHECKS_JOB_NAME,
     agreement_check,
     idempotency_check,
     overdue_check,
     provenance_check,
-    registry_check,
-    retention_check,
     signal_checks_after_collection,
 )
-from radar_pipeline.defs.cleanup import launch_cleanup, weekly_cleanup
-from radar_pipeline.defs.launch import launch_collection
-from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.collection.launch import launch_collection
+from radar_pipeline.defs.registry.assets import source_registry
+from radar_pipeline.defs.registry.checks import registry_check
+from radar_pipeline.defs.resources import CollectionResource, RadarResource
 from radar_pipeline_tests.evidencekit import content_rss
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
 
 ITEMS = [("a1", "First", "Full text one. " * 30), ("a2", "Second", "Full text two. " * 30)]
-RESOURCES = {"radar": RadarResource(), "radar_mem_io": dg.mem_io_manager}
+RESOURCES = {
+    "radar": RadarResource(),
+    "collection": CollectionResource(),
+    "radar_mem_io": dg.mem_io_manager,
+}
+EVIDENCE_CHECKS = [*SIGNAL_CHECKS, registry_check, retention_check]
 
 
 @pytest.fixture
@@ -50,7 +57,7 @@ def collect(
     instance: dg.DagsterInstance, as_of: datetime | None = None, mode: str = "all"
 ) -> dict[str, Any]:
     return launch_collection(
-        instance, RadarPaths.from_env(), mode, (), as_of or datetime.now(UTC), "test"
+        defs, instance, RadarPaths.from_env(), mode, (), as_of or datetime.now(UTC), "test"
     )
 
 
@@ -96,14 +103,22 @@ def table(evaluation: dg.AssetCheckEvaluation) -> str:
     return str(evaluation.metadata["report"].value)
 
 
-def test_checks_run_inside_the_collection_run_and_pass(
+def checks_after(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun:
+    """The one `signal_checks` run that followed a collection run."""
+    [run] = instance.get_runs(
+        filters=dg.RunsFilter(job_name=SIGNAL_CHECKS_JOB_NAME, tags={"radar/after_run": run_id})
+    )
+    return run
+
+
+def test_checks_run_after_each_collection_and_pass(
     radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
 ) -> None:
     healthy_vault(radar_env["vault"], feed_server, instance)
     [collection] = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))
-    # One Dagster run per collection: no separate checks run.
-    assert instance.get_runs(filters=dg.RunsFilter(job_name=SIGNAL_CHECKS_JOB_NAME)) == []
-    evaluations = run_evaluations(instance, collection.run_id)
+    # The collection run records no verdicts itself; the checks run that followed it does.
+    assert run_evaluations(instance, collection.run_id) == {}
+    evaluations = run_evaluations(instance, checks_after(instance, collection.run_id).run_id)
     assert set(evaluations) == {"idempotency", "provenance", "overdue", "agreement"}
     assert all(e.passed for e in evaluations.values()), {
         k: table(e) for k, e in evaluations.items() if not e.passed
@@ -111,7 +126,7 @@ def test_checks_run_inside_the_collection_run_and_pass(
     assert all(e.asset_key == dg.AssetKey("signals") for e in evaluations.values())
 
 
-def test_checks_in_the_collection_run_fail_on_a_broken_vault(
+def test_checks_after_a_collection_fail_on_a_broken_vault(
     radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
 ) -> None:
     healthy_vault(radar_env["vault"], feed_server, instance)
@@ -121,71 +136,46 @@ def test_checks_in_the_collection_run_fail_on_a_broken_vault(
     report = collect(instance)
     assert report["checks"]["idempotency"] is False
     [latest, _] = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))
-    evaluations = run_evaluations(instance, latest.run_id)
+    evaluations = run_evaluations(instance, checks_after(instance, latest.run_id).run_id)
     assert not evaluations["idempotency"].passed
     assert "copy of a signal.md" in table(evaluations["idempotency"])
 
 
-def test_sensor_leaves_runs_that_recorded_their_checks_alone(
-    radar_env: dict[str, Path], instance: dg.DagsterInstance
+def test_sensor_runs_the_checks_after_runs_whose_launcher_did_not(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
 ) -> None:
-    from radar_pipeline.definitions import defs
+    healthy_vault(radar_env["vault"], feed_server, instance)
+    [cli_run] = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))
 
-    write_fixture_source(radar_env["vault"], "fixture", content_rss(ITEMS))
-    instance.add_dynamic_partitions("sources", ["fixture"])
-    # A run the daemon or the UI launched (one partition) evaluates the checks itself too.
+    def evaluate(run: dg.DagsterRun, result: dg.ExecuteInProcessResult) -> object:
+        context = dg.build_run_status_sensor_context(
+            sensor_name="signal_checks_after_collection",
+            dagster_instance=instance,
+            dagster_run=run,
+            dagster_event=result.get_run_success_event(),
+            context=dg.build_sensor_context(instance=instance, definitions=defs),
+        )
+        return signal_checks_after_collection(context)
+
+    # A run the daemon or the UI launched (one partition): the sensor requests its checks.
     result = dg.materialize(
         [signals], partition_key="fixture", instance=instance, resources=RESOURCES
     )
-    assert set(run_evaluations(instance, result.run_id)) == {
-        "idempotency",
-        "provenance",
-        "overdue",
-        "agreement",
-    }
     run = instance.get_run_by_id(result.run_id)
     assert run is not None
-    context = dg.build_run_status_sensor_context(
-        sensor_name="signal_checks_after_collection",
-        dagster_instance=instance,
-        dagster_run=run,
-        dagster_event=result.get_run_success_event(),
-        context=dg.build_sensor_context(instance=instance, definitions=defs),
-    )
-    assert isinstance(signal_checks_after_collection(context), dg.SkipReason)
-
-    # A successful run that materialized Signals but recorded no evaluation (an earlier
-    # version's run): the sensor requests the checks for it.
-    job = defs.resolve_job_def(SIGNAL_CHECKS_JOB_NAME)
-    bare = instance.create_run_for_job(job, run_config={}, tags={})
-    instance.report_dagster_event(
-        dg.DagsterEvent(
-            event_type_value=dg.DagsterEventType.ASSET_MATERIALIZATION.value,
-            job_name=bare.job_name,
-            event_specific_data=StepMaterializationData(
-                dg.AssetMaterialization("signals", partition="fixture")
-            ),
-        ),
-        run_id=bare.run_id,
-    )
-    context = dg.build_run_status_sensor_context(
-        sensor_name="signal_checks_after_collection",
-        dagster_instance=instance,
-        dagster_run=bare,
-        dagster_event=result.get_run_success_event(),
-        context=dg.build_sensor_context(instance=instance, definitions=defs),
-    )
-    request = signal_checks_after_collection(context)
+    request = evaluate(run, result)
     assert isinstance(request, dg.RunRequest)
-    assert request.run_key == f"checks-after:{bare.run_id}"
-    assert request.tags["radar/after_run"] == bare.run_id
+    assert request.run_key == f"checks-after:{run.run_id}"
+    assert request.tags["radar/after_run"] == run.run_id
+    # `radar collect` ran the checks itself: the sensor leaves its run alone.
+    assert isinstance(evaluate(cli_run, result), dg.SkipReason)
 
 
 def test_every_check_passes_on_a_healthy_vault(
     radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
 ) -> None:
     healthy_vault(radar_env["vault"], feed_server, instance)
-    close = launch_cleanup(instance, datetime.now(UTC))
+    close = launch_cleanup(defs, instance, datetime.now(UTC))
     assert (close["deleted"], close["retained"]) == (2, 0)
     found = run_checks(instance, *EVIDENCE_CHECKS)
     assert set(found) == {
@@ -252,7 +242,7 @@ def test_leftover_temporary_text_and_full_text_elsewhere_fail_retention(
 ) -> None:
     vault = radar_env["vault"]
     healthy_vault(vault, feed_server, instance)
-    launch_cleanup(instance, datetime.now(UTC))
+    launch_cleanup(defs, instance, datetime.now(UTC))
     folder = vault / "Radar" / "Temporary Content"
     # Written before the close, still there: it survived the close.
     leftover = folder / f"20200101T000000Z-{'0' * 16}.md"
@@ -286,7 +276,7 @@ def test_people_may_annotate_below_the_trailer(
 ) -> None:
     vault = radar_env["vault"]
     healthy_vault(vault, feed_server, instance)
-    launch_cleanup(instance, datetime.now(UTC))
+    launch_cleanup(defs, instance, datetime.now(UTC))
     signal = signal_files(vault)[0]
     with signal.open("a", encoding="utf-8") as handle:
         handle.write("\n## My notes\n\n" + "A long human annotation. " * 400)
@@ -366,9 +356,9 @@ def test_overdue_counts_sources_past_cadence_and_is_zero_after_recovery(
     feed_server.add("/feed.xml", feed)
     recovered = collect(instance, t0 + timedelta(days=2), mode="due")
     assert (recovered["passed"], recovered["overdue"]) == (1, 1)
-    # The overdue check the recovery's own run evaluated used the recovery's clock.
+    # The overdue check run after the recovery used the recovery's clock.
     recovery_run = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))[0]
-    after = run_evaluations(instance, recovery_run.run_id)["overdue"]
+    after = run_evaluations(instance, checks_after(instance, recovery_run.run_id).run_id)["overdue"]
     assert after.passed, table(after)
     assert after.metadata["overdue"].value == 0
     assert f"at {format_utc(t0 + timedelta(days=2))}" in table(after)
@@ -380,21 +370,4 @@ def test_checks_are_unpartitioned_and_documented() -> None:
         assert check.partitions_def is None, spec.name
         assert spec.description and len(spec.description) > 40
     [spec] = idempotency_check.check_specs
-    assert "Unpartitioned" in (spec.description or "")
-
-
-def test_audits_started_on_a_worker_that_failed_are_run_again_here(
-    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
-) -> None:
-    from concurrent.futures import Future
-
-    from radar_pipeline.defs.checks import signal_check_evaluations
-
-    healthy_vault(radar_env["vault"], feed_server, instance)
-    now = datetime.now(UTC)
-    broken: Future[Any] = Future()
-    broken.set_exception(RuntimeError("worker died"))  # what a broken pool's future holds
-    again = signal_check_evaluations(RadarPaths.from_env(), now, broken)
-    plain = signal_check_evaluations(RadarPaths.from_env(), now)
-    assert [(e.check_name, e.passed) for e in again] == [(e.check_name, e.passed) for e in plain]
-    assert all(e.passed for e in again)
+    assert "whole vault" in (spec.description or "")

@@ -15,7 +15,11 @@ import pytest
 
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault.signals import SIGNALS_DIR
-from radar_pipeline.defs.cleanup import WEEKLY_CLEANUP_JOB_NAME, week_of, weekly_cleanup_schedule
+from radar_pipeline.defs.cleanup.assets import (
+    WEEKLY_CLEANUP_JOB_NAME,
+    week_of,
+    weekly_cleanup_schedule,
+)
 from radar_pipeline_tests.evidencekit import (
     content_rss,
     file_digests,

@@ -10,9 +10,10 @@ from pathlib import Path
 import dagster as dg
 
 from radar_pipeline.core.config import REPO_ROOT
-from radar_pipeline.defs.assets import signals, source_registry
+from radar_pipeline.defs.collection.assets import signals
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
-from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.registry.assets import source_registry
+from radar_pipeline.defs.resources import CollectionResource, RadarResource
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
 
 
@@ -52,7 +53,11 @@ def test_materialize_fixture_created_then_reused(radar_env: dict[str, Path]) -> 
     )
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
         instance.add_dynamic_partitions(SOURCES_PARTITIONS_NAME, ["fixture"])
-        resources = {"radar": RadarResource(), "radar_mem_io": dg.mem_io_manager}
+        resources = {
+            "radar": RadarResource(),
+            "collection": CollectionResource(),
+            "radar_mem_io": dg.mem_io_manager,
+        }
         for expected in ({"created": 1, "reused": 0}, {"created": 0, "reused": 1}):
             result = dg.materialize(
                 [signals], partition_key="fixture", instance=instance, resources=resources
@@ -69,7 +74,8 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
     """One run over a partition range; a Source in the range but not selected is not
     materialized, and a failing Source gets an observation, not a materialization."""
     from radar_pipeline.core.config import RadarPaths
-    from radar_pipeline.defs.launch import launch_collection
+    from radar_pipeline.definitions import defs
+    from radar_pipeline.defs.collection.launch import launch_collection
 
     vault = radar_env["vault"]
     for name in ("a-fix", "b-fix", "c-fix"):
@@ -81,6 +87,7 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
 
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
         report = launch_collection(
+            defs,
             instance,
             RadarPaths.from_env(),
             "explicit",

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from radar_pipeline.core.collect.collector import _index_row
+from radar_pipeline.core.collect.commit import index_row
 from radar_pipeline.core.identity.dedupe import DedupeBatch, decide, decide_many
 from radar_pipeline.core.identity.keys import (
     canonicalize_url,
@@ -96,7 +96,7 @@ def test_decide_many_equals_decide_per_source(tmp_path: Path) -> None:
         seen.add(cand.identity)
         sid = make_signal_id(NOW - timedelta(days=5, minutes=n), cand.identity)
         flag = None if n % 5 else (rows[0][0] if rows else None)
-        rows.append(_index_row(source, sid, cand, NOW - timedelta(days=5, minutes=n), flag))
+        rows.append(index_row(source, sid, cand, NOW - timedelta(days=5, minutes=n), flag))
     with store.transaction() as con:
         index.insert_signals(con, rows)
     checks = [

@@ -16,7 +16,8 @@ from typing import Any
 import feedparser
 import pytest
 
-from radar_pipeline.core.collect import collector as collect_module
+from radar_pipeline.core.collect import commit as commit_module
+from radar_pipeline.core.collect import signal_files as signal_files_module
 from radar_pipeline.core.collect.collector import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.identity import keys as identity
@@ -421,7 +422,8 @@ def _change_identity_rules(monkeypatch: pytest.MonkeyPatch, version: int) -> Non
     """Simulate a later release whose identity rules differ: a new version (every identity
     hash changes) that also strips `ref` as a tracking parameter (canonical URLs change)."""
     monkeypatch.setattr(identity, "IDENTITY_VERSION", version)
-    monkeypatch.setattr(collect_module, "IDENTITY_VERSION", version)
+    monkeypatch.setattr(commit_module, "IDENTITY_VERSION", version)
+    monkeypatch.setattr(signal_files_module, "IDENTITY_VERSION", version)
     monkeypatch.setattr(identity, "TRACKING_PARAMS", identity.TRACKING_PARAMS | {"ref"})
 
 
@@ -508,7 +510,8 @@ def test_radar_index_rebuild_rekeys_signals_of_an_older_version(
     url = serve(radar_env, feed_server, "legacy", rss(REKEY_ITEMS))
     with monkeypatch.context() as old_release:
         old_release.setattr(identity, "IDENTITY_VERSION", 0)
-        old_release.setattr(collect_module, "IDENTITY_VERSION", 0)
+        old_release.setattr(commit_module, "IDENTITY_VERSION", 0)
+        old_release.setattr(signal_files_module, "IDENTITY_VERSION", 0)
         assert collect(radar_env)["created"] == 3
     assert {read_signal_frontmatter(p)["identityVersion"] for p in signal_files(vault)} == {0}
     files = snapshot(vault)

@@ -14,7 +14,7 @@ from radar_pipeline.core.audit.evidence import evidence_snapshot
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.store.connection import Store
-from radar_pipeline.defs.evidence import evidence_snapshot as evidence_asset
+from radar_pipeline.defs.evidence.assets import evidence_snapshot as evidence_asset
 from radar_pipeline.defs.resources import RadarResource
 from radar_pipeline_tests.evidencekit import content_rss, radar_json, radar_process
 from radar_pipeline_tests.feedserver import FeedServer

@@ -1,30 +1,50 @@
-"""The fast paths give the same answers as the plain ones: parsing on the process pool, and the
-evidence audits' persisted per-file facts (written by the collection, refreshed on change)."""
+"""The fast paths give the same answers as the plain ones: parsing on the parse workers, Signal
+and health writes on threads, and the evidence audits' persisted per-file facts (written by the
+collection, refreshed on change)."""
 
 from __future__ import annotations
 
-import ctypes
 import json
+import multiprocessing
 import os
 import random
 import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from radar_pipeline.core.audit import audits as audit
-from radar_pipeline.core.collect import pool as parallel
+from radar_pipeline.core.audit.run import run_audit, run_audits
+from radar_pipeline.core.audit.signal_audits import (
+    audit_agreement,
+    audit_idempotency,
+    audit_provenance,
+)
+from radar_pipeline.core.collect.signal_files import SignalWrite, write_signals
+from radar_pipeline.core.collect.workers import (
+    MIN_PARALLEL_BODIES,
+    ParseJob,
+    ParseWorkers,
+    parse_job,
+)
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, SIMHASH_DISTANCE, DedupeBatch
 from radar_pipeline.core.identity.keys import hamming64
 from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault import index
+from radar_pipeline.core.vault.facts import (
+    FactsUpdate,
+    SignalFile,
+    _read_one,
+    facts_key,
+    gather_facts,
+    open_facts,
+)
+from radar_pipeline.core.vault.health import HealthUpdate, write_health
 from radar_pipeline.core.vault.signals import SignalDocument
 from radar_pipeline_tests.conftest import CORPUS_REAL
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source
@@ -38,63 +58,57 @@ BOMB = (
 )
 
 
-@pytest.fixture
-def pool() -> Iterator[None]:
-    assert parallel.start_parse_pool(2), "this test needs fork and a thread-free process"
-    try:
-        yield
-    finally:
-        parallel.stop_parse_pool()
-
-
-def _jobs() -> list[parallel.ParseArgs]:
+def _jobs() -> list[ParseJob]:
     bodies = [p.read_bytes() for p in sorted(CORPUS_REAL.glob("*.xml"))]
     bodies += [BOMB, b"not a feed at all", b""]
     return [
-        (f"s{i}", body, "https://example.com/feed.xml", "application/xml", NOW, None)
+        ParseJob(f"s{i}", body, "https://example.com/feed.xml", "application/xml", NOW, None)
         for i, body in enumerate(bodies)
     ]
 
 
-def test_pool_parses_exactly_like_the_plain_path(pool: None) -> None:
+def test_workers_parse_exactly_like_the_plain_path() -> None:
     jobs = _jobs()
-    assert len(jobs) >= parallel.MIN_PARALLEL_BODIES
-    on_pool = parallel.parse_many(jobs)
-    parallel.stop_parse_pool()
-    plain = parallel.parse_many(jobs)
-    assert on_pool == plain
-    kinds = [o[0] for o in on_pool]
-    assert kinds.count("ok") == len(jobs) - 3
-    assert on_pool[-3][:2] == ("error", "invalid-xml")  # the entity bomb is refused
-    assert on_pool[-2][:2] == ("error", "not-a-feed")
+    assert len(jobs) >= MIN_PARALLEL_BODIES
+    with ParseWorkers(2) as workers:
+        on_workers = workers.parse_all(jobs)
+    assert on_workers == [parse_job(job) for job in jobs]
+    assert sum(1 for o in on_workers if o.parsed is not None) == len(jobs) - 3
+    assert on_workers[-3].error_class == "invalid-xml"  # the entity bomb is refused
+    assert on_workers[-2].error_class == "not-a-feed"
 
 
-def test_parses_started_early_are_picked_up_by_the_parse_stage(pool: None) -> None:
-    jobs = _jobs()
-    keys = [f"k{i}" for i in range(len(jobs))]
-    for job, key in zip(jobs[:3], keys[:3], strict=True):
-        parallel.parse_early(job, key)
-    assert len(parallel._early) == 3
-    # A job whose arguments differ from the early one's is parsed again, not taken.
-    changed = (*jobs[2][:4], datetime(2027, 1, 1, tzinfo=UTC), None)
-    picked = parallel.parse_many([jobs[0], jobs[1], changed], keys[:3])
-    assert parallel._early == {}
-    parallel.stop_parse_pool()
-    assert picked == [parallel.parse_job(job) for job in (jobs[0], jobs[1], changed)]
-
-
-def test_no_pool_in_a_threaded_process() -> None:
+def test_workers_start_in_a_threaded_process_and_inherit_nothing() -> None:
+    """Spawned, not forked: a process with threads (a Dagster run) may start them, and a worker
+    holds none of its parent's modules, locks or files."""
     import threading
 
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()
     try:
-        assert parallel.start_parse_pool(2) is False
-        assert parallel.parse_pool() is None
+        with ParseWorkers(2) as workers:
+            workers.warm_up()
+            children = multiprocessing.active_children()
+            assert len(children) >= 2
+            outcomes = workers.parse_all(_jobs())
+        assert outcomes == [parse_job(job) for job in _jobs()]
+        assert not any(c.is_alive() for c in children)  # closed: every worker joined
     finally:
         stop.set()
         thread.join()
+
+
+def test_a_worker_killed_mid_parse_loses_no_feed() -> None:
+    jobs = _jobs()
+    with ParseWorkers(2) as workers:
+        workers.warm_up()
+        victim = multiprocessing.active_children()[0]
+        assert victim.pid is not None
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(timeout=30)
+        # The broken pool's bodies are parsed in this process instead: same outcomes.
+        assert workers.parse_all(jobs) == [parse_job(job) for job in jobs]
 
 
 def _radar(env: dict[str, Path], *args: str) -> subprocess.CompletedProcess[str]:
@@ -107,11 +121,11 @@ def _radar(env: dict[str, Path], *args: str) -> subprocess.CompletedProcess[str]
     return subprocess.run([RADAR, *args], capture_output=True, text=True, env=environ, timeout=180)
 
 
-def test_cli_collection_parses_on_the_pool_and_keeps_failures_per_source(
+def test_cli_collection_parses_on_the_workers_and_keeps_failures_per_source(
     radar_env: dict[str, Path],
 ) -> None:
     vault = radar_env["vault"]
-    for i in range(5):  # enough bodies for the pool
+    for i in range(5):  # enough bodies for the parse workers
         items = [
             {"title": f"Item {i}-{j}", "guid": f"g{i}-{j}", "link": f"https://e.com/{i}/{j}"}
             for j in range(3)
@@ -150,15 +164,15 @@ def test_facts_written_by_the_collection_equal_a_fresh_read_and_follow_edits(
     assert len(files) == 4
     assert sorted(known) == sorted(p.name for p in files)
     for path in files:  # what the collection recorded is what reading the file finds
-        assert known[path.name] == audit._read_one(path, path.name)
+        assert known[path.name] == _read_one(path, path.name)
 
     paths = RadarPaths(vault=vault, db=radar_env["db"])
-    assert audit.run_audit("provenance", paths, NOW).passed
+    assert run_audit("provenance", paths, NOW).passed
     # A person breaks one file's provenance: its stat changes, so it is read again.
     edited = files[0]
     text = edited.read_text(encoding="utf-8")
     edited.write_text(text.replace("requestedUrl:", "requestedURL:"), encoding="utf-8")
-    result = audit.run_audit("provenance", paths, NOW)
+    result = run_audit("provenance", paths, NOW)
     assert not result.passed
     assert [f.cells[:2] for f in result.findings] == [
         (f"Radar/Signals/{edited.name}", "requestedUrl")
@@ -176,7 +190,7 @@ def test_facts_written_by_the_collection_equal_a_fresh_read_and_follow_edits(
         before.st_size,
         before.st_mtime_ns,
     )
-    result = audit.run_audit("provenance", paths, NOW)
+    result = run_audit("provenance", paths, NOW)
     assert f"Radar/Signals/{sneaky.name}" in {f.cells[0] for f in result.findings}
     sneaky.write_text(sneaky_text, encoding="utf-8")
     # A file that cannot be read is kept with its error, and read again at each check, even
@@ -184,7 +198,7 @@ def test_facts_written_by_the_collection_equal_a_fresh_read_and_follow_edits(
     unreadable = files[3]
     unreadable_text = unreadable.read_text(encoding="utf-8")
     unreadable.write_text("no frontmatter here\n", encoding="utf-8")
-    result = audit.run_audit("provenance", paths, NOW)
+    result = run_audit("provenance", paths, NOW)
     assert (f"Radar/Signals/{unreadable.name}", "all") in {f.cells[:2] for f in result.findings}
     assert _stored_facts(store)[unreadable.name].error is not None
     with store.transaction() as con:  # as if a passing I/O error had been the cause
@@ -192,13 +206,13 @@ def test_facts_written_by_the_collection_equal_a_fresh_read_and_follow_edits(
             "UPDATE audit_signal_files SET error = 'I/O error' WHERE name = ?", [files[0].name]
         )
     unreadable.write_text(unreadable_text, encoding="utf-8")
-    audit.run_audit("provenance", paths, NOW)
+    run_audit("provenance", paths, NOW)
     known = _stored_facts(store)
-    assert known[unreadable.name] == audit._read_one(unreadable, unreadable.name)
-    assert known[files[0].name] == audit._read_one(files[0], files[0].name)
+    assert known[unreadable.name] == _read_one(unreadable, unreadable.name)
+    assert known[files[0].name] == _read_one(files[0], files[0].name)
     # A deleted file's facts go too.
     files[1].unlink()
-    audit.run_audit("provenance", paths, NOW)
+    run_audit("provenance", paths, NOW)
     assert files[1].name not in _stored_facts(store)
     # `radar index rebuild` reads every file anyway: it replaces their facts from that read.
     with store.transaction() as con:
@@ -207,23 +221,21 @@ def test_facts_written_by_the_collection_equal_a_fresh_read_and_follow_edits(
     rebuilt = _stored_facts(store)
     assert sorted(rebuilt) == sorted(p.name for p in signal_files(vault))
     for path in signal_files(vault):
-        assert rebuilt[path.name] == audit._read_one(path, path.name)
+        assert rebuilt[path.name] == _read_one(path, path.name)
     assert rebuilt[edited.name].provenance  # the broken one stays broken
 
 
-def _stored_facts(store: Store) -> dict[str, audit.SignalFile]:
+def _stored_facts(store: Store) -> dict[str, SignalFile]:
     """The `audit_signal_files` rows, as the SignalFile each one records."""
     with store.transaction() as con:
         rows = con.execute(
             "SELECT name, declared_id, error, provenance, body_length, identity "
             "FROM audit_signal_files"
         ).fetchall()
-    out: dict[str, audit.SignalFile] = {}
+    out: dict[str, SignalFile] = {}
     for name, declared, error, provenance, length, identity in rows:
         problems = tuple((a, b) for a, b in json.loads(provenance)) if provenance else ()
-        facts = audit.SignalFile(
-            f"Radar/Signals/{name}", name[:-3], declared, error, problems, length
-        )
+        facts = SignalFile(f"Radar/Signals/{name}", name[:-3], declared, error, problems, length)
         assert identity == facts.identity  # the stored identity is the one Python gives
         out[name] = facts
     return out
@@ -318,112 +330,31 @@ def _documents(count: int) -> list[SignalDocument]:
     return docs
 
 
-def test_writes_on_the_pool_create_each_file_once_with_its_facts(
-    pool: None, tmp_path: Path
-) -> None:
+def test_signal_writes_create_each_file_once_with_its_facts(tmp_path: Path) -> None:
     docs = _documents(60)
     batches = [
         [
-            (d.signal_id[-16:], d, ("title", "full text") if i % 2 else None)
+            SignalWrite(d.signal_id[-16:], d, ("title", "full text") if i % 2 else None)
             for i, d in enumerate(docs[j : j + 20])
         ]
         for j in range(0, 60, 20)
     ]
-    assert sum(map(len, batches)) >= parallel.MIN_PARALLEL_WRITES
-    results = parallel.write_many(tmp_path, batches)
+    results = write_signals(tmp_path, batches)
     flat = [r for batch in results for r in batch]
-    assert [r[1] for r in flat] == [d.signal_id for d in docs]
-    assert {r[2] for r in flat} == {"created"}
-    assert sum(1 for r in flat if r[4] > 0) == 30  # full text kept for half of them
+    assert [r.signal_id for r in flat] == [d.signal_id for d in docs]
+    assert {r.outcome for r in flat} == {"created"}
+    assert sum(1 for r in flat if r.temporary_bytes > 0) == 30  # full text kept for half
     folder = tmp_path / "Radar" / "Signals"
-    for *_, facts, _ in flat:
-        assert facts is not None
-        name, key, found = facts
+    for r in flat:
+        assert r.facts is not None
+        name, key, found = r.facts
         info = (folder / name).stat()
-        assert key == audit.facts_key(info)
-        assert found == audit._read_one(folder / name, name)
-    assert any(f[3] is not None and f[3][2].provenance for f in flat)
-    again = parallel.write_many(tmp_path, batches)
-    assert {r[2] for batch in again for r in batch} == {"reused"}
-    assert all(r[3] is None for batch in again for r in batch)
-
-
-def _pdeathsig() -> int:
-    """In a worker: the signal Linux sends it when its parent dies (prctl PR_GET_PDEATHSIG)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    value = ctypes.c_int(0)
-    libc.prctl(2, ctypes.byref(value), 0, 0, 0)
-    return value.value
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux only")
-def test_workers_die_with_the_command(pool: None) -> None:
-    executor = parallel.parse_pool()
-    assert executor is not None
-    assert executor.submit(_pdeathsig).result(timeout=30) == signal.SIGKILL
-
-
-def test_a_worker_killed_mid_collection_loses_no_signal(pool: None, tmp_path: Path) -> None:
-    executor = parallel.parse_pool()
-    assert executor is not None
-    worker = next(iter(executor._processes.values()))
-    os.kill(worker.pid, signal.SIGKILL)
-    worker.join(timeout=30)
-    docs = _documents(60)
-    batches = [[(d.signal_id[-16:], d, None) for d in docs[j : j + 20]] for j in range(0, 60, 20)]
-    results = parallel.write_many(tmp_path, batches)
-    # The broken pool was stopped (no worker left writing) and the batches written here.
-    assert parallel.parse_pool() is None
-    assert not any(p.is_alive() for p in (executor._processes or {}).values())
-    flat = [r for batch in results for r in batch]
-    assert [r[1] for r in flat] == [d.signal_id for d in docs]
-    assert {r[2] for r in flat} <= {"created", "reused"}
-    names = sorted(p.name for p in (tmp_path / "Radar" / "Signals").iterdir())
-    assert names == sorted(f"{d.signal_id}.md" for d in docs)
-    # Parsing goes on in this process too.
-    jobs = _jobs()
-    assert parallel.parse_many(jobs) == [parallel.parse_job(j) for j in jobs]
-
-
-def test_workers_inherit_their_modules_instead_of_importing_them() -> None:
-    """The pool is forked after the modules its jobs use are imported, in a process that had
-    not imported them (a fresh interpreter, as `radar collect` is): no worker pays for them."""
-    script = """if True:
-        import sys
-        from radar_pipeline.core.collect import pool as parallel
-        mods = ("audit", "signals", "temporary", "frontmatter")
-        names = [f"radar_pipeline.core.{m}" for m in mods]
-        assert not any(n in sys.modules for n in names)
-        assert parallel.start_parse_pool(2)
-        code = f"all(n in __import__('sys').modules for n in {names!r})"
-        print(parallel.parse_pool().submit(eval, code).result(timeout=30))
-        parallel.stop_parse_pool()
-    """
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "True"
-
-
-def test_event_log_patch_is_removed_by_its_last_user() -> None:
-    """Overlapping CLI collections in one process (A starts, B starts, A ends, B ends) leave
-    Dagster's own SQLite event log code in place, with no engine left open."""
-    from dagster._core.storage.event_log.sqlite import sqlite_event_log as sel
-
-    from radar_pipeline.defs import launch
-
-    original = sel.SqliteEventLogStorage.__dict__["_connect"]
-    a, b = launch.sqlite_event_sessions(), launch.sqlite_event_sessions()
-    a.__enter__()
-    patched = sel.SqliteEventLogStorage.__dict__["_connect"]
-    assert patched is not original
-    b.__enter__()
-    a.__exit__(None, None, None)
-    assert sel.SqliteEventLogStorage.__dict__["_connect"] is patched
-    b.__exit__(None, None, None)
-    assert sel.SqliteEventLogStorage.__dict__["_connect"] is original
-    assert launch._ENGINE_REUSE._engines == {}
+        assert key == facts_key(info)
+        assert found == _read_one(folder / name, name)
+    assert any(r.facts is not None and r.facts[2].provenance for r in flat)
+    again = write_signals(tmp_path, batches)
+    assert {r.outcome for batch in again for r in batch} == {"reused"}
+    assert all(r.facts is None for batch in again for r in batch)
 
 
 def _source_notes(folder: Path, count: int) -> list[Path]:
@@ -436,46 +367,22 @@ def _source_notes(folder: Path, count: int) -> list[Path]:
     return notes
 
 
-def test_health_mirrors_on_the_pool_update_each_file_and_report_failures(
-    pool: None, tmp_path: Path
-) -> None:
+def test_health_mirrors_update_each_file_and_report_failures(tmp_path: Path) -> None:
     notes = _source_notes(tmp_path / "Sources", 8)
     notes[3].write_text("---\nid: [broken\n---\n", "utf-8")  # a person's typo
     updates = [
-        (f"s{i}", note, f"Sources/s{i}.md", {"lastCheckedAt": f"2026-11-30T12:0{i}:00Z"})
+        HealthUpdate(
+            f"s{i}", note, f"Sources/s{i}.md", {"lastCheckedAt": f"2026-11-30T12:0{i}:00Z"}
+        )
         for i, note in enumerate(notes)
     ]
-    assert len(updates) >= parallel.MIN_PARALLEL_BODIES
-    failures = parallel.mirror_health(updates).wait()
-    assert [(f[0], f[1]) for f in failures] == [("s3", "Sources/s3.md")]
-    assert "broken frontmatter" in failures[0][2]
+    failures = write_health(updates)
+    assert [(f.source_id, f.record_path) for f in failures] == [("s3", "Sources/s3.md")]
+    assert "broken frontmatter" in failures[0].error
     for i, note in enumerate(notes):
         if i != 3:
             expected = f"---\nid: s{i}\n# kept\nlastCheckedAt: '2026-11-30T12:0{i}:00Z'\n---\n"
             assert note.read_text("utf-8") == expected + f"Body {i}\n"
-    # A worker that died: the mirrors it would have written are written in this process.
-    executor = parallel.parse_pool()
-    assert executor is not None
-    worker = next(iter(executor._processes.values()))
-    os.kill(worker.pid, signal.SIGKILL)
-    worker.join(timeout=30)
-    again = [(s, n, shown, {"lastCheckedAt": "2026-12-01T00:00:00Z"}) for s, n, shown, _ in updates]
-    assert [f[0] for f in parallel.mirror_health(again).wait()] == ["s3"]
-    assert all(
-        "2026-12-01T00:00:00Z" in n.read_text("utf-8") for i, n in enumerate(notes) if i != 3
-    )
-
-
-def test_worker_temp_files_name_the_command(pool: None) -> None:
-    """A killed command's leftovers are stale as soon as it is gone, even while one of its
-    workers is still dying (found by the kill trials: a worker in its last fsync)."""
-    from radar_pipeline.core.vault.signals import temp_prefix
-
-    executor = parallel.parse_pool()
-    assert executor is not None
-    names = {executor.submit(temp_prefix, ".tmp-signal-").result(timeout=30) for _ in range(8)}
-    assert names == {f".tmp-signal-{os.getpid()}-"}
-    assert executor.submit(os.getpid).result(timeout=30) != os.getpid()
 
 
 def test_migration_6_keeps_the_facts_of_declared_ids_and_reads_the_rest_again(
@@ -490,7 +397,7 @@ def test_migration_6_keeps_the_facts_of_declared_ids_and_reads_the_rest_again(
     copy = files[0].parent / "a copy.md"
     copy.write_text(files[0].read_text(encoding="utf-8"), encoding="utf-8")
     paths = RadarPaths(vault=vault, db=db)
-    assert not audit.run_audit("idempotency", paths, NOW).passed  # the copy shares an identity
+    assert not run_audit("idempotency", paths, NOW).passed  # the copy shares an identity
     # Back to schema 5, as the previous version left it: no identity column.
     with Store(db).transaction() as con:
         con.execute(
@@ -510,7 +417,7 @@ def test_migration_6_keeps_the_facts_of_declared_ids_and_reads_the_rest_again(
         files[2].name: files[2].name[-19:-3],
         copy.name: files[0].name[-19:-3],
     }
-    result = audit.run_audit("idempotency", paths, NOW)
+    result = run_audit("idempotency", paths, NOW)
     assert [f.cells[:3] for f in result.findings] == [(files[0].name[-19:-3], "2", "1")]
     assert dict(result.figures) == {"identities": 3, "files": 4}
     assert _stored_facts(store=Store(db)).keys() == {p.name for p in signal_files(vault)}
@@ -534,7 +441,7 @@ def test_names_that_are_not_utf8_are_audited_with_their_bytes_escaped(
     (signal.parent / "copy\\xff.md").write_text("no frontmatter either\n", encoding="utf-8")
     paths = RadarPaths(vault=vault, db=db)
     for _ in range(2):  # reading the files, then from the stored facts
-        audits = audit.run_audits(paths, NOW, ("idempotency", "provenance", "agreement"))
+        audits = run_audits(paths, NOW, ("idempotency", "provenance", "agreement"))
         idempotency = [f.cells for f in audits["idempotency"].findings]
         assert idempotency == [
             (
@@ -571,10 +478,10 @@ def test_a_check_listing_the_folder_before_a_collection_keeps_the_new_files_fact
     vault, db = radar_env["vault"], radar_env["db"]
     _collect_items(radar_env, 3)
     new = sorted(p.name for p in signal_files(vault))
-    stale_listing = audit.FactsUpdate(True, {})  # listed before they existed
+    stale_listing = FactsUpdate(True, {})  # listed before they existed
     with Store(db).transaction() as con:
-        audit.open_facts(con, vault, stale_listing)
-        results = [audit.audit_idempotency(con), audit.audit_agreement(con)]
+        open_facts(con, vault, stale_listing)
+        results = [audit_idempotency(con), audit_agreement(con)]
     assert [(r.passed, dict(r.figures)) for r in results] == [
         (True, {"identities": 3, "files": 3}),
         (True, {"vault": 3, "index": 3, "common": 3}),
@@ -583,8 +490,8 @@ def test_a_check_listing_the_folder_before_a_collection_keeps_the_new_files_fact
     # A file that is really gone loses its row.
     (vault / "Radar" / "Signals" / new[0]).unlink()
     with Store(db).transaction() as con:
-        audit.open_facts(con, vault, audit.FactsUpdate(True, {}))
-        agreement = audit.audit_agreement(con)
+        open_facts(con, vault, FactsUpdate(True, {}))
+        agreement = audit_agreement(con)
     assert [f.cells[0] for f in agreement.findings] == [new[0][:-3]]
     assert sorted(_stored_facts(Store(db))) == new[1:]
 
@@ -603,14 +510,14 @@ def test_a_row_removed_after_the_listing_is_read_again_in_the_checks_transaction
     copy.write_text(first.read_text(encoding="utf-8"), encoding="utf-8")
     second.write_text("no frontmatter\n", encoding="utf-8")
     store = Store(db)
-    audit.run_audits(RadarPaths(vault=vault, db=db), NOW)  # every file's facts are stored
-    update = audit.gather_facts(vault, store)  # the check lists the folder ...
+    run_audits(RadarPaths(vault=vault, db=db), NOW)  # every file's facts are stored
+    update = gather_facts(vault, store)  # the check lists the folder ...
     assert [name for name, _, _ in update.fresh] == [second.name]  # unreadable: read each time
     index.rebuild(store, vault)  # ... a rebuild keeps only what it indexes ...
     assert sorted(_stored_facts(store)) == [first.name]
     with store.transaction() as con:  # ... then the check's transaction
-        audit.open_facts(con, vault, update)
-        idempotency, provenance = audit.audit_idempotency(con), audit.audit_provenance(con)
+        open_facts(con, vault, update)
+        idempotency, provenance = audit_idempotency(con), audit_provenance(con)
     assert [f.cells[1:3] for f in idempotency.findings][:1] == [("2", "1")]
     assert dict(provenance.figures)["signals"] == 3
     assert (f"Radar/Signals/{second.name}", "all") in {f.cells[:2] for f in provenance.findings}
@@ -624,13 +531,13 @@ def test_a_signals_folder_that_became_a_file_does_not_break_the_checks(
     _collect_items(radar_env, 1)
     store = Store(db)
     (signal,) = signal_files(vault)
-    gone = audit.FactsUpdate(True, {})  # as listed before the change: an empty folder
+    gone = FactsUpdate(True, {})  # as listed before the change: an empty folder
     folder = signal.parent
     shutil.rmtree(folder)
     folder.write_text("not a folder\n", encoding="utf-8")
     with store.transaction() as con:
-        audit.open_facts(con, vault, gone)
-        agreement = audit.audit_agreement(con)
+        open_facts(con, vault, gone)
+        agreement = audit_agreement(con)
     assert [f.cells[3] for f in agreement.findings] == ["index row without a Signal file"]
 
 

@@ -4,7 +4,6 @@ queries in DuckDB."""
 
 from __future__ import annotations
 
-import gc
 import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,10 +11,15 @@ from typing import Any
 
 import pytest
 
-from radar_pipeline.core.audit import audits as audit
+from radar_pipeline.core.audit.signal_audits import (
+    audit_agreement,
+    audit_idempotency,
+    audit_provenance,
+)
 from radar_pipeline.core.identity import dedupe
-from radar_pipeline.core.store.connection import Store, gc_paused
+from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault import index
+from radar_pipeline.core.vault.facts import SignalFile, open_facts, record_facts
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -91,32 +95,12 @@ def test_insert_signals_bands_only_new_rows_in_a_large_batch(store: Store) -> No
     assert bands == (420 * dedupe.BANDS, 420 * dedupe.BANDS)
 
 
-def test_gc_paused_restores_the_collector_state() -> None:
-    assert gc.isenabled()
-    with gc_paused():
-        assert not gc.isenabled()
-        with gc_paused():
-            assert not gc.isenabled()
-        assert not gc.isenabled()  # the inner block does not re-enable it early
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        with gc_paused():
-            pass
-        assert not gc.isenabled()  # it was off before: it stays off
-    finally:
-        gc.enable()
-    with pytest.raises(RuntimeError), gc_paused():
-        raise RuntimeError("boom")
-    assert gc.isenabled()
-
-
 def _plain_idempotency(
-    files: list[audit.SignalFile], index_rows: list[tuple[str, str]]
+    files: list[SignalFile], index_rows: list[tuple[str, str]]
 ) -> list[tuple[str, tuple[str, ...]]]:
     """The audit as first written in Python (a list per identity, every identity sorted), over
     the files in name order and the index rows (Signal id, identity) in Signal id order."""
-    by_identity: dict[str, list[audit.SignalFile]] = {}
+    by_identity: dict[str, list[SignalFile]] = {}
     unidentified = []
     for f in files:
         if f.identity is None:
@@ -146,7 +130,7 @@ def _plain_idempotency(
 
 
 def _plain_agreement(
-    files: list[audit.SignalFile], index_rows: list[tuple[str, str]]
+    files: list[SignalFile], index_rows: list[tuple[str, str]]
 ) -> list[tuple[str, tuple[str, ...]]]:
     in_vault = {f.declared_id or f.stem for f in files}
     in_index = {signal_id for signal_id, _ in index_rows}
@@ -159,7 +143,7 @@ def _plain_agreement(
     ]
 
 
-def _plain_provenance(files: list[audit.SignalFile]) -> list[tuple[str, tuple[str, ...]]]:
+def _plain_provenance(files: list[SignalFile]) -> list[tuple[str, tuple[str, ...]]]:
     out: list[tuple[str, tuple[str, ...]]] = []
     for f in files:
         if f.error is not None:
@@ -171,11 +155,11 @@ def _plain_provenance(files: list[audit.SignalFile]) -> list[tuple[str, tuple[st
 
 def _random_vault_facts(
     rng: random.Random,
-) -> tuple[list[audit.SignalFile], list[tuple[str, str]]]:
+) -> tuple[list[SignalFile], list[tuple[str, str]]]:
     """Facts of 400 files and an index of its own: copies, files without rows, rows without
     files, rows naming another id, unreadable files, names that claim no id, broken
     provenance, and names Python's regex reads as ids (digits of other scripts)."""
-    files: dict[str, audit.SignalFile] = {}
+    files: dict[str, SignalFile] = {}
     index_rows: dict[str, tuple[str, str]] = {}  # identity -> (signal id, identity): UNIQUE
     for i in range(400):
         identity = f"{rng.randrange(300):016x}"
@@ -193,9 +177,7 @@ def _random_vault_facts(
         provenance: tuple[tuple[str, str], ...] = ()
         if error is None and rng.random() < 0.03:
             provenance = (("sourceId, itemUrl", "missing or empty"), ("id", "declares 'x'"))
-        files[stem] = audit.SignalFile(
-            f"Radar/Signals/{stem}.md", stem, declared, error, provenance, 10
-        )
+        files[stem] = SignalFile(f"Radar/Signals/{stem}.md", stem, declared, error, provenance, 10)
         if rng.random() < 0.8:
             named = sid if rng.random() > 0.05 else f"20250101T000000Z-{identity}"
             index_rows.setdefault(identity, (named, identity))
@@ -205,14 +187,12 @@ def _random_vault_facts(
     return sorted(files.values(), key=lambda f: f.stem + ".md"), sorted(index_rows.values())
 
 
-def _store_with(
-    tmp_path: Path, files: list[audit.SignalFile], rows: list[tuple[str, str]]
-) -> Store:
-    store = Store(tmp_path / "audit.duckdb")
+def _store_with(tmp_path: Path, files: list[SignalFile], rows: list[tuple[str, str]]) -> Store:
+    store = Store(tmp_path / "duckdb")
     with store.transaction() as con:
         facts = [(f.stem + ".md", (i, 1, 1, 1), f) for i, f in enumerate(files)]
         rng = random.Random(len(rows))
-        audit.record_facts(con, list(reversed(facts)))  # stored order must not matter
+        record_facts(con, list(reversed(facts)))  # stored order must not matter
         for i, (signal_id, identity) in enumerate(rows):
             con.execute(
                 "INSERT INTO signals (signal_id, identity, identity_version, source_id, "
@@ -230,10 +210,10 @@ def test_set_query_audits_equal_the_plain_python_audits(tmp_path: Path, seed: in
     files, rows = _random_vault_facts(random.Random(seed))
     store = _store_with(tmp_path, files, rows)
     with store.transaction() as con:
-        audit.open_facts(con, tmp_path)  # the stored facts as they are (no folder update)
-        idempotency = audit.audit_idempotency(con)
-        agreement = audit.audit_agreement(con)
-        provenance = audit.audit_provenance(con)
+        open_facts(con, tmp_path)  # the stored facts as they are (no folder update)
+        idempotency = audit_idempotency(con)
+        agreement = audit_agreement(con)
+        provenance = audit_provenance(con)
     expected = _plain_idempotency(files, rows)
     assert [(f.severity, f.cells) for f in idempotency.findings] == expected
     identified = [f for f in files if f.identity is not None]

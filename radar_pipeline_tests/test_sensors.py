@@ -14,17 +14,17 @@ import pytest
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.plan.schedule import due_slot
-from radar_pipeline.defs.freshness import ON_CADENCE, source_freshness_sensor
-from radar_pipeline.defs.jobs import COLLECT_JOB_NAME
-from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
-from radar_pipeline.defs.resources import RadarResource
-from radar_pipeline.defs.sensors import (
+from radar_pipeline.defs.collection.freshness import ON_CADENCE, source_freshness_sensor
+from radar_pipeline.defs.collection.jobs import COLLECT_JOB_NAME
+from radar_pipeline.defs.collection.sensors import (
     collects_signals,
     due_sources_sensor,
     run_failure_dead_letter_sensor,
     run_sources,
-    source_registry_sensor,
 )
+from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
+from radar_pipeline.defs.registry.sensors import source_registry_sensor
+from radar_pipeline.defs.resources import RadarResource
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, write_source
 

@@ -9,24 +9,6 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-_temp_owner: int | None = None
-
-
-def temp_owner_pid() -> int:
-    """The process id a vault temp file names as its writer (signals.remove_stale_temp_files).
-
-    It is the command's own id, also in the worker processes it forked (core/parallel.py): a
-    killed command's leftovers are then stale the moment the command is gone, even while one
-    of its workers is still dying in its last fsync (a worker's own id would still be alive).
-    """
-    return _temp_owner if _temp_owner is not None else os.getpid()
-
-
-def set_temp_owner(pid: int) -> None:
-    """In a worker process: name `pid` (the command) as the writer of its temp files."""
-    global _temp_owner
-    _temp_owner = pid
-
 
 @dataclass(frozen=True)
 class RadarPaths:

@@ -8,7 +8,8 @@
     ├── ParseError              the bytes are not a usable feed (stage "parse")
     ├── VaultError              a vault path or file is unsafe or unwritable (stage "vault")
     ├── CleanupRefused          the weekly close refuses to touch a path (stage "cleanup")
-    └── StoreError              the DuckDB store failed or stayed locked too long (stage "store")
+    ├── StoreError              the DuckDB store failed or stayed locked too long (stage "store")
+    └── CollectionError         a collection could not run or report (stage "collect")
 
 Library errors (httpx, duckdb, yaml, OS) are translated at one boundary with `raise ... from exc`.
 """
@@ -28,6 +29,10 @@ FETCH_ERROR_CLASSES = (
     "invalid-xml",
     "policy",
 )
+
+# Failure classes whose backoff is the publisher's own request (Retry-After, a challenge):
+# honoured even by explicit runs, like minIntervalSeconds.
+PUBLISHER_WAITS = frozenset({"rate-limited", "challenge"})
 
 
 class RadarError(Exception):
@@ -92,3 +97,9 @@ class CleanupRefused(RadarError):
 
 class StoreError(RadarError):
     stage = "store"
+
+
+class CollectionError(RadarError):
+    """A collection run could not start, failed as a whole, or left no report."""
+
+    stage = "collect"

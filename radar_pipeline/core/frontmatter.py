@@ -20,7 +20,6 @@ from typing import Any
 
 import yaml
 
-from radar_pipeline.core.config import temp_owner_pid
 from radar_pipeline.core.errors import RegistryError
 
 _BOM = "\ufeff"
@@ -305,7 +304,7 @@ def _write_temp(path: Path, data: bytes, mode: int) -> Path:
     # Dot-prefixed and not *.md, so neither Obsidian nor the registry reads a half-written file.
     # The pid lets signals.remove_stale_temp_files tell a killed writer's leftover from ours.
     fd, name = tempfile.mkstemp(
-        prefix=f".{path.name}.{temp_owner_pid()}-", suffix=".tmp", dir=path.parent
+        prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent
     )
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -1,10 +1,11 @@
-"""The Radar resource: where the vault and the DuckDB file are, and the pipeline over them."""
+"""The resources: where the vault and the DuckDB file are, and the collection of a run."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import dagster as dg
+from pydantic import PrivateAttr
 
 from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.config import RadarPaths
@@ -27,5 +28,24 @@ class RadarResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     def store(self) -> Store:
         return Store(self.paths().db)
 
-    def collector(self) -> Collector:
-        return Collector(self.paths())
+
+class CollectionResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The Collector of one run: the ops of a collection share its Source locks and parse
+    workers, and the end of the run closes it (locks released, workers joined), however the
+    run ends."""
+
+    # Parse processes per collection; 0 means RADAR_PARSE_WORKERS or one per core (at most 4).
+    parse_workers: int = 0
+
+    _collector: Collector | None = PrivateAttr(default=None)
+
+    def collector(self, paths: RadarPaths) -> Collector:
+        """This run's Collector over `paths`, created on first use."""
+        if self._collector is None:
+            self._collector = Collector(paths, parse_workers=self.parse_workers or None)
+        return self._collector
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        collector, self._collector = self._collector, None
+        if collector is not None:
+            collector.close()

@@ -2,7 +2,7 @@
 
 No unhandled exception (only the documented ParseError / ValueError / RegistryError), and no
 Signal that fails to parse back: every candidate the parser yields is rendered as the real
-Signal document and read back with the real reader, field for field (design invariant 12).
+Signal document and read back with the real reader, field for field (docs/architecture.md, invariant 12).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from radar_pipeline.core.collect.collector import CheckResult, build_document
+from radar_pipeline.core.collect.results import CheckResult
+from radar_pipeline.core.collect.signal_files import build_document
 from radar_pipeline.core.errors import ParseError, RegistryError
 from radar_pipeline.core.frontmatter import split_frontmatter, update_frontmatter_keys
 from radar_pipeline.core.identity.keys import canonicalize_url, identity_hash, make_signal_id

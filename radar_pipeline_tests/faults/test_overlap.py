@@ -1,6 +1,6 @@
 """Overlapping collections: 4 `radar collect --all` plus one `--source` at once, repeated.
 
-Design invariant 4 (no Signal written twice, even with two processes) and the store's single
+Invariant 4 (docs/architecture.md) (no Signal written twice, even with two processes) and the store's single
 writer rule: no DuckDB lock error escapes, every process exits 0 (or 2 with classed failures)
 and a Source another process holds is reported `skipped` with reason `locked`.
 """

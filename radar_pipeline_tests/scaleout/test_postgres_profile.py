@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.collect.collector import report_for
 from radar_pipeline.core.config import REPO_ROOT
+from radar_pipeline.core.store.collections import report_for
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source

@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from radar_pipeline.core.store.connection import SCHEMA_VERSION, Store, lock_wait_stats
+from radar_pipeline.core.store.connection import Store, lock_wait_stats
+from radar_pipeline.core.store.migrations import SCHEMA_VERSION
 
 HOLDER = """
 import sys, time, duckdb

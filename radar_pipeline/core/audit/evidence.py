@@ -11,20 +11,16 @@ import os
 from datetime import datetime
 from typing import Any
 
-from radar_pipeline.core.audit.audits import (
-    AUDIT_NAMES,
-    audit_overdue,
-    list_temporary,
-    overdue_sources,
-    run_audits,
-)
+from radar_pipeline.core.audit.retention import list_temporary
+from radar_pipeline.core.audit.run import AUDIT_NAMES, run_audits
+from radar_pipeline.core.audit.source_audits import audit_overdue, overdue_sources
 from radar_pipeline.core.clock import format_utc, parse_utc
-from radar_pipeline.core.collect.collector import last_report
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import CleanupRefused
 from radar_pipeline.core.plan.schedule import RECOVERY_CAP
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.closes import last_close
+from radar_pipeline.core.store.collections import last_report
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.core.vault.cleanup import temporary_inventory

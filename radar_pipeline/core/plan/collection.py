@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from radar_pipeline.core.clock import parse_cadence
+from radar_pipeline.core.errors import PUBLISHER_WAITS
 from radar_pipeline.core.models import FetchRequest
 from radar_pipeline.core.plan.locks import LockBook
 from radar_pipeline.core.plan.schedule import (
@@ -23,10 +24,6 @@ from radar_pipeline.core.registry.sources import RegistrySnapshot, SourceRecord
 from radar_pipeline.core.store.feed_state import FeedState
 
 Mode = Literal["due", "all", "explicit"]
-
-# Failure classes whose backoff is the publisher's own request (Retry-After, a challenge):
-# honoured even by explicit runs, like minIntervalSeconds.
-PUBLISHER_WAITS = frozenset({"rate-limited", "challenge"})
 
 
 @dataclass(frozen=True)
@@ -150,35 +147,19 @@ def _plan_one(
     locks: LockBook,
     env: Mapping[str, str],
 ) -> PlannedCheck | None:
+    """One Source's check, or None when this collection does not concern it."""
     src, now = rec.source, spec.as_of
     sid = src.id
     if not src.is_eligible:
         if spec.mode != "explicit":
             return None
         return PlannedCheck(sid, rec, skip_reason=_ineligible_reason(rec))
-    cadence = parse_cadence(src.cadence)
     last_success = _last_success(rec, state)
-    backoff_until = state.backoff_until if state else None
-    if spec.mode == "due" and not is_due(sid, cadence, last_success, now):
+    if spec.mode == "due" and not is_due(sid, parse_cadence(src.cadence), last_success, now):
         return None
-    if backoff_until is not None and now < backoff_until:
-        error_state = state.error_state if state else None
-        # A person naming a Source overrides our own backoff, never a publisher's wait.
-        if spec.mode != "explicit":
-            return PlannedCheck(sid, rec, skip_reason=f"backoff until {backoff_until.isoformat()}")
-        if error_state in PUBLISHER_WAITS:
-            return PlannedCheck(
-                sid, rec, skip_reason=f"{error_state}: backoff until {backoff_until.isoformat()}"
-            )
-    last_fetch = state.last_fetch_at if state else None
-    if last_fetch is not None and src.min_interval_seconds:
-        allowed_at = last_fetch + timedelta(seconds=src.min_interval_seconds)
-        if now < allowed_at:
-            return PlannedCheck(
-                sid,
-                rec,
-                skip_reason=f"rate-limit: minIntervalSeconds until {allowed_at.isoformat()}",
-            )
+    wait = _wait_reason(spec, rec, state)
+    if wait is not None:
+        return PlannedCheck(sid, rec, skip_reason=wait)
     if not locks.try_acquire(spec.collection_id, sid):
         return PlannedCheck(sid, rec, skip_reason="locked")
     window = coverage_from(last_success, now)
@@ -189,14 +170,37 @@ def _plan_one(
     if src.auth_token_env:
         token = env.get(src.auth_token_env) or None
         if token is None:
-            return PlannedCheck(
-                sid,
-                rec,
-                window,
-                failure=("policy", f"authTokenEnv names {src.auth_token_env}, which is not set"),
-            )
-    request = FetchRequest(
-        source_id=sid,
+            failure = ("policy", f"authTokenEnv names {src.auth_token_env}, which is not set")
+            return PlannedCheck(sid, rec, window, failure=failure)
+    request = _fetch_request(rec, state, now, token)
+    return PlannedCheck(sid, rec, window, request, notes=tuple(notes))
+
+
+def _wait_reason(spec: CollectionSpec, rec: SourceRecord, state: FeedState | None) -> str | None:
+    """Why the Source must not be fetched yet (backoff, minIntervalSeconds), or None."""
+    src, now = rec.source, spec.as_of
+    backoff_until = state.backoff_until if state else None
+    if backoff_until is not None and now < backoff_until:
+        error_state = state.error_state if state else None
+        # A person naming a Source overrides our own backoff, never a publisher's wait.
+        if spec.mode != "explicit":
+            return f"backoff until {backoff_until.isoformat()}"
+        if error_state in PUBLISHER_WAITS:
+            return f"{error_state}: backoff until {backoff_until.isoformat()}"
+    last_fetch = state.last_fetch_at if state else None
+    if last_fetch is not None and src.min_interval_seconds:
+        allowed_at = last_fetch + timedelta(seconds=src.min_interval_seconds)
+        if now < allowed_at:
+            return f"rate-limit: minIntervalSeconds until {allowed_at.isoformat()}"
+    return None
+
+
+def _fetch_request(
+    rec: SourceRecord, state: FeedState | None, now: datetime, token: str | None
+) -> FetchRequest:
+    src = rec.source
+    return FetchRequest(
+        source_id=src.id,
         url=src.url,
         collection_method=src.collection_method,
         etag=state.etag if state else None,
@@ -207,7 +211,6 @@ def _plan_one(
         # run reports its items as reused rather than not-modified.
         previous_body_sha256=None if src.is_fixture or state is None else state.last_body_sha256,
     )
-    return PlannedCheck(sid, rec, window, request, notes=tuple(notes))
 
 
 def _ineligible_reason(rec: SourceRecord) -> str:

@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
 
 import filelock
 
 
 class LockBook:
-    """Per-Source locks across processes (flock on a file per Source in the vault).
+    """The Source locks one collection holds (flock on a file per Source).
 
-    Held from planning until the Source's results are committed; a second collection of the
-    same Source, in any process, reports it `skipped` with reason `locked`.
+    Taken while planning and held until the Source's results are committed; a second
+    collection of the same Source, in any process, reports it `skipped` with reason `locked`.
+    One LockBook belongs to one Collector, so what it holds is that collection's and nobody
+    else's; `release_all` is safe to call more than once.
     """
-
-    _held: ClassVar[dict[tuple[str, str], filelock.FileLock]] = {}
 
     def __init__(self, locks_dir: Path) -> None:
         self.locks_dir = locks_dir
+        self._held: dict[tuple[str, str], filelock.FileLock] = {}
 
     def try_acquire(self, collection_id: str, source_id: str) -> bool:
-        if (collection_id, source_id) in LockBook._held:
+        if (collection_id, source_id) in self._held:
             return True  # re-planning under a lock this collection already holds
         self.locks_dir.mkdir(parents=True, exist_ok=True)
         lock = filelock.FileLock(
@@ -31,16 +31,14 @@ class LockBook:
             lock.acquire()
         except filelock.Timeout:
             return False
-        LockBook._held[(collection_id, source_id)] = lock
+        self._held[(collection_id, source_id)] = lock
         return True
 
-    @classmethod
-    def release(cls, collection_id: str, source_id: str) -> None:
-        lock = cls._held.pop((collection_id, source_id), None)
-        if lock is not None:
-            lock.release()
+    def held(self, collection_id: str) -> list[str]:
+        """The Sources this book holds for one collection."""
+        return [source_id for cid, source_id in self._held if cid == collection_id]
 
-    @classmethod
-    def release_all(cls, collection_id: str) -> None:
-        for key in [k for k in cls._held if k[0] == collection_id]:
-            cls.release(*key)
+    def release_all(self, collection_id: str | None = None) -> None:
+        """Release the locks of one collection (all of them when None)."""
+        for key in [k for k in self._held if collection_id is None or k[0] == collection_id]:
+            self._held.pop(key).release()

@@ -11,19 +11,19 @@ from typing import Any
 
 import duckdb
 
-from radar_pipeline.core.audit.audits import (
-    FactsKey,
-    SignalFile,
-    facts_key,
-    facts_of_written,
-    record_facts,
-)
 from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.identity import keys as identity
 from radar_pipeline.core.identity.dedupe import simhash_band_keys
 from radar_pipeline.core.identity.keys import identity_of, normalize_title
 from radar_pipeline.core.store.connection import Store, insert_rows
+from radar_pipeline.core.vault.facts import (
+    FactsKey,
+    SignalFile,
+    facts_key,
+    facts_of_written,
+    record_facts,
+)
 from radar_pipeline.core.vault.signals import SIGNALS_DIR, list_signal_ids, parse_signal_frontmatter
 
 log = logging.getLogger(__name__)
@@ -173,7 +173,7 @@ def reconcile(con: duckdb.DuckDBPyConnection, vault: Path) -> IndexRepair:
             log.warning("index: skipping unreadable Signal %s: %s", signal_id, exc)
             unreadable.append(signal_id)
             continue
-        # The evidence audits' facts of this file, from this one read (core/audit.py).
+        # The evidence audits' facts of this file, from this one read (facts.py).
         key = facts_key(info)
         facts.append((path.name, key, facts_of_written(path.name, fm, text)))
     insert_signals(con, rows)

@@ -18,7 +18,6 @@ from typing import Any, Literal
 
 import yaml
 
-from radar_pipeline.core.config import temp_owner_pid
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.text import inert_markdown, inert_property, one_line
 
@@ -27,7 +26,7 @@ SIGNALS_DIR = Path("Radar") / "Signals"
 SIGNAL_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{16}$")
 TEMP_PREFIX = ".tmp-signal-"
 
-# Every provenance field a Signal must carry (design invariant 11); checks read this list.
+# Every provenance field a Signal must carry (docs/architecture.md, invariant 11); checks read this list.
 PROVENANCE_FIELDS = (
     "sourceId",
     "sourceItemId",
@@ -141,7 +140,7 @@ _TEMP_PATTERNS = (
 
 def temp_prefix(prefix: str) -> str:
     """`prefix` tagged with the writing command's process id, for `remove_stale_temp_files`."""
-    return f"{prefix}{temp_owner_pid()}-"
+    return f"{prefix}{os.getpid()}-"
 
 
 def _writer_alive(pid: int) -> bool:

@@ -27,10 +27,10 @@ from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.plan.collection import SourceTiming, source_timings
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.feed_state import load_states
-from radar_pipeline.defs.assets import SIGNALS_KEY
+from radar_pipeline.defs.collection.config import SIGNALS_KEY, config_of
+from radar_pipeline.defs.collection.sensors import TICK_SECONDS, evaluation_time
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sources_partitions
 from radar_pipeline.defs.resources import RadarResource
-from radar_pipeline.defs.sensors import TICK_SECONDS, evaluation_time
 
 ON_CADENCE = "on_cadence"
 # A Source is due at the latest at lastSuccessAt + cadence and its run starts within a tick or two;
@@ -69,11 +69,8 @@ def _timings(radar: RadarResource, now: datetime) -> tuple[SourceTiming, ...]:
 
 def _run_clock(run_config: Mapping[str, Any]) -> datetime:
     """The clock of the collection this check runs in (its `as_of`), else the sensors' clock."""
-    try:
-        as_of = str(run_config["ops"]["signals"]["ops"]["fetch"]["config"]["as_of"])
-    except (KeyError, TypeError):
-        as_of = ""
-    return parse_utc(as_of) if as_of else evaluation_time()
+    config = config_of(run_config)
+    return parse_utc(config.as_of) if config is not None and config.as_of else evaluation_time()
 
 
 def _on_cadence(

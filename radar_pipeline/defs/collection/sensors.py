@@ -1,5 +1,4 @@
-"""Sensors: the `sources` partitions follow the Registry, due Sources get one run per slot, and a
-failed run leaves a dead letter.
+"""Sensors of collection: due Sources get one run per slot, and a failed run leaves a dead letter.
 
 Why sensors and no schedule for collection: each Source has its own cadence (written in its
 file, editable at any time) and its due-ness depends on DuckDB state (lastSuccessAt, backoff).
@@ -21,9 +20,14 @@ from radar_pipeline.core.plan.collection import SourceTiming, source_timings
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.dead_letters import record_run_failure
 from radar_pipeline.core.store.feed_state import load_states
-from radar_pipeline.defs.assets import SIGNALS_KEY
-from radar_pipeline.defs.jobs import COLLECT_JOB_NAME, collect_job
-from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sync_partition_requests
+from radar_pipeline.defs.collection.config import (
+    COLLECT_JOB_NAME,
+    SIGNALS_KEY,
+    collect_run_config,
+    config_of,
+)
+from radar_pipeline.defs.collection.jobs import collect_job
+from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource
 
 AS_OF_ENV = "RADAR_AS_OF"
@@ -44,21 +48,6 @@ def evaluation_time(environ: Mapping[str, str] | None = None) -> datetime:
     return parse_utc(value) if value else datetime.now(UTC)
 
 
-@dg.sensor(minimum_interval_seconds=TICK_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING)
-def source_registry_sensor(
-    context: dg.SensorEvaluationContext, radar: RadarResource
-) -> dg.SensorResult:
-    """Add a partition for each new valid Source; remove those whose file is gone or invalid
-    (their history stays in DuckDB)."""
-    snapshot = load_registry(radar.paths().vault)
-    valid = [r.source.id for r in snapshot.sources]
-    existing = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
-    requests = sync_partition_requests(existing, valid)
-    if not requests:
-        return dg.SensorResult(skip_reason=f"{len(valid)} Sources, partitions in sync")
-    return dg.SensorResult(dynamic_partitions_requests=requests)
-
-
 def run_key(timing: SourceTiming) -> str:
     """`<source>:<due slot>`: one slot of one Source launches at most one run, ever."""
     return f"{timing.source_id}:{format_utc(timing.slot)}"
@@ -73,11 +62,11 @@ def queue_priority(timing: SourceTiming) -> int:
 
 def due_run_request(timing: SourceTiming, as_of: str) -> dg.RunRequest:
     """One per-partition run of `collect_signals` in mode `due` for one Source."""
-    config = {"mode": "due", "sources": [timing.source_id], "as_of": as_of, "trigger": "sensor"}
+    clock = parse_utc(as_of) if as_of else None
     return dg.RunRequest(
         run_key=run_key(timing),
         partition_key=timing.source_id,
-        run_config={"ops": {"signals": {"ops": {"fetch": {"config": config}}}}},
+        run_config=collect_run_config("due", [timing.source_id], clock, "sensor"),
         tags={
             "dagster/priority": str(queue_priority(timing)),
             "radar/trigger": "sensor",
@@ -147,10 +136,8 @@ def run_sources(
         keys = list(partitions[start : end + 1])
     else:
         keys = []
-    try:
-        selected = run_config["ops"]["signals"]["ops"]["fetch"]["config"]["sources"]
-    except (KeyError, TypeError):
-        selected = []
+    config = config_of(run_config)
+    selected = config.sources if config is not None else []
     if selected:
         keys = [k for k in keys if k in set(selected)]
     return [k for k in keys if k in set(partitions)]

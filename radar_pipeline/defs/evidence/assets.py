@@ -7,12 +7,13 @@ import dagster as dg
 
 from radar_pipeline.core.audit.evidence import evidence_snapshot as build_snapshot
 from radar_pipeline.core.audit.evidence import evidence_text
-from radar_pipeline.defs.assets import signals, source_registry
-from radar_pipeline.defs.cleanup import weekly_cleanup
+from radar_pipeline.defs.cleanup.assets import weekly_cleanup
+from radar_pipeline.defs.collection.config import SIGNALS_KEY
+from radar_pipeline.defs.registry.assets import source_registry
 from radar_pipeline.defs.resources import RadarResource
 
 
-@dg.asset(deps=[source_registry, signals, weekly_cleanup], group_name="radar")
+@dg.asset(deps=[source_registry, SIGNALS_KEY, weekly_cleanup], group_name="radar")
 def evidence_snapshot(radar: RadarResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The evidence snapshot: inventory (files) and production scope (what is collected) kept
     apart, the last collection's recovery and what stayed overdue after it, retained temporary

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dagster as dg
 
+from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, SIGNALS_KEY
 from radar_pipeline.defs.partitions import sources_partitions
-
-COLLECT_JOB_NAME = "collect_signals"
 
 collect_job = dg.define_asset_job(
     COLLECT_JOB_NAME,
-    # Checks run in their own run after the collection (see defs/checks.py).
-    selection=dg.AssetSelection.assets("signals").without_checks(),
+    # The checks run in their own run after the collection (defs/collection/checks.py).
+    selection=dg.AssetSelection.assets(SIGNALS_KEY).without_checks(),
     partitions_def=sources_partitions,
     executor_def=dg.in_process_executor,
 )

@@ -1,0 +1,92 @@
+"""The Radar's claims about itself, each measured against the vault and DuckDB (no Dagster here).
+
+The one entry to the audits: `run_audits` reads what the named audits need, opens the Signal
+files' facts (core/vault/facts.py) and runs them in one DuckDB transaction. The Dagster asset
+checks and `radar report` both call it, so the UI and the command line can never disagree.
+
+    idempotency   every identity has exactly one Signal file and one index row   signal_audits
+    provenance    every Signal carries every provenance field                    signal_audits
+    registry      every Source file is a valid, uniquely declared Source         source_audits
+    overdue       eligible Sources past their cadence                            source_audits
+    retention     nothing under Temporary Content survives a weekly close        retention
+    agreement     the vault and the DuckDB index hold the same Signal ids        signal_audits
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from radar_pipeline.core.audit.findings import AuditResult
+from radar_pipeline.core.audit.retention import audit_retention, list_temporary
+from radar_pipeline.core.audit.signal_audits import (
+    audit_agreement,
+    audit_idempotency,
+    audit_provenance,
+    oversized_bodies,
+)
+from radar_pipeline.core.audit.source_audits import audit_overdue, audit_registry, overdue_sources
+from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.registry.sources import load_registry
+from radar_pipeline.core.store.closes import last_close
+from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.core.vault.facts import gather_facts, open_facts
+
+AUDIT_NAMES = ("idempotency", "provenance", "registry", "overdue", "retention", "agreement")
+
+
+def run_audit(name: str, paths: RadarPaths, now: datetime) -> AuditResult:
+    """One audit by name, reading what it needs."""
+    return run_audits(paths, now, (name,))[name]
+
+
+def run_audits(
+    paths: RadarPaths, now: datetime, names: Iterable[str] = AUDIT_NAMES
+) -> dict[str, AuditResult]:
+    """The named audits over the vault and DuckDB as they are now."""
+    wanted = tuple(names)
+    unknown = set(wanted) - set(AUDIT_NAMES)
+    if unknown:
+        raise ValueError(f"unknown audits: {sorted(unknown)}")
+    return _run_audits(paths, now, wanted)
+
+
+def _run_audits(
+    paths: RadarPaths, now: datetime, wanted: tuple[str, ...]
+) -> dict[str, AuditResult]:
+    store = Store(paths.db)
+    # Everything read from the vault is read before the transaction, which holds the DuckDB
+    # file only for the facts' update and the queries.
+    judged = {"idempotency", "provenance", "retention", "agreement"} & set(wanted)
+    update = gather_facts(paths.vault, store) if judged else None
+    snapshot = load_registry(paths.vault) if {"registry", "overdue"} & set(wanted) else None
+    retention = "retention" in wanted
+    close = last_close(store) if retention else None
+    temporary = list_temporary(paths.vault) if retention else ()
+    out: dict[str, AuditResult] = {}
+    oversized: list[tuple[str, int]] = []
+    # One transaction: the audits see the same facts and index (each collection commits its
+    # files' facts with their index rows), whatever another process writes meanwhile.
+    with store.transaction() as con:
+        if update is not None:
+            open_facts(con, paths.vault, update)
+        for name in wanted:
+            if name == "idempotency":
+                out[name] = audit_idempotency(con)
+            elif name == "provenance":
+                out[name] = audit_provenance(con)
+            elif name == "agreement":
+                out[name] = audit_agreement(con)
+            elif name == "overdue":
+                assert snapshot is not None
+                eligible = sum(1 for r in snapshot.sources if r.source.is_eligible)
+                late = overdue_sources(snapshot, load_states(con), now)
+                out[name] = audit_overdue(late, eligible, now)
+            elif name == "retention":
+                oversized = oversized_bodies(con)
+    if snapshot is not None and "registry" in wanted:
+        out["registry"] = audit_registry(snapshot)
+    if retention:
+        out["retention"] = audit_retention(paths.vault, oversized, close, temporary)
+    return {name: out[name] for name in wanted}

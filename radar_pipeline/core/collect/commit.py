@@ -1,0 +1,314 @@
+"""The commit of one collection: what its Signal files became, recorded in one DuckDB transaction.
+
+The commit rule (docs/architecture.md, invariant 6): Signal files are written first, then one
+transaction records the index rows, observations, revisions, dead letters and the new feed
+state (validators, watermark) together. A crash in between leaves files without rows, which the
+next dedupe stage indexes (invariant 5).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
+from radar_pipeline.core.collect.signal_files import WrittenSignal
+from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, ItemDecision, resolve_pending
+from radar_pipeline.core.identity.keys import IDENTITY_VERSION
+from radar_pipeline.core.models import ItemCandidate
+from radar_pipeline.core.plan.collection import CollectionSpec
+from radar_pipeline.core.plan.schedule import next_backoff
+from radar_pipeline.core.store.connection import insert_rows
+from radar_pipeline.core.store.feed_state import FeedState, save_states
+from radar_pipeline.core.vault import index
+from radar_pipeline.core.vault.facts import FactsKey, SignalFile, record_facts
+from radar_pipeline.core.vault.signals import SIGNALS_DIR
+
+# item_observations columns in order (store/connection.py, migration 1).
+OBSERVATION_COLUMN_TYPES = (
+    "VARCHAR",  # collection_id
+    "VARCHAR",  # source_id
+    "TIMESTAMPTZ",  # observed_in_run_at
+    "VARCHAR",  # identity
+    "VARCHAR",  # source_item_id
+    "VARCHAR",  # canonical_url
+    "TIMESTAMPTZ",  # observed_at
+    "VARCHAR",  # content_hash
+    "VARCHAR",  # outcome
+    "VARCHAR",  # signal_id
+    "VARCHAR",  # reason
+)
+
+
+@dataclass
+class SourceWrite:
+    """What the file stage did for one Source: identity -> (Signal id, created | reused)."""
+
+    outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    temporary_bytes: int = 0
+    facts: list[tuple[str, FactsKey, SignalFile]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, written: Sequence[WrittenSignal]) -> SourceWrite:
+        write = cls()
+        for signal in written:
+            write.outcomes[signal.identity] = (signal.signal_id, signal.outcome)
+            if signal.facts is not None:
+                write.facts.append(signal.facts)
+            write.temporary_bytes += signal.temporary_bytes
+        return write
+
+
+@dataclass
+class PendingRows:
+    """Index and observation rows of a whole collection, inserted in a few statements at the
+    end of the commit transaction (per-row INSERTs cost DuckDB milliseconds each)."""
+
+    signals: list[tuple[Any, ...]] = field(default_factory=list)
+    observations: list[tuple[Any, ...]] = field(default_factory=list)
+    states: list[FeedState] = field(default_factory=list)
+    facts: list[tuple[str, FactsKey, SignalFile]] = field(default_factory=list)
+
+    def flush(self, con: duckdb.DuckDBPyConnection) -> None:
+        index.insert_signals(con, self.signals)
+        insert_rows(con, "item_observations", OBSERVATION_COLUMN_TYPES, self.observations)
+        save_states(con, self.states)
+        record_facts(con, self.facts)
+        self.signals, self.observations, self.states, self.facts = [], [], [], []
+
+
+def commit_source(
+    con: duckdb.DuckDBPyConnection,
+    spec: CollectionSpec,
+    item: DedupedCheck,
+    write: SourceWrite,
+    state: FeedState | None,
+    pending: PendingRows,
+) -> None:
+    """Record one Source's check: its items' outcomes and its new feed state, or its failure."""
+    res, check = item.result, item.result.check
+    if check.skip_reason is not None or check.record is None:
+        return
+    state = state or FeedState(check.source_id)
+    if res.failed:
+        _commit_failure(con, spec, res, state, pending)
+        return
+    _commit_items(con, spec, item, write, pending)
+    _commit_rejections(con, spec, res)
+    pending.states.append(_state_after_success(spec.as_of, res, state))
+    pending.facts.extend(write.facts)
+
+
+def _commit_items(
+    con: duckdb.DuckDBPyConnection,
+    spec: CollectionSpec,
+    item: DedupedCheck,
+    write: SourceWrite,
+    pending: PendingRows,
+) -> None:
+    source_id, now = item.result.check.source_id, spec.as_of
+    resolved = {ident: sid for ident, (sid, _) in write.outcomes.items()}
+    for dec in item.decisions:
+        cand = dec.candidate
+        if dec.decision == "new":
+            signal_id, _ = write.outcomes[cand.identity]
+            flag = resolve_pending(dec.duplicate_candidate_of, now)
+            pending.signals.append(index_row(source_id, signal_id, cand, now, flag))
+        else:
+            signal_id = dec.signal_id or ""
+            if signal_id.startswith(PENDING_PREFIX):  # a new item of this same collection
+                signal_id = resolved.get(signal_id[len(PENDING_PREFIX) :], signal_id)
+        if dec.decision == "updated":
+            _record_revision(con, spec, signal_id, cand)
+        outcome = outcome_name(dec, write)
+        pending.observations.append(_observation(spec, source_id, cand, outcome, signal_id))
+
+
+def _record_revision(
+    con: duckdb.DuckDBPyConnection, spec: CollectionSpec, signal_id: str, cand: ItemCandidate
+) -> None:
+    """A content change of a known item: a revision row, never a second Signal (invariant 3)."""
+    con.execute(
+        "INSERT INTO signal_revisions VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            signal_id,
+            spec.collection_id,
+            spec.as_of,
+            cand.content_hash,
+            cand.title,
+            cand.observed_at,
+        ],
+    )
+    con.execute(
+        "UPDATE signals SET content_hash = ? WHERE signal_id = ?", [cand.content_hash, signal_id]
+    )
+
+
+def _commit_rejections(
+    con: duckdb.DuckDBPyConnection, spec: CollectionSpec, res: CheckResult
+) -> None:
+    if res.parsed is None:
+        return
+    for rej in res.parsed.rejections:
+        con.execute(
+            "INSERT INTO item_observations VALUES (?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, NULL, ?)",
+            [
+                spec.collection_id,
+                res.check.source_id,
+                spec.as_of,
+                rej.source_item_id,
+                "outside-coverage" if rej.reason == "outside-coverage" else "rejected",
+                f"{rej.reason}: {rej.detail}"[:500],
+            ],
+        )
+
+
+def _state_after_success(now: datetime, res: CheckResult, state: FeedState) -> FeedState:
+    """The watermark and validators advance only here, once the items are persisted."""
+    fetch = res.fetch
+    assert fetch is not None
+    new_state = replace(
+        state,
+        last_attempt_at=now,
+        last_fetch_at=now,
+        last_success_at=now,
+        last_status=fetch.status,
+        error_state=None,
+        consecutive_failures=0,
+        backoff_until=None,
+    )
+    if fetch.outcome == "ok" or fetch.unchanged_body:
+        new_state = replace(
+            new_state,
+            etag=fetch.etag,
+            last_modified=fetch.last_modified,
+            last_body_sha256=fetch.body_sha256 or state.last_body_sha256,
+        )
+    elif fetch.etag or fetch.last_modified:  # 304 may carry refreshed validators
+        new_state = replace(
+            new_state,
+            etag=fetch.etag or state.etag,
+            last_modified=fetch.last_modified or state.last_modified,
+        )
+    if not fetch.conditional:
+        new_state = replace(new_state, last_unconditional_at=now)
+    return new_state
+
+
+def _commit_failure(
+    con: duckdb.DuckDBPyConnection,
+    spec: CollectionSpec,
+    res: CheckResult,
+    state: FeedState,
+    pending: PendingRows,
+) -> None:
+    """A failed check: backoff in the feed state and a dead letter; nothing else moves."""
+    now = spec.as_of
+    failures = state.consecutive_failures + 1
+    retry_after = res.fetch.retry_after_s if res.fetch else None
+    rng = random.Random(f"{res.check.source_id}:{failures}:{now.isoformat()}")
+    backoff = next_backoff(
+        failures, now, error_class=res.error_class, retry_after_s=retry_after, rng=rng
+    )
+    pending.states.append(
+        replace(
+            state,
+            last_attempt_at=now,
+            last_fetch_at=now if res.fetch is not None else state.last_fetch_at,
+            last_status=res.fetch.status if res.fetch else state.last_status,
+            error_state=res.error_class,
+            consecutive_failures=failures,
+            backoff_until=backoff,
+        ),
+    )
+    con.execute(
+        "INSERT INTO dead_letters (dead_letter_id, collection_id, source_id, stage, error_class, "
+        "message, attempt, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
+        [
+            uuid.uuid4().hex[:12],
+            spec.collection_id,
+            res.check.source_id,
+            res.error_stage or "fetch",
+            res.error_class,
+            (res.error_message or "")[:1000],
+            failures,
+            now,
+        ],
+    )
+
+
+def outcome_name(dec: ItemDecision, write: SourceWrite) -> str:
+    """created | reused | updated | duplicate (a `new` item is created, or reused if its file
+    appeared meanwhile)."""
+    if dec.decision == "new":
+        return write.outcomes[dec.candidate.identity][1]
+    return dec.decision
+
+
+def _observation(
+    spec: CollectionSpec,
+    source_id: str,
+    cand: ItemCandidate,
+    outcome: str,
+    signal_id: str | None,
+) -> tuple[Any, ...]:
+    return (
+        spec.collection_id,
+        source_id,
+        spec.as_of,
+        cand.identity,
+        cand.source_item_id,
+        cand.canonical_url,
+        cand.observed_at,
+        cand.content_hash,
+        outcome,
+        signal_id,
+        None,  # reason: only rejections carry one
+    )
+
+
+def index_row(
+    source_id: str, signal_id: str, cand: ItemCandidate, now: datetime, candidate_of: str | None
+) -> tuple[Any, ...]:
+    """The `signals` index row of a new Signal, with every identity and secondary key."""
+    return (
+        signal_id,
+        cand.identity,
+        IDENTITY_VERSION,
+        source_id,
+        cand.source_item_id,
+        cand.canonical_url,
+        cand.title_key,
+        cand.observed_at.date() if cand.observed_at else None,
+        cand.content_hash,
+        cand.simhash,
+        now,
+        candidate_of,
+        (SIGNALS_DIR / f"{signal_id}.md").as_posix(),
+    )
+
+
+def health_fields(spec: CollectionSpec, res: CheckResult) -> dict[str, str | int | None]:
+    """The Source file's health and HTTP keys after one check."""
+    now = format_utc(spec.as_of)
+    fetch = res.fetch
+    fields: dict[str, str | int | None] = {"lastAttemptAt": now}
+    if res.failed:
+        fields["errorState"] = res.error_class
+    else:
+        fields["lastSuccessAt"] = now
+        fields["errorState"] = None
+    if fetch is not None and fetch.status is not None:
+        fields["httpStatus"] = fetch.status
+        fields["lastResponseAt"] = now
+        if not res.failed:
+            fields["etag"] = fetch.etag
+            fields["lastModified"] = fetch.last_modified
+    return fields

@@ -1,0 +1,146 @@
+"""Parse workers: the feeds of one collection parsed on every core.
+
+feedparser and our text extraction are pure-Python CPU work (tens of milliseconds a feed), so
+threads cannot overlap them; processes can. `ParseWorkers` is an explicit object owned by one
+collection: created closed, started by the collector once a fetch stage has enough bodies ahead
+of it, and shut down (every worker joined) when the collection is closed. Workers are started
+with `spawn`, so they inherit nothing from the collecting process (no lock, thread, database or
+Dagster state) and only ever parse: a worker writes no file, so one that outlives a killed
+collection cannot touch the vault. Results are identical with and without workers (both run
+`parse_job`).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+
+from radar_pipeline.core.errors import ConfigError, ParseError
+from radar_pipeline.core.models import ParsedFeed
+from radar_pipeline.core.parse.feed import parse_feed
+
+log = logging.getLogger(__name__)
+
+# Below this many bodies the round trip to a worker costs more than the second core gives.
+MIN_PARALLEL_BODIES = 4
+MAX_WORKERS = 4
+
+
+@dataclass(frozen=True)
+class ParseJob:
+    """One fetched body to parse, with what the parser needs to know about it."""
+
+    source_id: str
+    body: bytes
+    base_url: str
+    content_type: str | None
+    now: datetime
+    coverage_from: datetime | None
+
+
+@dataclass(frozen=True)
+class ParseOutcome:
+    """A parsed feed, or why not: `error_class` set for a refused body, `crashed` for a bug."""
+
+    parsed: ParsedFeed | None = None
+    error_class: str | None = None
+    message: str = ""
+    crashed: bool = False
+
+
+def parse_job(job: ParseJob) -> ParseOutcome:
+    """`parse_feed` with its failures as values (exceptions need not survive pickling)."""
+    try:
+        parsed = parse_feed(
+            job.source_id,
+            job.body,
+            base_url=job.base_url,
+            content_type=job.content_type,
+            now=job.now,
+            coverage_from=job.coverage_from,
+        )
+    except ParseError as exc:
+        return ParseOutcome(error_class=exc.error_class, message=exc.message)
+    except Exception as exc:  # a parser bug fails one Source; the collector logs it
+        return ParseOutcome(error_class=type(exc).__name__, message=str(exc), crashed=True)
+    return ParseOutcome(parsed=parsed)
+
+
+WORKERS_ENV = "RADAR_PARSE_WORKERS"
+
+
+def default_worker_count(environ: Mapping[str, str] | None = None) -> int:
+    """`RADAR_PARSE_WORKERS` if set (1: parse in-process), else one worker per core, at most
+    MAX_WORKERS (so 1 on a single core)."""
+    env = os.environ if environ is None else environ
+    value = env.get(WORKERS_ENV, "").strip()
+    if value:
+        try:
+            return max(1, int(value))
+        except ValueError:
+            raise ConfigError(f"{WORKERS_ENV}={value!r} is not a whole number") from None
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+
+
+class ParseWorkers:
+    """A pool of parse processes for one collection (a context manager; `close` joins them).
+
+    With `count` below 2 nothing is ever started and every job is parsed in-process.
+    """
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> ParseWorkers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def warm_up(self) -> None:
+        """Start the processes now, so they boot while the fetch stage waits on publishers."""
+        if self.count < 2 or self._pool is not None:
+            return
+        self._pool = ProcessPoolExecutor(
+            max_workers=self.count, mp_context=multiprocessing.get_context("spawn")
+        )
+        for _ in range(self.count):
+            self._pool.submit(os.getpid)
+
+    def parse_all(self, jobs: Sequence[ParseJob]) -> list[ParseOutcome]:
+        """Every job's outcome, in order; on the workers when there are enough jobs."""
+        if self.count < 2 or len(jobs) < MIN_PARALLEL_BODIES:
+            return [parse_job(job) for job in jobs]
+        self.warm_up()
+        assert self._pool is not None
+        # Largest bodies first, so the workers finish together rather than one waiting on
+        # the last big feed.
+        order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i].body))
+        futures: dict[int, Future[ParseOutcome]] = {}
+        try:
+            for i in order:
+                futures[i] = self._pool.submit(parse_job, jobs[i])
+        except RuntimeError as exc:  # a broken pool refuses work: parse the rest here
+            log.warning("parse workers unavailable (%r); parsing in-process", exc)
+        return [self._outcome(futures.get(i), job) for i, job in enumerate(jobs)]
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    @staticmethod
+    def _outcome(future: Future[ParseOutcome] | None, job: ParseJob) -> ParseOutcome:
+        if future is None:
+            return parse_job(job)
+        try:
+            return future.result()
+        except Exception as exc:  # a worker died: this body is parsed here instead
+            log.warning("parse worker failed on %s (%r); parsing in-process", job.source_id, exc)
+            return parse_job(job)

@@ -1,0 +1,88 @@
+"""The `collections` table: one row per collection with its report, and the attempt figures
+only the commit knows."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from radar_pipeline.core.store.connection import Store, to_json_text, unnested
+
+COUNT_KEYS = ("created", "reused", "updated", "duplicates", "rejected")
+
+
+def record_metrics(
+    con: duckdb.DuckDBPyConnection, collection_id: str, sources: list[dict[str, Any]]
+) -> None:
+    """Complete this collection's attempt rows with what only the commit knows (one statement)."""
+    rows = [
+        (
+            src["id"],
+            src["outcome"],
+            src["itemsParsed"],
+            src["itemsNew"],
+            src["duplicates"],
+            src["rejected"],
+            src["consecutiveFailures"],
+            src["backoffUntil"],
+        )
+        for src in sources
+        if src["outcome"] != "skipped"
+    ]
+    if not rows:
+        return
+    select, params = unnested(("VARCHAR", "VARCHAR", *("INTEGER",) * 5, "TIMESTAMPTZ"), rows)
+    con.execute(
+        "UPDATE fetch_attempts SET check_outcome = n.c1, items_parsed = n.c2, items_new = n.c3, "
+        "items_duplicate = n.c4, items_rejected = n.c5, consecutive_failures = n.c6, "
+        f"backoff_until = n.c7 FROM ({select}) AS n "
+        "WHERE fetch_attempts.collection_id = ? AND fetch_attempts.source_id = n.c0",
+        [*params, collection_id],
+    )
+
+
+def record_collection(
+    con: duckdb.DuckDBPyConnection,
+    dagster_run_id: str | None,
+    trigger: str,
+    as_of: datetime,
+    report: dict[str, Any],
+) -> None:
+    """The collection's row; `report` is the `radar collect --json` object (with its id)."""
+    con.execute(
+        "INSERT INTO collections VALUES (?, ?, ?, ?, ?, now(), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            report["collectionId"],
+            dagster_run_id,
+            trigger,
+            as_of,
+            as_of,
+            report["downtimeFrom"],
+            report["overdue"],
+            report["due"],
+            report["passed"],
+            report["failed"],
+            report["skipped"],
+            *(report[k] for k in COUNT_KEYS),
+            to_json_text(report),
+        ],
+    )
+
+
+def last_report(store: Store) -> dict[str, Any] | None:
+    """The report of the collection that finished last, if any."""
+    return _stored_report(store, "ORDER BY finished_at DESC LIMIT 1", [])
+
+
+def report_for(store: Store, collection_id: str) -> dict[str, Any] | None:
+    """The report recorded for one collection (its id is the Dagster run id)."""
+    return _stored_report(store, "WHERE collection_id = ?", [collection_id])
+
+
+def _stored_report(store: Store, clause: str, params: list[Any]) -> dict[str, Any] | None:
+    with store.transaction() as con:
+        row = con.execute(f"SELECT report_json FROM collections {clause}", params).fetchone()
+    return json.loads(row[0]) if row and row[0] else None

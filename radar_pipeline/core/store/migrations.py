@@ -1,0 +1,230 @@
+"""The DuckDB schema as an append-only list of migrations, applied in order at first connection.
+
+A migration is never edited once released: a change of the schema, or of what a stored key
+means, is a new entry (and SCHEMA_VERSION moves with it).
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 6
+
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (
+        1,
+        """
+        CREATE TABLE collections (
+            collection_id VARCHAR PRIMARY KEY,
+            dagster_run_id VARCHAR,
+            trigger VARCHAR NOT NULL,
+            as_of TIMESTAMPTZ NOT NULL,
+            started_at TIMESTAMPTZ NOT NULL,
+            finished_at TIMESTAMPTZ,
+            downtime_from TIMESTAMPTZ,
+            overdue INTEGER, due INTEGER, passed INTEGER, failed INTEGER, skipped INTEGER,
+            created INTEGER, reused INTEGER, updated INTEGER, duplicates INTEGER, rejected INTEGER,
+            report_json VARCHAR
+        );
+        CREATE TABLE fetch_attempts (
+            attempt_id VARCHAR PRIMARY KEY,
+            collection_id VARCHAR NOT NULL,
+            source_id VARCHAR NOT NULL,
+            fetched_at TIMESTAMPTZ NOT NULL,
+            requested_url VARCHAR NOT NULL,
+            final_url VARCHAR,
+            outcome VARCHAR NOT NULL,
+            http_status INTEGER,
+            conditional BOOLEAN NOT NULL,
+            etag VARCHAR,
+            last_modified VARCHAR,
+            validators_changed BOOLEAN,
+            body_sha256 VARCHAR,
+            bytes BIGINT NOT NULL,
+            duration_ms DOUBLE NOT NULL,
+            redirects INTEGER NOT NULL,
+            error_class VARCHAR,
+            error_message VARCHAR,
+            retry_after_s DOUBLE
+        );
+        CREATE INDEX fetch_attempts_source ON fetch_attempts (source_id, fetched_at);
+        CREATE TABLE item_observations (
+            collection_id VARCHAR NOT NULL,
+            source_id VARCHAR NOT NULL,
+            observed_in_run_at TIMESTAMPTZ NOT NULL,
+            identity VARCHAR,
+            source_item_id VARCHAR,
+            canonical_url VARCHAR,
+            observed_at TIMESTAMPTZ,
+            content_hash VARCHAR,
+            outcome VARCHAR NOT NULL,
+            signal_id VARCHAR,
+            reason VARCHAR
+        );
+        CREATE INDEX item_observations_identity ON item_observations (identity);
+        CREATE TABLE signals (
+            signal_id VARCHAR PRIMARY KEY,
+            identity VARCHAR NOT NULL UNIQUE,
+            identity_version INTEGER NOT NULL,
+            source_id VARCHAR NOT NULL,
+            source_item_id VARCHAR NOT NULL,
+            canonical_url VARCHAR NOT NULL,
+            title_key VARCHAR NOT NULL,
+            observed_day DATE,
+            content_hash VARCHAR NOT NULL,
+            simhash UBIGINT NOT NULL,
+            first_seen_at TIMESTAMPTZ NOT NULL,
+            duplicate_candidate_of VARCHAR,
+            file_path VARCHAR NOT NULL,
+            UNIQUE (source_id, canonical_url)
+        );
+        CREATE INDEX signals_content ON signals (source_id, content_hash);
+        CREATE INDEX signals_title_day ON signals (title_key, observed_day);
+        CREATE TABLE signal_revisions (
+            signal_id VARCHAR NOT NULL,
+            collection_id VARCHAR NOT NULL,
+            recorded_at TIMESTAMPTZ NOT NULL,
+            content_hash VARCHAR NOT NULL,
+            title VARCHAR,
+            observed_at TIMESTAMPTZ
+        );
+        CREATE TABLE feed_state (
+            source_id VARCHAR PRIMARY KEY,
+            etag VARCHAR,
+            last_modified VARCHAR,
+            last_body_sha256 VARCHAR,
+            last_unconditional_at TIMESTAMPTZ,
+            last_attempt_at TIMESTAMPTZ,
+            last_success_at TIMESTAMPTZ,
+            last_fetch_at TIMESTAMPTZ,
+            last_status INTEGER,
+            error_state VARCHAR,
+            consecutive_failures INTEGER NOT NULL DEFAULT 0,
+            backoff_until TIMESTAMPTZ
+        );
+        CREATE TABLE dead_letters (
+            dead_letter_id VARCHAR PRIMARY KEY,
+            collection_id VARCHAR,
+            source_id VARCHAR NOT NULL,
+            stage VARCHAR NOT NULL,
+            error_class VARCHAR NOT NULL,
+            message VARCHAR NOT NULL,
+            attempt INTEGER NOT NULL,
+            status VARCHAR NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            decided_at TIMESTAMPTZ,
+            decision VARCHAR
+        );
+        CREATE TABLE cleanup_runs (
+            cleanup_id VARCHAR PRIMARY KEY,
+            closed_at TIMESTAMPTZ NOT NULL,
+            week VARCHAR,
+            deleted INTEGER NOT NULL,
+            bytes BIGINT NOT NULL,
+            retained INTEGER NOT NULL
+        );
+        """,
+    ),
+    (
+        2,
+        # Per-attempt metrics known only after the commit (items, backoff state), and the
+        # collection a dead letter's replay ran in.
+        """
+        ALTER TABLE fetch_attempts ADD COLUMN check_outcome VARCHAR;
+        ALTER TABLE fetch_attempts ADD COLUMN items_parsed INTEGER;
+        ALTER TABLE fetch_attempts ADD COLUMN items_new INTEGER;
+        ALTER TABLE fetch_attempts ADD COLUMN items_duplicate INTEGER;
+        ALTER TABLE fetch_attempts ADD COLUMN items_rejected INTEGER;
+        ALTER TABLE fetch_attempts ADD COLUMN consecutive_failures INTEGER;
+        ALTER TABLE fetch_attempts ADD COLUMN backoff_until TIMESTAMPTZ;
+        ALTER TABLE dead_letters ADD COLUMN replay_collection_id VARCHAR;
+        """,
+    ),
+    (
+        3,
+        # Identity aliases (re-key after an identity rule change) and single-column lookup
+        # keys: DuckDB answers an equality on one ART-indexed column with an index scan, but
+        # scans the whole table for a composite index or a conjunction, so every dedupe
+        # lookup is one equality on one of these. Simhash bands: four 16-bit slices of the
+        # simhash; two simhashes within 3 bits share at least one slice (pigeonhole).
+        """
+        CREATE TABLE identity_aliases (
+            identity VARCHAR PRIMARY KEY,
+            signal_id VARCHAR NOT NULL,
+            identity_version INTEGER NOT NULL,
+            source_id VARCHAR NOT NULL,
+            canonical_url VARCHAR NOT NULL,
+            recorded_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE INDEX identity_aliases_signal ON identity_aliases (signal_id);
+        CREATE INDEX identity_aliases_url ON identity_aliases (canonical_url);
+        CREATE INDEX signals_canonical_url ON signals (canonical_url);
+        CREATE INDEX signals_content_hash ON signals (content_hash);
+        CREATE INDEX signals_title_key ON signals (title_key);
+        CREATE TABLE simhash_bands (
+            band_key INTEGER NOT NULL,
+            signal_id VARCHAR NOT NULL,
+            simhash UBIGINT NOT NULL,
+            first_seen_at TIMESTAMPTZ NOT NULL
+        );
+        INSERT INTO simhash_bands
+            SELECT b * 65536 + ((simhash >> (16 * b)) & 65535)::INTEGER, signal_id, simhash,
+                first_seen_at
+            FROM signals, range(4) AS t(b);
+        CREATE INDEX simhash_bands_key ON simhash_bands (band_key);
+        CREATE INDEX simhash_bands_signal ON simhash_bands (signal_id);
+        """,
+    ),
+    (
+        4,
+        # What the evidence audits learned from each Signal file, keyed by its name and stat
+        # (core/vault/facts.py): the checks after a collection parse only new or changed
+        # files. A cache: losing it (a rebuilt database) only means every file is read once
+        # more.
+        """
+        CREATE TABLE audit_signal_files (
+            name VARCHAR PRIMARY KEY,
+            ino UBIGINT NOT NULL,
+            size UBIGINT NOT NULL,
+            mtime_ns BIGINT NOT NULL,
+            declared_id VARCHAR,
+            error VARCHAR,
+            provenance VARCHAR,
+            body_length BIGINT NOT NULL
+        );
+        """,
+    ),
+    (
+        5,
+        # The facts' key gains the inode's change time: a file rewritten at the same size with
+        # its mtime put back (`touch -r`, `cp -p`, a sync tool) still changes ctime. The table
+        # is a cache, so it starts empty: the next checks read every file once.
+        """
+        DROP TABLE audit_signal_files;
+        CREATE TABLE audit_signal_files (
+            name VARCHAR PRIMARY KEY,
+            ino UBIGINT NOT NULL,
+            size UBIGINT NOT NULL,
+            mtime_ns BIGINT NOT NULL,
+            ctime_ns BIGINT NOT NULL,
+            declared_id VARCHAR,
+            error VARCHAR,
+            provenance VARCHAR,
+            body_length BIGINT NOT NULL
+        );
+        """,
+    ),
+    (
+        6,
+        # The audits become set queries over these facts (core/audit/signal_audits.py), so
+        # each file's identity (SignalFile.identity) is stored with them. A declared id is a
+        # well-formed Signal id, whose identity is what follows its last hyphen; the few rows
+        # without one are dropped and read again at the next check, where Python decides what
+        # their names claim. Files that could not be read are now kept too (with their error),
+        # and read again at each check.
+        """
+        ALTER TABLE audit_signal_files ADD COLUMN identity VARCHAR;
+        UPDATE audit_signal_files SET identity = regexp_extract(declared_id, '-([^-]*)$', 1)
+            WHERE declared_id IS NOT NULL;
+        DELETE FROM audit_signal_files WHERE declared_id IS NULL;
+        """,
+    ),
+)

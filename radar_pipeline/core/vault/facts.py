@@ -1,0 +1,335 @@
+"""The facts of each Signal file that the evidence audits judge, cached in DuckDB.
+
+A file's facts (`SignalFile`: the id it declares, why its frontmatter is unreadable, its
+provenance problems, the length of the body the pipeline wrote) are stored in the table
+`audit_signal_files`, keyed by the file's name and stat (`FactsKey`). A check reads again only
+the files that are new or changed since their facts were taken (`gather_facts`), and the
+collection and `radar index rebuild` record the facts of the files they write or read
+(`record_facts`), so the checks after a collection parse no file at all. The table is a cache:
+losing it (a rebuilt database) only means every file is read once more.
+
+`open_facts` opens the view `audit_files` over these facts, which the audits in
+`core/audit/signal_audits.py` query as sets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from radar_pipeline.core.errors import VaultError
+from radar_pipeline.core.identity.keys import identity_of
+from radar_pipeline.core.store.connection import Store, insert_rows
+from radar_pipeline.core.vault.signals import (
+    PROVENANCE_FIELDS,
+    SIGNAL_ID_RE,
+    SIGNALS_DIR,
+    TEMP_PREFIX,
+    read_signal_frontmatter,
+)
+
+# Marks the end of what the pipeline wrote; people may annotate below it freely.
+BODY_TRAILER = "*Collected by Radar from "
+# A verified first-party publication date needs this key to say where it was verified.
+PUBLISHED_EVIDENCE_KEY = "publishedAtEvidence"
+# A Signal file's vault path is this plus its name (string joins: 100,000 Path joins cost 0.5 s).
+SIGNALS_PREFIX = SIGNALS_DIR.as_posix() + "/"
+
+_ESCAPE = re.compile(r"&#?[0-9A-Za-z]+;|\\.")
+
+FactsKey = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
+
+
+def facts_key(info: os.stat_result) -> FactsKey:
+    """What tells a Signal file's facts are still those of its current content."""
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class SignalFile:
+    """What the audits need of one Markdown file in the Signals folder, read without trusting
+    it: small enough to keep for every file (the facts this module caches)."""
+
+    rel_path: str
+    stem: str
+    declared_id: str | None  # the frontmatter's `id` when it is a well-formed Signal id
+    error: str | None  # why the frontmatter is unreadable; None when it was read
+    provenance: tuple[tuple[str, str], ...]  # (fields, problem) per provenance problem
+    body_length: int  # visible length of the part of the body the pipeline wrote
+
+    @property
+    def identity(self) -> str | None:
+        """The identity the file claims: its declared id's hex part, else its name's."""
+        if self.declared_id:
+            return identity_of(self.declared_id)
+        return identity_of(self.stem) if SIGNAL_ID_RE.fullmatch(self.stem) else None
+
+
+@dataclass(frozen=True)
+class FactsUpdate:
+    """What the checks change in `audit_signal_files` before judging the Signals folder
+    (`gather_facts`), and the facts of the files it cannot hold."""
+
+    folder_present: bool
+    listed: Mapping[str, FactsKey]  # every file DuckDB can name, as the listing saw it
+    fresh: tuple[tuple[str, FactsKey, SignalFile], ...] = ()  # new, changed or unreadable
+    unstored: tuple[SignalFile, ...] = ()  # files whose names are not UTF-8 (DuckDB: UTF-8)
+
+
+def gather_facts(vault: Path, store: Store) -> FactsUpdate:
+    """The Signals folder's `*.md` files (copies under other names included, temp files not)
+    against their stored facts, outside any transaction: a stat per file; only files that are
+    new or changed since their facts were taken (name, inode, size, mtime or ctime differ) are
+    opened and parsed, and files that could not be read are read again each time (the cause
+    may pass: an I/O error, a file being written by a person). Collections and `radar index
+    rebuild` record the facts of the files they write or read (`record_facts`), so the checks
+    after a collection parse no file at all.
+    """
+    folder = vault / SIGNALS_DIR
+    if not folder.is_dir():
+        return FactsUpdate(False, {})
+    listed: dict[str, FactsKey] = {}
+    unstorable: list[str] = []
+    for entry in os.scandir(folder):
+        name = entry.name
+        if not name.endswith(".md") or name.startswith(TEMP_PREFIX):
+            continue
+        if not entry.is_file(follow_symlinks=False):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if not name.isascii() and _escaped(name) != name:
+            unstorable.append(name)  # read at every check; such a file is never a Signal
+            continue
+        listed[name] = facts_key(info)
+    with store.transaction() as con:
+        rows = con.execute(
+            "SELECT name, ino, size, mtime_ns, ctime_ns, error IS NULL FROM audit_signal_files"
+        ).fetchall()
+    known = {row[0]: (row[1], row[2], row[3], row[4]) if row[5] else None for row in rows}
+    stale = sorted(name for name, key in listed.items() if known.get(name) != key)
+    return FactsUpdate(
+        True,
+        listed,
+        tuple((name, listed[name], _read_one(folder / name, name)) for name in stale),
+        tuple(_read_one(folder / name, _escaped(name)) for name in sorted(unstorable)),
+    )
+
+
+def open_facts(
+    con: duckdb.DuckDBPyConnection, vault: Path, update: FactsUpdate | None = None
+) -> None:
+    """Apply `update` (None: the stored facts as they are) in this transaction and open the
+    view `audit_files` that the audits judge: every stored fact plus the files DuckDB cannot
+    hold (a temp table of this connection), or nothing when the Signals folder is missing (its
+    stored facts stay).
+
+    The stored rows are compared with the listing here, under the transaction: a stored name
+    the listing lacks is deleted only if its file is still absent now (another check or a
+    collection may have recorded a file created after the listing), and a listed file without
+    a row (`radar index rebuild` keeps only the files it indexes; another check saw it absent
+    for a moment) is read again here. So every row is a file that exists (or existed a moment
+    ago), with facts of a version of it, and every listed file has one.
+    """
+    con.execute("CREATE TEMP TABLE audit_unstored AS FROM audit_signal_files LIMIT 0")
+    if update is not None and not update.folder_present:
+        con.execute("CREATE TEMP VIEW audit_files AS FROM audit_unstored")
+        return
+    if update is not None:
+        _apply_facts(con, vault / SIGNALS_DIR, update)
+    con.execute(
+        "CREATE TEMP VIEW audit_files AS FROM audit_signal_files UNION ALL FROM audit_unstored"
+    )
+
+
+def _apply_facts(con: duckdb.DuckDBPyConnection, folder: Path, update: FactsUpdate) -> None:
+    stored = {row[0] for row in con.execute("SELECT name FROM audit_signal_files").fetchall()}
+    absent = [
+        name
+        for name in sorted(stored - update.listed.keys())
+        if not _is_regular_file(folder / name)
+    ]
+    fresh = list(update.fresh)
+    stored.update(name for name, _, _ in fresh)
+    fresh += [
+        (name, key, _read_one(folder / name, name))
+        for name, key in sorted(update.listed.items())
+        if name not in stored
+    ]
+    if fresh or absent:
+        _write_facts(con, fresh, absent)
+    _insert_facts(
+        con, "audit_unstored", [(f.stem + ".md", (0, 0, 0, 0), f) for f in update.unstored]
+    )
+
+
+def _is_regular_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:  # gone, or its folder is no longer one
+        return False
+
+
+def _escaped(text: str) -> str:
+    """`text` as valid UTF-8: the bytes of a name that is not (surrogate escapes) as `\\xff`."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that no name on disk gives
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+# ---- the facts of one file -------------------------------------------------------------------
+
+
+def _read_one(path: Path, name: str) -> SignalFile:
+    rel = SIGNALS_PREFIX + name
+    stem = name[:-3]
+    body_length = visible_length(pipeline_section(_body(path)))
+    try:
+        fm = read_signal_frontmatter(path)
+    except VaultError as exc:
+        return SignalFile(rel, stem, None, exc.message, (), body_length)
+    value = fm.get("id")
+    declared = value if isinstance(value, str) and SIGNAL_ID_RE.fullmatch(value) else None
+    return SignalFile(rel, stem, declared, None, provenance_problems(stem, fm), body_length)
+
+
+def facts_of_written(name: str, fields: Mapping[str, Any], text: str) -> SignalFile:
+    """The facts of a Signal file whose text is `text` and whose frontmatter reads as `fields`:
+    what `_read_one` would find in it, without reading it (again). For a file this process has
+    just written (signals.SignalDocument.render checks its header reads back as `fields`) or
+    has just read for another purpose (index.reconcile)."""
+    stem = name[:-3]
+    value = fields.get("id")
+    declared = value if isinstance(value, str) and SIGNAL_ID_RE.fullmatch(value) else None
+    length = visible_length(pipeline_section(_body_of(text)))
+    return SignalFile(
+        SIGNALS_PREFIX + name,
+        stem,
+        declared,
+        None,
+        provenance_problems(stem, fields),
+        length,
+    )
+
+
+def provenance_problems(stem: str, fm: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """(fields, problem) for each provenance promise a Signal's frontmatter breaks."""
+    problems: list[tuple[str, str]] = []
+    missing = [k for k in PROVENANCE_FIELDS if fm.get(k) in (None, "")]
+    if missing:
+        problems.append((", ".join(missing), "missing or empty"))
+    if fm.get("publishedAt") not in (None, "") and not fm.get(PUBLISHED_EVIDENCE_KEY):
+        problems.append(("publishedAt", f"set without `{PUBLISHED_EVIDENCE_KEY}`"))
+    if stem != fm.get("id"):
+        problems.append(("id", f"declares {fm.get('id')!r}"))
+    return tuple(problems)
+
+
+def pipeline_section(body: str) -> str:
+    """The part of a Signal body the pipeline wrote: up to and including its trailer line."""
+    at = body.find(BODY_TRAILER)
+    if at < 0:
+        return body
+    end = body.find("\n", at)
+    return body if end < 0 else body[:end]
+
+
+def visible_length(markdown: str) -> int:
+    """Length as rendered: an entity or a backslash escape is one character."""
+    return len(_ESCAPE.sub("x", markdown.strip()))
+
+
+def _body(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return _body_of(text)
+
+
+def _body_of(text: str) -> str:
+    if text.startswith("---\n"):
+        end = text.find("\n---\n", 4)
+        if end >= 0:
+            return text[end + 5 :]
+    return text
+
+
+# ---- storing facts ---------------------------------------------------------------------------
+
+
+def record_facts(
+    con: duckdb.DuckDBPyConnection, written: Sequence[tuple[str, FactsKey, SignalFile]]
+) -> None:
+    """Store the facts of files just written (in the transaction that indexes them)."""
+    _write_facts(con, written, ())
+
+
+def _write_facts(
+    con: duckdb.DuckDBPyConnection,
+    fresh: Sequence[tuple[str, FactsKey, SignalFile]],
+    gone: Iterable[str],
+) -> None:
+    names = [name for name, _, _ in fresh] + list(gone)
+    if names:
+        con.execute(
+            "DELETE FROM audit_signal_files WHERE name IN (SELECT unnest(?::VARCHAR[]))",
+            [names],
+        )
+    _insert_facts(con, "audit_signal_files", fresh)
+
+
+def _insert_facts(
+    con: duckdb.DuckDBPyConnection, table: str, facts: Sequence[tuple[str, FactsKey, SignalFile]]
+) -> None:
+    rows = [
+        (
+            name,
+            *key,
+            f.declared_id,
+            None if f.error is None else _escaped(f.error),
+            json.dumps(f.provenance) if f.provenance else None,
+            f.body_length,
+            f.identity,
+        )
+        for name, key, f in facts
+    ]
+    insert_rows(con, table, _FACT_TYPES, rows, columns=_FACT_COLUMNS)
+
+
+_FACT_TYPES = (
+    "VARCHAR",
+    "UBIGINT",
+    "UBIGINT",
+    "BIGINT",
+    "BIGINT",
+    "VARCHAR",
+    "VARCHAR",
+    "VARCHAR",
+    "BIGINT",
+    "VARCHAR",
+)
+_FACT_COLUMNS = (
+    "name",
+    "ino",
+    "size",
+    "mtime_ns",
+    "ctime_ns",
+    "declared_id",
+    "error",
+    "provenance",
+    "body_length",
+    "identity",
+)

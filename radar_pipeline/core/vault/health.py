@@ -1,0 +1,51 @@
+"""The Source files' health mirror: after each check, its health and HTTP keys are written into
+the Source's own frontmatter (atomically, every other byte kept), so a person sees in Obsidian
+what DuckDB holds. DuckDB is the record; a mirror that fails is retried by the next check."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from radar_pipeline.core.errors import RegistryError
+from radar_pipeline.core.frontmatter import update_frontmatter_keys
+
+# Threads overlap the fsyncs of the files (the YAML work is small).
+WRITE_THREADS = 8
+
+
+@dataclass(frozen=True)
+class HealthUpdate:
+    """The health keys to set in one Source file."""
+
+    source_id: str
+    path: Path
+    record_path: str  # the file's vault path, for messages
+    fields: dict[str, str | int | None]
+
+
+@dataclass(frozen=True)
+class HealthFailure:
+    """A Source file whose mirror was not written, and why."""
+
+    source_id: str
+    record_path: str
+    error: str
+
+
+def write_health(updates: Sequence[HealthUpdate]) -> list[HealthFailure]:
+    """Mirror each update into its Source file; returns the files that failed."""
+
+    def one(update: HealthUpdate) -> HealthFailure | None:
+        try:
+            update_frontmatter_keys(update.path, update.fields)
+        except (RegistryError, OSError) as exc:
+            return HealthFailure(update.source_id, update.record_path, str(exc))
+        return None
+
+    if not updates:
+        return []
+    with ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="radar-health") as tp:
+        return [f for f in tp.map(one, updates) if f is not None]

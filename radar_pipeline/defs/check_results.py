@@ -1,0 +1,32 @@
+"""Audits as Dagster check results: the verdict, its severity, its figures and its table.
+
+ERROR marks a broken promise (a duplicate file, missing provenance, text that outlived a close,
+an index row with no file); WARN a soft one (an overdue Source, a file not indexed yet).
+"""
+
+from typing import Any
+
+import dagster as dg
+
+from radar_pipeline.core.audit.findings import AuditResult
+
+
+def check_result(audit: AuditResult) -> dg.AssetCheckResult:
+    """An audit as a check result, with its findings as a Markdown table."""
+    return dg.AssetCheckResult(
+        passed=audit.passed, severity=_severity(audit), metadata=_metadata(audit)
+    )
+
+
+def _severity(audit: AuditResult) -> dg.AssetCheckSeverity:
+    if audit.severity == "ERROR":
+        return dg.AssetCheckSeverity.ERROR
+    return dg.AssetCheckSeverity.WARN
+
+
+def _metadata(audit: AuditResult) -> dict[str, Any]:
+    return {
+        "report": dg.MetadataValue.md(audit.markdown()),
+        "findings": len(audit.findings),
+        **dict(audit.figures),
+    }

@@ -1,0 +1,110 @@
+"""The evidence checks on `signals`, and how they follow every collection.
+
+The checks are unpartitioned although `signals` is partitioned by Source: a collection is one
+range run over many Source partitions, and in a range run Dagster keeps partitioned check
+records PLANNED and accepts one result per check. So each check judges the whole vault and
+DuckDB and is stored with `partition=None`: one verdict over all Sources.
+
+They run one way: as the `signal_checks` job, after the collection run that changed what they
+judge. `radar collect` runs that job itself right after its collection (and tags its run so);
+for every other successful collection run (schedule, backfill, UI) the run status sensor
+`signal_checks_after_collection` requests it. From the UI, any check can also be run alone.
+"""
+
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from radar_pipeline.core.audit.run import run_audit
+from radar_pipeline.core.clock import parse_utc
+from radar_pipeline.defs.check_results import check_result
+from radar_pipeline.defs.collection.config import SIGNALS_KEY, config_of
+from radar_pipeline.defs.resources import RadarResource
+
+SIGNAL_CHECKS_JOB_NAME = "signal_checks"
+# Tag of a collection run whose launcher runs the checks itself (the CLI).
+CHECKS_TAG = "radar/checks"
+CHECKS_BY_LAUNCHER = "by-launcher"
+AFTER_RUN_TAG = "radar/after_run"
+
+
+class CheckClock(dg.Config):
+    """The clock of the collection the checks follow (`as_of`); empty means now."""
+
+    as_of: str = ""
+
+
+@dg.asset_check(asset=SIGNALS_KEY, name="idempotency", blocking=False)
+def idempotency_check(radar: RadarResource) -> dg.AssetCheckResult:
+    """Every identity has exactly one Signal file and one index row; no two files share an
+    identity. Judges the whole vault and DuckDB."""
+    return check_result(run_audit("idempotency", radar.paths(), datetime.now(UTC)))
+
+
+@dg.asset_check(asset=SIGNALS_KEY, name="provenance", blocking=False)
+def provenance_check(radar: RadarResource) -> dg.AssetCheckResult:
+    """Every Signal carries every provenance field of the contract, and `publishedAt` is empty
+    unless verified evidence exists. Judges every Signal file."""
+    return check_result(run_audit("provenance", radar.paths(), datetime.now(UTC)))
+
+
+@dg.asset_check(asset=SIGNALS_KEY, name="overdue", blocking=False)
+def overdue_check(config: CheckClock, radar: RadarResource) -> dg.AssetCheckResult:
+    """Eligible Sources past their cadence, at the collection's clock (0 after a recovery).
+    WARN: a failing publisher keeps its Source overdue; that is recorded, not broken."""
+    now = parse_utc(config.as_of) if config.as_of else datetime.now(UTC)
+    return check_result(run_audit("overdue", radar.paths(), now))
+
+
+@dg.asset_check(asset=SIGNALS_KEY, name="agreement", blocking=False)
+def agreement_check(radar: RadarResource) -> dg.AssetCheckResult:
+    """The vault and the DuckDB index hold the same Signal ids (an index row without a file is
+    an ERROR; a file not indexed yet a WARN)."""
+    return check_result(run_audit("agreement", radar.paths(), datetime.now(UTC)))
+
+
+SIGNAL_CHECKS = [idempotency_check, provenance_check, overdue_check, agreement_check]
+
+signal_checks_job = dg.define_asset_job(
+    SIGNAL_CHECKS_JOB_NAME,
+    selection=dg.AssetSelection.checks(*SIGNAL_CHECKS),
+    executor_def=dg.in_process_executor,
+    description="The evidence checks on `signals`, run after each collection.",
+)
+
+
+def checks_run_config(as_of: str) -> dict[str, object]:
+    """The checks job's run config: `overdue` judged at the collection's clock."""
+    return {"ops": {"signals_overdue": {"config": {"as_of": as_of}}}}
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    request_job=signal_checks_job,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+)
+def signal_checks_after_collection(
+    context: dg.RunStatusSensorContext,
+) -> dg.RunRequest | dg.SkipReason:
+    """After a successful collection run whose launcher does not run the checks itself, run
+    the evidence checks once for it, at its clock."""
+    run = context.dagster_run
+    collect = config_of(run.run_config)
+    if collect is None and not _materialized_signals(context.instance, run.run_id):
+        return dg.SkipReason(f"run {run.run_id} collected no Signals")
+    if run.tags.get(CHECKS_TAG) == CHECKS_BY_LAUNCHER:
+        return dg.SkipReason(f"run {run.run_id}: its launcher ran the checks")
+    return dg.RunRequest(
+        run_key=f"checks-after:{run.run_id}",
+        run_config=checks_run_config(collect.as_of if collect else ""),
+        tags={AFTER_RUN_TAG: run.run_id},
+    )
+
+
+def _materialized_signals(instance: dg.DagsterInstance, run_id: str) -> bool:
+    # The asset selection of an ephemeral job's run is not always recorded; its events are.
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+        if record.dagster_event is not None and record.dagster_event.asset_key == SIGNALS_KEY:
+            return True
+    return False

@@ -1,0 +1,56 @@
+"""What a collection run is told: its typed run config, and the one place its path is spelled.
+
+A run of `signals` carries a `CollectConfig` on its `fetch` op. Launchers build the run config
+with `collect_run_config`; sensors read a finished run's with `config_of`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import dagster as dg
+from pydantic import Field
+
+from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.plan.collection import Mode
+
+SIGNALS_KEY = dg.AssetKey("signals")
+COLLECT_JOB_NAME = "collect_signals"
+FETCH_OP = "fetch"  # the op of the `signals` graph that reads the config
+
+
+class CollectConfig(dg.Config):
+    """How a run collects. Runs launched from the UI check exactly their partitions."""
+
+    mode: Literal["due", "all", "explicit"] = "explicit"
+    # Narrows the run's partitions to these Source ids (a selection that is not a range).
+    sources: list[str] = Field(default_factory=list)
+    as_of: str = ""  # ISO-8601; empty means now
+    trigger: str = "dagster"
+
+    def clock(self) -> datetime:
+        return parse_utc(self.as_of) if self.as_of else datetime.now(UTC)
+
+
+def collect_run_config(
+    mode: Mode, sources: list[str], as_of: datetime | None, trigger: str
+) -> dict[str, Any]:
+    """The run config of a collection run (the graph asset's op path spelled once, here)."""
+    config = {
+        "mode": mode,
+        "sources": sources,
+        "as_of": format_utc(as_of) if as_of else "",
+        "trigger": trigger,
+    }
+    return {"ops": {SIGNALS_KEY.path[-1]: {"ops": {FETCH_OP: {"config": config}}}}}
+
+
+def config_of(run_config: Mapping[str, Any] | None) -> CollectConfig | None:
+    """The collect config of a finished run, or None for a run of something else."""
+    try:
+        raw = (run_config or {})["ops"][SIGNALS_KEY.path[-1]]["ops"][FETCH_OP]["config"]
+        return CollectConfig(**raw)
+    except (KeyError, TypeError, ValueError):
+        return None
