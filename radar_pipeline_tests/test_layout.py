@@ -1,0 +1,445 @@
+"""The layout rules of issue 16, checked on the code itself.
+
+A fresh clone collects its tests with nothing beside it; the package touches no library
+privates and plays no process games; imports point down (shell to core) without circles and
+the definitions assemble. Each test lists every offence as `file:line: rule` so the list can
+be worked through.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict, deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "radar_pipeline"
+PACKAGE_DIR = REPO_ROOT / PACKAGE
+
+# Libraries whose private names and switches the package must not touch (style.md).
+GUARDED_LIBRARIES = frozenset({"dagster", "httpx", "httpcore", "sqlalchemy"})
+
+
+def _package_files() -> list[Path]:
+    return sorted(PACKAGE_DIR.rglob("*.py"))
+
+
+def _where(path: Path, node: ast.AST) -> str:
+    return f"{path.relative_to(REPO_ROOT)}:{getattr(node, 'lineno', 0)}"
+
+
+def _report(title: str, offences: list[str]) -> str:
+    def by_file_and_line(offence: str) -> tuple[str, int, str]:
+        where = re.match(r"(\S+?):(\d+):", offence)
+        return (where[1], int(where[2]), offence) if where else (offence, 0, offence)
+
+    listed = sorted(set(offences), key=by_file_and_line)
+    return f"{title} ({len(listed)}):\n  " + "\n  ".join(listed)
+
+
+# --- 1. a fresh clone ---------------------------------------------------------------------
+
+# Folders whose committed files must not reach outside the repository for test data.
+SELF_CONTAINED_DIRS = ("radar_pipeline", "radar_pipeline_tests", "benchmarks", ".ci")
+OUTSIDE_PATH_PATTERNS = (
+    re.compile(r"shared/corpus"),
+    re.compile(r"parents\[\d+\]\s*/\s*[\"']shared[\"']"),
+    re.compile(r"\.parent\s*/\s*[\"']shared[\"']"),
+)
+
+
+def _git(*args: str, cwd: Path) -> str:
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, f"git {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}"
+    return proc.stdout
+
+
+def _text_files(clone: Path) -> Iterator[Path]:
+    corpus = clone / "radar_pipeline_tests" / "corpus"
+    # This file names the fragments it looks for.
+    this_file = clone / Path(__file__).resolve().relative_to(REPO_ROOT)
+    for folder in SELF_CONTAINED_DIRS:
+        for path in sorted((clone / folder).rglob("*")):
+            if path.is_file() and corpus not in path.parents and path != this_file:
+                yield path
+
+
+def _outside_path_mentions(clone: Path) -> list[str]:
+    offences = []
+    for path in _text_files(clone):
+        data = path.read_bytes()
+        if b"\0" in data:
+            continue  # binary
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            for pattern in OUTSIDE_PATH_PATTERNS:
+                if pattern.search(line):
+                    where = f"{path.relative_to(clone)}:{lineno}"
+                    offences.append(f"{where}: reaches outside the repository ({line.strip()})")
+    return offences
+
+
+@pytest.mark.slow
+def test_fresh_clone_collects_tests_without_a_sibling_folder(tmp_path: Path) -> None:
+    root = Path(_git("rev-parse", "--show-toplevel", cwd=REPO_ROOT).strip())
+    clone = tmp_path / "x"
+    _git("clone", "--quiet", "--no-local", str(root), str(clone), cwd=tmp_path)
+    assert list(tmp_path.iterdir()) == [clone], "the clone must have nothing beside it"
+
+    env = {**os.environ, "PYTHONPATH": str(clone)}
+    env.pop("PYTEST_ADDOPTS", None)
+    which = subprocess.run(
+        [sys.executable, "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert Path(which.stdout.strip()).is_relative_to(clone), (
+        f"the clone's own package must be imported, got: {which.stdout}{which.stderr}"
+    )
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    output = proc.stdout + proc.stderr
+    summary = output.strip().splitlines()[-1] if output.strip() else ""
+    collected = re.search(r"(\d+) tests? collected", summary)
+    assert proc.returncode == 0, f"collection failed in a fresh clone:\n{output[-6000:]}"
+    assert collected and int(collected.group(1)) > 0, f"no tests collected:\n{output[-3000:]}"
+    assert "error" not in summary.lower(), f"collection errors:\n{output[-6000:]}"
+
+    offences = _outside_path_mentions(clone)
+    assert not offences, _report("committed files that read data from beside the clone", offences)
+
+
+# --- 2. no library privates, no process games ---------------------------------------------
+
+
+def _is_private(segment: str) -> bool:
+    return segment.startswith("_") and not (segment.startswith("__") and segment.endswith("__"))
+
+
+def _import_bindings(tree: ast.Module) -> dict[str, str]:
+    """Each name an import binds, mapped to the dotted path it stands for (`dg` -> `dagster`)."""
+    bindings: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    bindings[alias.asname] = alias.name
+                else:
+                    root = alias.name.split(".")[0]
+                    bindings[root] = root
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                bindings[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return bindings
+
+
+def _dotted(node: ast.expr) -> list[str] | None:
+    """`a.b.c` as ["a", "b", "c"]; None when the chain does not start at a plain name."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return parts[::-1]
+
+
+def _path_rules(path: str) -> list[str]:
+    """What is wrong with using the fully resolved dotted name `path`."""
+    segments = path.split(".")
+    problems = []
+    if segments[0] in GUARDED_LIBRARIES and any(_is_private(s) for s in segments[1:]):
+        # Private names change without notice between releases; use the public API.
+        problems.append(f"private {segments[0]} name {path}")
+    if path == "os._exit":
+        # Skips finally blocks, atexit and buffered writes: shutdown must be an ordinary exit.
+        problems.append("os._exit")
+    if segments[0] == "gc":
+        # Tuning the collector process-wide to shave a fixed cost is a game, not a design.
+        problems.append(f"gc module ({path})")
+    if path in {"sqlalchemy.event.listen", "sqlalchemy.event.listens_for"}:
+        # A global listener reaches into the engines Dagster owns, not ours.
+        problems.append(f"{path} (global SQLAlchemy event listener)")
+    return problems
+
+
+class _PrivateUseFinder(ast.NodeVisitor):
+    def __init__(self, path: Path, tree: ast.Module) -> None:
+        self.path = path
+        self.bindings = _import_bindings(tree)
+        self.offences: list[str] = []
+
+    def _flag(self, node: ast.AST, rule: str) -> None:
+        self.offences.append(f"{_where(self.path, node)}: {rule}")
+
+    def _resolve(self, node: ast.expr) -> str | None:
+        parts = _dotted(node)
+        if parts is None:
+            return None
+        root = self.bindings.get(parts[0], parts[0] if parts[0] in {"os", "gc"} else None)
+        return ".".join([root, *parts[1:]]) if root else None
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            for problem in _path_rules(alias.name):
+                self._flag(node, f"imports {problem}")
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.module and node.level == 0:
+            for alias in node.names:
+                for problem in _path_rules(f"{node.module}.{alias.name}"):
+                    self._flag(node, f"imports {problem}")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        resolved = self._resolve(node)
+        if resolved is None:
+            self.generic_visit(node)  # e.g. `call()._x`: look inside the call
+            return
+        for problem in _path_rules(resolved):
+            self._flag(node, problem)
+        # The inner links of a plain `a.b.c` chain are the same use: do not report them again.
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS" in (
+            node.value
+        ):
+            # A private Dagster switch; the behaviour it flips is not ours to choose.
+            self._flag(node, "names DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS")
+
+    def _check_target(self, target: ast.expr) -> None:
+        if isinstance(target, ast.Attribute):
+            owner = self._resolve(target.value)
+            if owner and owner.split(".")[0] in GUARDED_LIBRARIES:
+                # Assigning onto a library module or class is monkeypatching it.
+                self._flag(target, f"assigns onto library object {owner}.{target.attr}")
+            elif _is_private(target.attr) and not _is_self(target.value):
+                # Someone else's private state: only `self`/`cls` may set their own.
+                self._flag(target, f"assigns private attribute {ast.unparse(target)}")
+        elif isinstance(target, ast.Subscript) and self._resolve(target.value) == "os.environ":
+            self._check_env_name(target, target.slice)
+        elif isinstance(target, ast.Tuple | ast.List):
+            for element in target.elts:
+                self._check_target(element)
+
+    def _check_env_name(self, node: ast.AST, key: ast.expr | None) -> None:
+        # DAGSTER_* variables other than DAGSTER_HOME are Dagster's switches, not our config.
+        name = key.value if isinstance(key, ast.Constant) else None
+        if isinstance(name, str) and name.startswith("DAGSTER_") and name != "DAGSTER_HOME":
+            self._flag(node, f"sets Dagster switch {name} in the environment")
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._check_target(target)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_target(node.target)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_target(node.target)
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = self._resolve(node.func) or (
+            node.func.id if isinstance(node.func, ast.Name) else None
+        )
+        first = node.args[0] if node.args else None
+        if func in {"os.environ.setdefault", "os.putenv"}:
+            self._check_env_name(node, first)
+        elif func == "os.environ.update":
+            for arg in node.args:
+                if isinstance(arg, ast.Dict):
+                    for key in arg.keys:
+                        self._check_env_name(node, key)
+            for keyword in node.keywords:
+                if keyword.arg:
+                    self._check_env_name(node, ast.Constant(keyword.arg))
+        elif func == "setattr" and len(node.args) >= 2:
+            name = node.args[1]
+            owner = self._resolve(node.args[0])
+            if owner and owner.split(".")[0] in GUARDED_LIBRARIES:
+                # setattr is assignment by another name: the same monkeypatching rule.
+                self._flag(node, f"setattr on library object {owner}")
+            elif (
+                isinstance(name, ast.Constant)
+                and isinstance(name.value, str)
+                and _is_private(name.value)
+                and not _is_self(node.args[0])
+            ):
+                self._flag(node, f"setattr of private attribute {name.value}")
+        self.generic_visit(node)
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id in {"self", "cls"}
+
+
+def test_no_private_library_attributes() -> None:
+    offences = []
+    for path in _package_files():
+        finder = _PrivateUseFinder(path, tree := ast.parse(path.read_text(), str(path)))
+        finder.visit(tree)
+        offences.extend(finder.offences)
+    assert not offences, _report("library privates, process games and patches", offences)
+
+
+# --- 3. imports point down, without circles -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Edge:
+    source: str
+    target: str
+    where: str
+    type_only: bool
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(node: ast.AST, type_only: bool = False) -> Iterator[tuple[ast.stmt, bool]]:
+    """Every import statement under `node`, at any depth, and whether it is only for types."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child, type_only
+        elif isinstance(child, ast.If) and _is_type_checking(child.test):
+            yield from _imports(ast.Module(body=child.body, type_ignores=[]), True)
+            yield from _imports(ast.Module(body=child.orelse, type_ignores=[]), type_only)
+        else:
+            yield from _imports(child, type_only)
+
+
+def _import_targets(node: ast.stmt, module: str, is_package: bool, known: set[str]) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    assert isinstance(node, ast.ImportFrom)
+    base = node.module or ""
+    if node.level:
+        anchor = module.split(".")
+        anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+        base = ".".join([*anchor, *([base] if base else [])])
+    return [
+        f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names
+    ]
+
+
+def _import_graph() -> tuple[set[str], list[_Edge]]:
+    files = {_module_name(path): path for path in _package_files()}
+    known = set(files)
+    edges = []
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(), str(path))
+        for node, type_only in _imports(tree):
+            for target in _import_targets(node, module, path.name == "__init__.py", known):
+                edges.append(_Edge(module, target, _where(path, node), type_only))
+    return known, edges
+
+
+def _cycles(modules: set[str], edges: list[_Edge]) -> list[list[_Edge]]:
+    """One shortest import circle through each module that lies on one, deduplicated."""
+    runtime: dict[str, list[_Edge]] = defaultdict(list)
+    for edge in edges:
+        if not edge.type_only and edge.target in modules:
+            runtime[edge.source].append(edge)
+    found: dict[frozenset[str], list[_Edge]] = {}
+    for start in sorted(modules):
+        paths: dict[str, list[_Edge]] = {start: []}
+        queue = deque([start])
+        while queue:
+            current = queue.popleft()
+            for edge in sorted(runtime[current], key=lambda e: e.target):
+                if edge.target == start:
+                    cycle = [*paths[current], edge]
+                    found.setdefault(frozenset(e.source for e in cycle), cycle)
+                    queue.clear()
+                    break
+                if edge.target not in paths:
+                    paths[edge.target] = [*paths[current], edge]
+                    queue.append(edge.target)
+    return list(found.values())
+
+
+def _layer_offences(edges: list[_Edge]) -> list[str]:
+    offences = []
+    for edge in edges:
+        target_root = edge.target.split(".")[0]
+        shell = (f"{PACKAGE}.defs", f"{PACKAGE}.definitions", f"{PACKAGE}.cli")
+        reaches_shell = any(edge.target == s or edge.target.startswith(s + ".") for s in shell)
+        if edge.source.startswith(f"{PACKAGE}.core"):
+            # The domain stays plain Python: testable without Dagster, never importing upward.
+            if target_root == "dagster" or target_root.startswith("dagster_") or reaches_shell:
+                offences.append(f"{edge.where}: core module {edge.source} imports {edge.target}")
+        elif edge.source.startswith(f"{PACKAGE}.defs") and any(
+            edge.target == s or edge.target.startswith(s + ".") for s in shell[1:]
+        ):
+            # defs/ is assembled by definitions.py and driven by cli.py, not the other way.
+            offences.append(f"{edge.where}: defs module {edge.source} imports {edge.target}")
+    return offences
+
+
+def _definitions_problems() -> list[str]:
+    try:
+        defs = importlib.import_module(f"{PACKAGE}.definitions").defs
+    except Exception as exc:
+        return [f"{PACKAGE}.definitions does not import: {exc!r}"]
+    if not isinstance(defs, dg.Definitions):
+        return [f"{PACKAGE}.definitions.defs is a {type(defs).__name__}, not dg.Definitions"]
+    try:
+        dg.Definitions.validate_loadable(defs)
+        jobs = defs.get_repository_def().get_all_jobs()
+        resolved = defs.resolve_all_job_defs()
+    except Exception as exc:
+        return [f"the definitions do not resolve: {exc!r}"]
+    if not jobs or {job.name for job in jobs} != {job.name for job in resolved}:
+        return [f"the definitions resolve to no or inconsistent jobs: {jobs} / {resolved}"]
+    return []
+
+
+def test_definitions_assemble_without_import_circles() -> None:
+    modules, edges = _import_graph()
+    problems = [
+        "import circle: "
+        + " -> ".join(f"{edge.source} ({edge.where})" for edge in cycle)
+        + f" -> {cycle[0].source}"
+        for cycle in _cycles(modules, edges)
+    ]
+    problems += _layer_offences(edges)
+    problems += _definitions_problems()
+    assert not problems, _report("import circles, upward imports, definitions", problems)
