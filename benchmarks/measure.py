@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -18,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-BIN = Path(sys.executable).parent
-RADAR = BIN / "radar"
 REPO = Path(__file__).resolve().parents[1]
+RADAR = REPO / ".venv" / "bin" / "radar"  # `--radar` times another checkout's command
 
 
 @dataclass(frozen=True)

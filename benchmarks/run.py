@@ -1,17 +1,23 @@
 """`make bench` (`python -m benchmarks.run`): every scenario in one invocation, one table.
 
-    python -m benchmarks.run [--n 50,200] [--latency-ms 100] [--scenarios 1,2,3,4,5,6]
+    python -m benchmarks.run [--n 50,100,200] [--latency-ms 100] [--scenarios 1,2,...,8]
                              [--signals 100000] [--temp-files 10000] [--quick] [--repeat 3]
-                             [--workdir DIR] [--keep] [--results DIR]
+                             [--radar PATH] [--workdir DIR] [--keep] [--results DIR]
 
-Scenarios: 1 cold, 2 rerun, 3 scale, 4 rss, 5 rebuild, 6 close (numbers or names).
-`--quick` (about a minute): N=20, 10,000 Signals, 2,000 temporary files, one run each; its
+Scenarios (numbers or names): 1 cold (Radar vs the naive loop at each N), 2 rerun (an
+unchanged re-run at each N vs Dagster's floor), 3 scale (per-item cost with 100,000 Signals,
+smallest N), 4 rss (largest N), 5 rebuild, 6 close, 7 slope (extra wall per extra Source, cold
+and re-run, smallest to largest N), 8 workers (default parse pool vs RADAR_PARSE_WORKERS=1 at
+the largest N).
+`--radar PATH` (default: this repository's .venv/bin/radar) times another checkout's `radar`;
+the naive loop and Dagster's floor always run with this interpreter.
+`--quick` (about a minute): N=10,20, 10,000 Signals, 2,000 temporary files, one run each; its
 results go to `latest-quick.*` so the committed full run (`latest.*`) is not overwritten.
-`--repeat K`: scenarios 1, 2 and 4 measure each Radar and naive run K times (cold runs each in a
-fresh vault) and count the median wall (peak RSS: the highest); every run's wall is listed.
-Scenario 3 measures K cold/re-run pairs per vault, each in a newly built vault (empty and big
-pairs alternate), and counts the median per-item cost. On a shared machine one sample swings by
-a third (see the README).
+`--repeat K`: every measurement is K runs and the median wall counts (peak RSS: the highest);
+Radar alternates with its baseline (naive, floor, workers=1) and every cold run has a fresh
+vault; every run's wall is listed. Scenario 3 measures K cold/re-run pairs per vault, each in a
+newly built vault (empty and big pairs alternate), and counts the median per-item cost. On a
+shared machine one sample swings by a third (see docs/performance.md).
 """
 
 from __future__ import annotations
@@ -30,17 +36,30 @@ from typing import Any
 
 from benchmarks import scenarios
 from benchmarks.farm import FeedFarm
-from benchmarks.measure import filesystem_of, machine
+from benchmarks.measure import RADAR, filesystem_of, machine
 
-NAMES = {"1": "cold", "2": "rerun", "3": "scale", "4": "rss", "5": "rebuild", "6": "close"}
+NAMES = {
+    "1": "cold",
+    "2": "rerun",
+    "3": "scale",
+    "4": "rss",
+    "5": "rebuild",
+    "6": "close",
+    "7": "slope",
+    "8": "workers",
+}
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
-    p.add_argument("--n", default=None, help="Source counts for the cold scenario (50,200)")
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--n", default=None, help="Source counts, comma list (50,100,200; quick 10,20)")
     p.add_argument("--latency-ms", type=float, default=100.0, help="farm latency per response")
-    p.add_argument("--scenarios", default="1,2,3,4,5,6", help="numbers or names, comma list")
+    p.add_argument("--scenarios", default=",".join(NAMES), help="numbers or names, comma list")
     p.add_argument("--signals", type=int, default=None, help="existing Signals (100000)")
     p.add_argument("--temp-files", type=int, default=None, help="temporary files (10000)")
     p.add_argument("--quick", action="store_true", help="small sizes; about a minute")
@@ -48,13 +67,21 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         "--repeat",
         type=_positive,
         default=None,
-        help="runs per measurement in scenarios 1-4; the median counts (3; quick 1)",
+        help="runs per measurement; the median counts (3; quick 1)",
+    )
+    p.add_argument(
+        "--radar",
+        type=_executable,
+        default=RADAR,
+        help="the `radar` command to time (this repository's .venv/bin/radar)",
     )
     p.add_argument("--workdir", type=Path, default=None, help="where temp vaults go")
     p.add_argument("--keep", action="store_true", help="keep the work folder")
     p.add_argument("--results", type=Path, default=RESULTS, help="where results are written")
     args = p.parse_args(argv)
-    args.ns = [int(x) for x in (args.n or ("20" if args.quick else "50,200")).split(",")]
+    args.ns = sorted(
+        {int(x) for x in (args.n or ("10,20" if args.quick else "50,100,200")).split(",")}
+    )
     args.signals = args.signals or (10_000 if args.quick else 100_000)
     args.temp_files = args.temp_files or (2_000 if args.quick else 10_000)
     args.repeat = args.repeat or (1 if args.quick else 3)
@@ -73,6 +100,13 @@ def _positive(value: str) -> int:
     return number
 
 
+def _executable(value: str) -> Path:
+    path = Path(value).absolute()
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise argparse.ArgumentTypeError(f"{value} is not an executable file")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="radar-bench-", dir=args.workdir))
@@ -86,15 +120,20 @@ def main(argv: list[str] | None = None) -> int:
         f"{min(sizes) // 1000}-{max(sizes) // 1000} KB (mean {sum(sizes) // len(sizes) // 1000} "
         f"KB), latency {args.latency_ms:g} ms"
     )
-    ctx = scenarios.Context(farm, workdir, args.signals, args.temp_files, args.repeat)
+    _say(f"radar: {args.radar}")
+    ctx = scenarios.Context(
+        farm, workdir, args.signals, args.temp_files, args.repeat, radar=args.radar
+    )
     small, large = min(args.ns), max(args.ns)
     plan: dict[str, Callable[[], scenarios.Outcome]] = {
         "cold": lambda: scenarios.cold(ctx, args.ns),
-        "rerun": lambda: scenarios.rerun(ctx, large),
+        "rerun": lambda: scenarios.rerun(ctx, args.ns),
         "scale": lambda: scenarios.scale(ctx, small),
         "rss": lambda: scenarios.rss(ctx, large),
         "rebuild": lambda: scenarios.rebuild(ctx),
         "close": lambda: scenarios.close(ctx),
+        "slope": lambda: scenarios.slope(ctx, args.ns),
+        "workers": lambda: scenarios.workers(ctx, large),
     }
     outcomes: list[scenarios.Outcome] = []
     try:
@@ -114,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         "mode": "quick" if args.quick else "full",
         "options": {
             "n": args.ns,
+            "radar": str(args.radar),
             "latencyMs": args.latency_ms,
             "scenarios": args.chosen,
             "signals": args.signals,
@@ -139,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.results / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
     (args.results / f"{stem}.md").write_text(markdown, "utf-8")
     _say(f"written: {args.results / stem}.json and .md")
+    # Info figures (their metric ends in ", info") are reported, never judged.
     targets = [c for c in result["checks"] if not c["metric"].endswith(", info")]
     return 0 if all(c["met"] for c in targets) else 3
 
@@ -149,7 +190,8 @@ def render_markdown(result: dict[str, Any]) -> str:
     lines = [
         f"Run {result['startedAt']} ({result['mode']}), latency "
         f"{result['options']['latencyMs']:g} ms, farm feeds "
-        f"{result['farm']['minBytes'] // 1000}-{result['farm']['maxBytes'] // 1000} KB.",
+        f"{result['farm']['minBytes'] // 1000}-{result['farm']['maxBytes'] // 1000} KB, "
+        f"radar `{result['options']['radar']}`.",
         f"Machine: {m['cpu']}, {m['cpus']} CPUs, {m['memory_gb']} GB RAM, {m['platform']}, "
         f"Python {m['python']}, work folder on {m['workdirFilesystem']}; 1-min load average "
         f"{m['loadAverage1mBefore']} before, {m['loadAverage1mAfter']} after.",
@@ -165,7 +207,7 @@ def render_markdown(result: dict[str, Any]) -> str:
         )
     lines += ["", "| scenario | metric | value | target | met |", "|---|---|---:|---|---|"]
     for c in result["checks"]:
-        met = "yes" if c["met"] else "**NO**"
+        met = {True: "yes", False: "**NO**", None: ""}[c["met"]]
         lines.append(f"| {c['scenario']} | {c['metric']} | {c['value']} | {c['target']} | {met} |")
     if result["notes"]:
         lines += ["", *(f"- {n}" for n in result["notes"])]

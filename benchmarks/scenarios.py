@@ -1,8 +1,9 @@
-"""The six scenarios of `make bench`, each returning its runs (rows) and its target checks.
+"""The eight scenarios of `make bench`, each returning its runs (rows) and its target checks.
 
-Radar is always the real `radar` command in a subprocess with its own temporary vault, DuckDB
-file and DAGSTER_HOME (Python and Dagster start-up included: that is what users run); the
-baseline is `benchmarks.naive` in a subprocess. Each measured process runs alone.
+Radar is always the real `radar` command (`Context.radar`) in a subprocess with its own
+temporary vault, DuckDB file and DAGSTER_HOME (Python and Dagster start-up included: that is
+what users run). The baselines run with this interpreter, each in a subprocess: the naive loop
+(`benchmarks.naive`) and Dagster's floor (`benchmarks.floor`). Each measured process runs alone.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from benchmarks.measure import RADAR, Measured, run_child
 
 SIGNALS_DIR = Path("Radar") / "Signals"
 TEMPORARY_DIR = Path("Radar") / "Temporary Content"
+WORKERS_ENV = "RADAR_PARSE_WORKERS"  # the parse pool's size; unset: Radar's default
+# Dagster's floor runs on Dagster's own defaults (SQLite in DAGSTER_HOME) with telemetry off,
+# as in Radar's dagster.yaml, so neither side pays for telemetry.
+FLOOR_DAGSTER_YAML = "telemetry:\n  enabled: false\n"
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,13 @@ class Workspace:
     def dagster_home(self) -> Path:
         return self.root / "dagster_home"
 
-    def env(self) -> dict[str, str]:
+    def env(self, workers: int | None = None) -> dict[str, str]:
+        """The environment of a `radar` command on this workspace; `workers` sets the parse
+        pool's size (None: Radar's default, whatever the harness's environment says)."""
         env = dict(os.environ)
+        env.pop(WORKERS_ENV, None)
+        if workers is not None:
+            env[WORKERS_ENV] = str(workers)
         env.update(
             RADAR_VAULT=str(self.vault),
             RADAR_DB=str(self.db),
@@ -68,6 +78,18 @@ class Outcome:
         figures: dict[str, Any] = m.figures() if m is not None else {}
         self.rows.append({"scenario": scenario, "run": run, **figures, **extra})
 
+    def info(self, scenario: str, metric: str, value: float) -> None:
+        """A figure reported with no target to judge it by (`met` stays empty)."""
+        self.checks.append(
+            {
+                "scenario": scenario,
+                "metric": f"{metric}, info",
+                "value": round(value, 3),
+                "target": "reported",
+                "met": None,
+            }
+        )
+
     def check(self, scenario: str, metric: str, value: float, target: float, op: str) -> None:
         met = value <= target if op == "<=" else value >= target
         self.checks.append(
@@ -81,30 +103,61 @@ class Outcome:
         )
 
 
+Run = tuple[Measured, dict[str, Any]]  # one measured `radar` command and its JSON report
+ColdRun = tuple[Workspace, Measured, dict[str, Any]]  # a cold collection and its vault
+
+
 class Context:
-    """The farm, the work folder and the runs later scenarios reuse (cold vaults)."""
+    """The farm, the work folder, the `radar` command measured, and the runs later scenarios
+    reuse (cold vaults, re-runs)."""
 
     def __init__(
-        self, farm: FeedFarm, workdir: Path, signals: int, temp_files: int, repeat: int = 1
+        self,
+        farm: FeedFarm,
+        workdir: Path,
+        signals: int,
+        temp_files: int,
+        repeat: int = 1,
+        radar: Path = RADAR,
     ) -> None:
         self.farm = farm
         self.workdir = workdir
         self.signals = signals
         self.temp_files = temp_files
-        self.repeat = repeat  # runs per measurement of scenarios 1-4 (the median counts)
-        self.cold: dict[int, tuple[Workspace, Measured, dict[str, Any]]] = {}
-        self.cold_runs: dict[int, list[tuple[Workspace, Measured, dict[str, Any]]]] = {}
+        self.repeat = repeat  # runs per measurement (the median counts)
+        self.radar = radar
+        self.cold: dict[int, ColdRun] = {}
+        self.cold_runs: dict[int, list[ColdRun]] = {}
+        self.reruns: dict[int, Run] = {}
         self._big: Workspace | None = None
         self._rebuild: tuple[Measured, dict[str, Any], float] | None = None
         self._serial = 0
 
-    def workspace(self, name: str) -> Workspace:
+    def folder(self, name: str) -> Path:
+        """A new, numbered folder in the work folder."""
         self._serial += 1
-        ws = Workspace(self.workdir / f"{self._serial:02d}-{name}")
-        ws.vault.mkdir(parents=True)
+        path = self.workdir / f"{self._serial:02d}-{name}"
+        path.mkdir(parents=True)
+        return path
+
+    def workspace(self, name: str) -> Workspace:
+        ws = Workspace(self.folder(name))
+        ws.vault.mkdir()
         return ws
 
-    def radar_cold(self, n: int) -> tuple[Workspace, Measured, dict[str, Any]]:
+    def collect(self, ws: Workspace, workers: int | None = None) -> Run:
+        """`radar collect --all --json`; the report gains the farm's answers as `_farm`."""
+        self.farm.take_counts()
+        m = run_child([str(self.radar), "collect", "--all", "--json"], ws.env(workers))
+        report = _json_or_error(m, "radar collect")
+        report["_farm"] = self.farm.take_counts()
+        return m, report
+
+    def rebuild(self, ws: Workspace) -> Run:
+        m = run_child([str(self.radar), "index", "rebuild", "--json"], ws.env())
+        return m, _json_or_error(m, "radar index rebuild")
+
+    def radar_cold(self, n: int) -> ColdRun:
         """A first collection of `n` Sources in an empty vault, `repeat` times (each in its
         own vault); the median run by wall (cached per n; all runs in `cold_runs`). Scenario
         1 fills the cache itself, alternating with the naive runs."""
@@ -112,15 +165,37 @@ class Context:
             self.keep_cold(n, [self.radar_cold_once(n, k) for k in range(self.repeat)])
         return self.cold[n]
 
-    def radar_cold_once(self, n: int, k: int) -> tuple[Workspace, Measured, dict[str, Any]]:
-        ws = self.workspace(f"radar-cold-{n}-{k + 1}")
+    def radar_cold_once(self, n: int, k: int, workers: int | None = None) -> ColdRun:
+        suffix = "" if workers is None else f"-workers-{workers}"
+        ws = self.workspace(f"radar-cold-{n}{suffix}-{k + 1}")
         write_sources(ws.vault, self.farm.urls(n))
-        m, report = radar_collect(ws, self.farm)
+        m, report = self.collect(ws, workers)
         return ws, m, report
 
-    def keep_cold(self, n: int, runs: list[tuple[Workspace, Measured, dict[str, Any]]]) -> None:
+    def keep_cold(self, n: int, runs: list[ColdRun]) -> None:
         self.cold[n] = median_run(runs, lambda r: r[1].wall_s)
         self.cold_runs[n] = runs
+
+    def radar_rerun(self, n: int) -> Run:
+        """An unchanged re-run in the median cold vault of `n` Sources, `repeat` times; the
+        median run by wall (cached per n). Scenario 2 fills the cache itself, alternating with
+        Dagster's floor."""
+        if n not in self.reruns:
+            ws = self.radar_cold(n)[0]
+            self.reruns[n] = median_run([self.collect(ws) for _ in range(self.repeat)], _wall)
+        return self.reruns[n]
+
+    def floor(self) -> Measured:
+        """Dagster's floor once: `benchmarks.floor` in a fresh process on a new DAGSTER_HOME."""
+        home = self.folder("floor") / "dagster_home"
+        home.mkdir()
+        (home / "dagster.yaml").write_text(FLOOR_DAGSTER_YAML, "utf-8")
+        env = dict(os.environ, DAGSTER_HOME=str(home))
+        m = run_child([sys.executable, "-m", "benchmarks.floor"], env)
+        outcome = _json_or_error(m, "Dagster's floor")
+        if not outcome.get("success"):
+            raise RuntimeError(f"Dagster's floor run {outcome.get('runId')} failed")
+        return m
 
 
 T = TypeVar("T")
@@ -134,6 +209,14 @@ def median_run(runs: list[T], wall: Callable[[T], float]) -> T:
 def walls(measured: list[Measured]) -> str:
     """Every run's wall, in run order, for the table's detail column."""
     return " ".join(f"{m.wall_s:.2f}" for m in measured)
+
+
+def _wall(run: Run) -> float:
+    return run[0].wall_s
+
+
+def _label(what: str, repeat: int) -> str:
+    return what if repeat == 1 else f"{what}, median of {repeat}"
 
 
 # ---- Radar and the baseline as processes --------------------------------------------------
@@ -161,20 +244,6 @@ def write_sources(vault: Path, urls: list[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for i, url in enumerate(urls):
         (folder / f"{source_id(i)}.md").write_text(source_text(source_id(i), url), "utf-8")
-
-
-def radar_collect(ws: Workspace, farm: FeedFarm) -> tuple[Measured, dict[str, Any]]:
-    """`radar collect --all --json`; the report gains the farm's answers as `_farm`."""
-    farm.take_counts()
-    m = run_child([str(RADAR), "collect", "--all", "--json"], ws.env())
-    report = _json_or_error(m, "radar collect")
-    report["_farm"] = farm.take_counts()
-    return m, report
-
-
-def radar_rebuild(ws: Workspace) -> tuple[Measured, dict[str, Any]]:
-    m = run_child([str(RADAR), "index", "rebuild", "--json"], ws.env())
-    return m, _json_or_error(m, "radar index rebuild")
 
 
 def naive_collect(out: Path, urls: list[str], farm: FeedFarm) -> tuple[Measured, dict[str, Any]]:
@@ -224,14 +293,15 @@ def cold(ctx: Context, ns: list[int]) -> Outcome:
             naive_runs.append(naive_collect(out_dir, ctx.farm.urls(n), ctx.farm))
         ctx.keep_cold(n, radar_runs)
         _, rm, report = ctx.radar_cold(n)
-        label = "radar" if ctx.repeat == 1 else f"radar, median of {ctx.repeat}"
         runs_wall = walls([r[1] for r in radar_runs])
-        out.row(name, label, rm, **_radar_summary(report), runs_wall_s=runs_wall)
+        out.row(
+            name, _label("radar", ctx.repeat), rm, **_radar_summary(report), runs_wall_s=runs_wall
+        )
         _expect(out, name, "radar created", report.get("created", 0), n * ITEMS_PER_FEED)
         nm, counts = median_run(naive_runs, lambda r: r[0].wall_s)
         out.row(
             name,
-            label.replace("radar", "naive"),
+            _label("naive", ctx.repeat),
             nm,
             items=counts["written"],
             farm=counts["_farm"],
@@ -242,34 +312,64 @@ def cold(ctx: Context, ns: list[int]) -> Outcome:
     return out
 
 
-def rerun(ctx: Context, n: int) -> Outcome:
-    """2. Unchanged re-run (every feed answers 304): wall <= 0.25 x cold wall, zero parses."""
+def rerun(ctx: Context, ns: list[int]) -> Outcome:
+    """2. Unchanged re-run at each N (every feed answers 304, nothing parsed) against Dagster's
+    floor: re-run wall / floor wall <= 1.6 at the largest N (info at the others)."""
     out = Outcome()
-    name = f"2 unchanged re-run N={n}"
-    ws, cold_m, _ = ctx.radar_cold(n)
-    runs = [radar_collect(ws, ctx.farm) for _ in range(ctx.repeat)]
-    m, report = median_run(runs, lambda r: r[0].wall_s)
-    summary = _radar_summary(report)
-    label = "radar" if ctx.repeat == 1 else f"radar, median of {ctx.repeat}"
-    out.row(name, label, m, **summary, runs_wall_s=walls([r[0] for r in runs]))
-    farm = report["_farm"]
-    # Every run must qualify, not just the median one.
-    not_modified = min(_radar_summary(r)["sources"].get("not-modified", 0) for _, r in runs)
-    # A parse happens only on a 200 with a body: the farm sent none, every Source says 304.
-    parses = max(r["_farm"].get("200", 0) for _, r in runs)
-    out.notes.append(
-        f"re-run N={n}: farm answered {farm.get('304', 0)} x 304 and {parses} x 200 to "
-        f"{farm.get('conditional', 0)} conditional requests; report: {not_modified} of {n} "
-        f"Sources not-modified, created {report.get('created')}"
-    )
-    out.check(name, "radar re-run wall / radar cold wall", m.wall_s / cold_m.wall_s, 0.25, "<=")
-    out.check(name, "feeds parsed (farm 200 answers)", parses, 0, "<=")
-    out.check(name, "Sources not not-modified", n - not_modified, 0, "<=")
+    for n in ns:
+        name = f"2 unchanged re-run N={n}"
+        ws, cold_m, _ = ctx.radar_cold(n)
+        # Re-runs and floor runs alternate, as in scenario 1, so drift weighs on both alike.
+        runs, floors = [], []
+        for _ in range(ctx.repeat):
+            runs.append(ctx.collect(ws))
+            floors.append(ctx.floor())
+        m, report = ctx.reruns[n] = median_run(runs, _wall)
+        out.row(
+            name,
+            _label("radar", ctx.repeat),
+            m,
+            **_radar_summary(report),
+            runs_wall_s=walls([r[0] for r in runs]),
+        )
+        fm = median_run(floors, lambda f: f.wall_s)
+        out.row(name, _label("Dagster's floor", ctx.repeat), fm, runs_wall_s=walls(floors))
+        _check_rerun(out, name, n, runs)
+        metric = "radar re-run wall / Dagster's floor wall"
+        if n == max(ns):
+            out.check(name, metric, m.wall_s / fm.wall_s, 1.6, "<=")
+        else:
+            out.check(name, f"{metric}, info", m.wall_s / fm.wall_s, 1.6, "<=")
+        out.check(
+            name, "radar re-run wall / radar cold wall, info", m.wall_s / cold_m.wall_s, 0.25, "<="
+        )
+    n = max(ns)
     naive_out = ctx.workspace("naive-rerun").root / "out"
     naive_collect(naive_out, ctx.farm.urls(n), ctx.farm)  # its first run fills the folder
     nm, counts = naive_collect(naive_out, ctx.farm.urls(n), ctx.farm)
-    out.row(name, "naive (no validators)", nm, items=counts["written"], farm=counts["_farm"])
+    out.row(
+        f"2 unchanged re-run N={n}",
+        "naive (no validators)",
+        nm,
+        items=counts["written"],
+        farm=counts["_farm"],
+    )
     return out
+
+
+def _check_rerun(out: Outcome, name: str, n: int, runs: list[Run]) -> None:
+    """Every re-run, not just the median one, must have parsed nothing: a parse happens only
+    on a 200 with a body, so the farm sent none and every Source says not-modified."""
+    not_modified = min(_radar_summary(r)["sources"].get("not-modified", 0) for _, r in runs)
+    parses = max(r["_farm"].get("200", 0) for _, r in runs)
+    farm = runs[-1][1]["_farm"]
+    out.notes.append(
+        f"re-run N={n}: farm answered {farm.get('304', 0)} x 304 and {parses} x 200 to "
+        f"{farm.get('conditional', 0)} conditional requests (last run); every run: at least "
+        f"{not_modified} of {n} Sources not-modified"
+    )
+    out.check(name, "feeds parsed (farm 200 answers)", parses, 0, "<=")
+    out.check(name, "Sources not not-modified", n - not_modified, 0, "<=")
 
 
 def scale(ctx: Context, n: int) -> Outcome:
@@ -298,8 +398,8 @@ def scale(ctx: Context, n: int) -> Outcome:
             ws = fresh(k)
             write_sources(ws.vault, ctx.farm.urls(n))
             os.sync()  # the new vault's writeback is not the collection's to wait for
-            cold_m, report = radar_collect(ws, ctx.farm)
-            re_m, re_report = radar_collect(ws, ctx.farm)
+            cold_m, report = ctx.collect(ws)
+            re_m, re_report = ctx.collect(ws)
             what = label if ctx.repeat == 1 else f"{label}, run {k + 1}"
             _expect(out, name, f"created ({what})", report.get("created", 0), n * ITEMS_PER_FEED)
             _expect(out, name, f"created by the re-run ({what})", re_report.get("created", 0), 0)
@@ -369,6 +469,57 @@ def _ratio(value: float, base: float) -> float:
     """value / base; infinite (so the check fails) when the base is not positive (a re-run
     slower than its cold run leaves no per-item cost to compare against)."""
     return value / base if base > 0 else float("inf")
+
+
+def slope(ctx: Context, ns: list[int]) -> Outcome:
+    """7. Extra wall per extra Source, cold and re-run, from the smallest N to the largest
+    (medians): what each Source adds on top of the fixed cost, reported, not judged."""
+    out = Outcome()
+    small, large = min(ns), max(ns)
+    name = f"7 slope N={small} to N={large}"
+    if small == large:
+        out.notes.append(f"slope: one N ({small}) measured; it needs two (`--n 50,200`)")
+        return out
+    cold_small, cold_large = ctx.radar_cold(small)[1], ctx.radar_cold(large)[1]
+    re_small, re_large = ctx.radar_rerun(small)[0], ctx.radar_rerun(large)[0]
+    extra = large - small
+    for what, lo, hi in (("cold", cold_small, cold_large), ("re-run", re_small, re_large)):
+        per_source = (hi.wall_s - lo.wall_s) / extra
+        out.info(name, f"{what}: extra wall per extra Source, ms", per_source * 1000)
+        out.notes.append(
+            f"slope, {what}: {lo.wall_s:.2f} s at N={small}, {hi.wall_s:.2f} s at N={large}: "
+            f"{per_source * 1000:.1f} ms per extra Source (CPU "
+            f"{(hi.cpu_s - lo.cpu_s) / extra * 1000:.1f} ms)"
+        )
+    return out
+
+
+def workers(ctx: Context, n: int) -> Outcome:
+    """8. The parse workers pay for themselves: a cold collection of N Sources with Radar's
+    default parse pool vs `RADAR_PARSE_WORKERS=1` (parse in-process), in alternating fresh
+    vaults; default wall / workers=1 wall <= 1 (info)."""
+    out = Outcome()
+    name = f"8 parse workers, cold N={n}"
+    sides: dict[str, list[ColdRun]] = {f"{WORKERS_ENV}=1": [], "default workers": []}
+    for k in range(ctx.repeat):
+        sides[f"{WORKERS_ENV}=1"].append(ctx.radar_cold_once(n, k, workers=1))
+        sides["default workers"].append(ctx.radar_cold_once(n, k))
+    medians: list[Measured] = []
+    for label, runs in sides.items():
+        _, m, report = median_run(runs, lambda r: r[1].wall_s)
+        medians.append(m)
+        out.row(
+            name,
+            _label(f"radar, {label}", ctx.repeat),
+            m,
+            **_radar_summary(report),
+            runs_wall_s=walls([r[1] for r in runs]),
+        )
+        for _, _, each in runs:
+            _expect(out, name, f"created ({label})", each.get("created", 0), n * ITEMS_PER_FEED)
+    one, default = medians
+    out.check(name, "default wall / workers=1 wall, info", default.wall_s / one.wall_s, 1.0, "<=")
+    return out
 
 
 def rss(ctx: Context, n: int) -> Outcome:
@@ -471,7 +622,7 @@ def new_big_vault(ctx: Context) -> tuple[Workspace, Measured, dict[str, Any], fl
     started = time.perf_counter()
     generate_signals(ws.vault, ctx.signals)
     gen_s = time.perf_counter() - started
-    m, payload = radar_rebuild(ws)
+    m, payload = ctx.rebuild(ws)
     return ws, m, payload, gen_s
 
 
@@ -480,7 +631,7 @@ def _signal_id(i: int) -> str:
 
 
 def generate_signals(vault: Path, count: int) -> None:
-    """Write `count` Signal files in the format of core/signals.py, fast (no YAML dumper).
+    """Write `count` Signal files in the format of core/vault/signals.py, fast (no YAML dumper).
 
     They belong to the farm's Source ids (500 per Source at 100,000), so per-Source lookups
     meet real neighbours; titles, URLs, hashes and simhashes are distinct and random.
