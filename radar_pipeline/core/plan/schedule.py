@@ -3,9 +3,9 @@
 Pure functions of their arguments (the clock is always passed in as `now`), so the CLI's
 `--as-of` and the Dagster schedule make the same decisions. Every datetime is aware UTC.
 
-Recovery (docs/architecture.md, invariant 8) never replays missed ticks: an overdue Source gets one current
-check covering `max(lastSuccessAt, now - RECOVERY_CAP) - OVERLAP`, and the dedupe stage absorbs
-the overlap.
+Recovery (docs/architecture.md, invariant 8) never replays missed ticks: an overdue Source gets
+one current check covering `max(lastSuccessAt, now - RECOVERY_CAP) - OVERLAP`, and the dedupe
+stage absorbs the overlap.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ SIGNALS_DIR = Path("Radar") / "Signals"
 SIGNAL_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{16}$")
 TEMP_PREFIX = ".tmp-signal-"
 
-# Every provenance field a Signal must carry (docs/architecture.md, invariant 11); checks read this list.
+# Every provenance field a Signal must carry (docs/architecture.md, invariant 11); the checks
+# read this list.
 PROVENANCE_FIELDS = (
     "sourceId",
     "sourceItemId",
