@@ -24,7 +24,12 @@ from radar_pipeline.core.vault.facts import (
     facts_of_written,
     record_facts,
 )
-from radar_pipeline.core.vault.signals import SIGNALS_DIR, list_signal_ids, parse_signal_frontmatter
+from radar_pipeline.core.vault.signals import (
+    SIGNALS_DIR,
+    link_target,
+    list_signal_ids,
+    parse_signal_frontmatter,
+)
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +145,7 @@ def index_row_from_frontmatter(signal_id: str, fm: dict[str, Any]) -> tuple[Any,
         str(fm["contentHash"]),
         int(str(fm.get("simhash") or "0"), 16),
         parse_utc(str(fm["fetchedAt"])),
-        fm.get("duplicateCandidateOf") or None,
+        link_target(fm.get("duplicateCandidateOf")),
         (SIGNALS_DIR / f"{signal_id}.md").as_posix(),
     )
 
