@@ -65,6 +65,9 @@ ERROR_BODY_PEEK = 64 * 1024  # enough of an error page to spot a challenge and q
 MESSAGE_MAX = 300
 
 log = logging.getLogger(__name__)
+# One INFO record per Source fetched, carrying `radar_progress = ("fetch", None, total)` (None:
+# one more done); silent unless a handler listens (the CLI's progress bar on a terminal).
+progress_log = logging.getLogger("radar_pipeline.progress")
 
 
 @dataclass(frozen=True)
@@ -527,8 +530,17 @@ def fetch_many(
         return []
     workers = max(1, min(max_workers, len(requests)))
 
+    total = len(requests)
+
     def one(request: FetchRequest) -> FetchResult:
         result = _fetch_guarded(fetcher, request, now)
+        # A structured event per Source fetched: `radar` turns these into its progress bar.
+        progress_log.info(
+            "fetched %s: %s",
+            request.source_id,
+            result.outcome,
+            extra={"radar_progress": ("fetch", None, total)},
+        )
         if on_result is not None:
             try:
                 on_result(result)

@@ -32,6 +32,10 @@ from radar_pipeline.core.vault.signals import (
 )
 
 log = logging.getLogger(__name__)
+# Every PROGRESS_EVERY files read, an INFO record with `radar_progress = ("index", done,
+# total)`: the CLI's progress bar on a terminal; silent otherwise.
+progress_log = logging.getLogger("radar_pipeline.progress")
+PROGRESS_EVERY = 200
 
 # The signals table's columns in order, with their types (store.py, migration 1).
 SIGNAL_COLUMN_TYPES = (
@@ -164,7 +168,14 @@ def reconcile(con: duckdb.DuckDBPyConnection, vault: Path) -> IndexRepair:
     missing = sorted(on_disk - indexed)
     rows, unreadable = [], []
     facts: list[tuple[str, FactsKey, SignalFile]] = []
-    for signal_id in missing:
+    for done, signal_id in enumerate(missing, 1):
+        if done % PROGRESS_EVERY == 0 or done == len(missing):
+            progress_log.info(
+                "indexed %d of %d",
+                done,
+                len(missing),
+                extra={"radar_progress": ("index", done, len(missing))},
+            )
         path = vault / SIGNALS_DIR / f"{signal_id}.md"
         try:
             try:
