@@ -123,13 +123,15 @@ _ENTITY = {"<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93;", "`": "&#96;"}
 # Everything else is escaped only where Obsidian would act on it, so `C# 12: 50% faster` and
 # `*preview*` stay as written: a backslash is always doubled (it would escape what follows); a
 # run of two or more `=`, `%` or `~` (highlight, comment, strike or fence) has each character
-# backslash-escaped; `#` only where it could open a tag or a heading; `$` only when the text
+# backslash-escaped; `#` only where it would open a tag or a heading; `$` only when the text
 # holds two (math needs a pair); `&` only before an entity name; `^` only as a block id; `|`
 # only in a table's delimiter row; `:` only in a Dataview `key:: value` field; a line's first
 # character when it would start a list, a rule or a heading.
 _ESCAPES = str.maketrans(_ENTITY)
 _RUNS = re.compile(r"([=%~])\1+")
-_TAG_OR_HEADING = re.compile(r"(?:^|(?<=[^\w\\&]))#")  # `&#91;` is one of ours
+# A tag is `#` then a letter, digit, `_`, `-` or `/` after a space or punctuation (`C#`, `#[cfg]`
+# are none); a heading is `#` at the line's start before a space. `&#91;` is one of ours.
+_TAG_OR_HEADING = re.compile(r"(?:^|(?<=[^\w\\&]))#(?=[\w/-])|^#(?=[\s#]|$)")
 _ENTITY_LIKE = re.compile(r"&(?=#?[0-9A-Za-z]+;)")
 _BLOCK_ID = re.compile(r"(?:^|(?<=\s))\^(?=[0-9A-Za-z-]+\s*$)")
 _DELIMITER_ROW = re.compile(r"^[|:\-\s]*\|[|:\-\s]*$")
