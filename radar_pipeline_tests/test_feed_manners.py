@@ -120,3 +120,15 @@ def test_410_is_gone_for_good_and_needs_a_person(feed_server: FeedServer, fetche
     assert "blockedReason" not in manners_fields(missing)  # a 404 may be a publisher's slip
     unreachable = replace(missing, status=None)
     assert manners_fields(unreachable) == {}
+
+
+def test_the_publishers_delay_holds_the_next_check_back() -> None:
+    from datetime import timedelta
+
+    from radar_pipeline.core.plan.schedule import is_due
+
+    cadence, last = timedelta(hours=6), NOW - timedelta(hours=7)  # overdue by cadence
+    assert is_due("src", cadence, last, NOW)
+    assert not is_due("src", cadence, last, NOW, polite_until=NOW + timedelta(minutes=1))
+    assert is_due("src", cadence, last, NOW, polite_until=NOW)
+    assert not is_due("src", None, last, NOW, polite_until=None)  # manual stays manual
