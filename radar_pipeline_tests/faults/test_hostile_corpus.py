@@ -1,6 +1,7 @@
 """The feedparser test corpus served over loopback HTTP with its `Header:` lines, as Sources.
 
-Invariant 7 (docs/architecture.md) (one Source failing never stops the others; every failure has a class) and
+Invariant 7 (docs/architecture.md) (one Source failing never stops the others; every failure
+has a class) and
 "never a silent drop": every item the feed holds is a Signal or a rejection with a reason.
 """
 

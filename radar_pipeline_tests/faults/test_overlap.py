@@ -1,8 +1,8 @@
 """Overlapping collections: 4 `radar collect --all` plus one `--source` at once, repeated.
 
-Invariant 4 (docs/architecture.md) (no Signal written twice, even with two processes) and the store's single
-writer rule: no DuckDB lock error escapes, every process exits 0 (or 2 with classed failures)
-and a Source another process holds is reported `skipped` with reason `locked`.
+Invariant 4 (docs/architecture.md) (no Signal written twice, even with two processes) and the
+store's single writer rule: no DuckDB lock error escapes, every process exits 0 (or 2 with
+classed failures) and a Source another process holds is reported `skipped` with reason `locked`.
 """
 
 from __future__ import annotations

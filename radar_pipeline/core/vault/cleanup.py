@@ -1,4 +1,5 @@
-"""The weekly close: empty `Radar/Temporary Content/` and nothing else (docs/architecture.md, invariant 10).
+"""The weekly close: empty `Radar/Temporary Content/` and nothing else (docs/architecture.md,
+invariant 10).
 
 Full third-party text may live only in Temporary Content; closing the week deletes every entry
 in it and the evidence is a verified count of zero left behind. Nothing outside the folder is
