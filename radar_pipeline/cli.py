@@ -208,10 +208,11 @@ def _progress(stage: str, label: str) -> Iterator[None]:
         yield
         return
     from rich.console import Console
-    from rich.progress import Progress
+    from rich.progress import MofNCompleteColumn, Progress
 
     logger = logging.getLogger("radar_pipeline.progress")
-    with Progress(console=Console(stderr=True), transient=True) as progress:
+    columns = (*Progress.get_default_columns(), MofNCompleteColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         handler = _ProgressHandler(stage, progress, progress.add_task(label, total=None))
         level, propagate = logger.level, logger.propagate
         logger.addHandler(handler)
