@@ -24,7 +24,7 @@ filters:
     - 'entityType == "signal"'
 formulas:
   observed: 'if(observedOn, date(observedOn), "")'
-  collected: date(collectedOn)
+  collected: 'if(collectedOn, date(collectedOn), "")'
 properties:
   note.title:
     displayName: Title
@@ -46,11 +46,11 @@ views:
         - 'analysisState == "pending"'
     order:
       - file.name
-      - title
-      - source
+      - note.title
+      - note.source
       - formula.collected
       - formula.observed
-      - validationState
+      - note.validationState
     sort:
       - property: file.name
         direction: DESC
@@ -61,9 +61,9 @@ views:
         - duplicateCandidateOf.isTruthy()
     order:
       - file.name
-      - title
-      - duplicateCandidateOf
-      - source
+      - note.title
+      - note.duplicateCandidateOf
+      - note.source
       - formula.collected
     sort:
       - property: file.name
@@ -75,10 +75,10 @@ views:
       direction: ASC
     order:
       - file.name
-      - title
+      - note.title
       - formula.collected
       - formula.observed
-      - analysisState
+      - note.analysisState
     sort:
       - property: file.name
         direction: DESC
@@ -113,15 +113,15 @@ views:
     name: Source health
     order:
       - file.name
-      - enabled
-      - legalAssessment
-      - errorState
-      - blockedReason
-      - lastSuccessAt
-      - lastAttemptAt
-      - httpStatus
-      - backoffUntil
-      - permanentRedirect
+      - note.enabled
+      - note.legalAssessment
+      - note.errorState
+      - note.blockedReason
+      - note.lastSuccessAt
+      - note.lastAttemptAt
+      - note.httpStatus
+      - note.backoffUntil
+      - note.permanentRedirect
     sort:
       - property: note.errorState
         direction: DESC
@@ -135,20 +135,20 @@ views:
         - 'legalAssessment == "pending"'
     order:
       - file.name
-      - legalAssessment
-      - errorState
-      - blockedReason
-      - permanentRedirect
-      - url
+      - note.legalAssessment
+      - note.errorState
+      - note.blockedReason
+      - note.permanentRedirect
+      - note.url
   - type: table
     name: All Sources
     order:
       - file.name
-      - name
-      - role
-      - priority
-      - cadence
-      - url
+      - note.name
+      - note.role
+      - note.priority
+      - note.cadence
+      - note.url
       - formula.signals
 """
 
