@@ -17,8 +17,24 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
+# The closing lines say what happened and what to do next. A collection in which some Sources
+# failed (exit 2: offline, the production Sources do) still ran: make succeeds; only a collection
+# that could not run (exit 1) fails the target.
+RUN_VAULT := $(if $(RADAR_VAULT),$(RADAR_VAULT),data/vault)
 run: $(STAMP)
-	$(BIN)/radar collect --all
+	@$(BIN)/radar collect --all; code=$$?; echo; \
+	if [ $$code -eq 0 ]; then \
+	  echo "Done: every Source checked passed. The Signals are notes in $(RUN_VAULT)/Radar/Signals."; \
+	elif [ $$code -eq 2 ]; then \
+	  echo "Done, with failed Sources (listed above with their error; offline, every production"; \
+	  echo "Source fails with class network and the fixture Source still yields its Signal)."; \
+	  echo "They are retried after their backoff: run make run again later, or see .venv/bin/radar dlq list."; \
+	else \
+	  echo "The collection did not run: the radar line above says why and what to fix."; exit $$code; \
+	fi; \
+	echo "Next: open $(RUN_VAULT) as a vault in Obsidian; Radar/Signals.base lists the new Signals to review,"; \
+	echo "Radar/Sources.base the health of each Source. make ui shows the runs; add feeds with"; \
+	echo ".venv/bin/radar sources import FILE.opml (they wait for legalAssessment: approved)."
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check radar_pipeline radar_pipeline_tests $(wildcard benchmarks/*.py)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from radar_pipeline import __version__
 from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.config import REPO_ROOT, RadarPaths, default_dagster_home
 from radar_pipeline.core.errors import RadarError
@@ -28,6 +31,14 @@ class UsageError(Exception):
     """Bad input on the command line: one clear line on stderr, exit 1."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the contract's usage errors: one line on stderr and exit 1 (2 means "a
+    Source failed"), never the usage block or a traceback."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -39,36 +50,113 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
 
 
+_FORMAT = argparse.RawDescriptionHelpFormatter
+JSON_HELP = "print one JSON object (the contract's shape) instead of text"
+AS_OF_HELP = "ISO-8601 time replacing the clock for every decision (simulation, tests)"
+
+
+def _command(sub: Any, name: str, summary: str, *examples: str) -> argparse.ArgumentParser:
+    """A sub-command whose --help ends with its examples."""
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=summary, description=summary, epilog=epilog, formatter_class=_FORMAT
+    )
+    return parser
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="radar", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(
+        prog="radar",
+        description=__doc__,
+        formatter_class=_FORMAT,
+        epilog="examples:\n  radar collect --all\n  radar sources import feeds.opml\n"
+        "  radar report --json\n\nRADAR_VAULT, RADAR_DB, DAGSTER_HOME and "
+        "RADAR_USER_AGENT_CONTACT are read from the environment (README.md).",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"radar {__version__}", help="print the version"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sources = sub.add_parser("sources", help="the Source Registry")
-    sources_sub = sources.add_subparsers(dest="action", required=True)
-    validate = sources_sub.add_parser("validate", help="validate every Source file")
-    validate.add_argument("--json", action="store_true")
+    sources = _command(
+        sub, "sources", "the Source Registry", "radar sources validate", "radar sources export"
+    )
+    sources_sub = sources.add_subparsers(dest="action", required=True, metavar="ACTION")
+    validate = _command(
+        sources_sub,
+        "validate",
+        "validate every Source file (exit 1 on any issue)",
+        "radar sources validate --json",
+    )
+    validate.add_argument("--json", action="store_true", help=JSON_HELP)
     validate.set_defaults(handler=cmd_sources_validate)
+    imp = _command(
+        sources_sub,
+        "import",
+        "one pending Source note per feed of an OPML file (never fetched until approved)",
+        "radar sources import ~/Downloads/feeds.opml",
+        "radar sources import feeds.opml --json",
+    )
+    imp.add_argument("file", metavar="FILE", help="an OPML file (a feed reader's export)")
+    imp.add_argument("--json", action="store_true", help=JSON_HELP)
+    imp.set_defaults(handler=cmd_sources_import)
+    exp = _command(
+        sources_sub,
+        "export",
+        "OPML 2.0 of every valid Source",
+        "radar sources export > radar.opml",
+        "radar sources export --output radar.opml",
+    )
+    exp.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
+    exp.set_defaults(handler=cmd_sources_export)
 
-    collect = sub.add_parser("collect", help="one collection (default: due Sources)")
-    collect.add_argument("--source", action="append", default=[], metavar="ID")
-    collect.add_argument("--all", action="store_true", help="every eligible Source now")
-    collect.add_argument("--as-of", metavar="TS", help="ISO-8601 time replacing the clock")
-    collect.add_argument("--json", action="store_true")
+    collect = _command(
+        sub,
+        "collect",
+        "one collection: the due Sources (default), all eligible ones, or the named ones",
+        "radar collect",
+        "radar collect --all --json",
+        "radar collect --source openai-news --source react-blog",
+    )
+    collect.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="check exactly this Source now (repeatable; gates and minIntervalSeconds apply)",
+    )
+    collect.add_argument(
+        "--all", action="store_true", help="every eligible Source now, manual ones included"
+    )
+    collect.add_argument("--as-of", metavar="TS", help=AS_OF_HELP)
+    collect.add_argument("--json", action="store_true", help=JSON_HELP)
     collect.set_defaults(handler=cmd_collect)
 
-    cleanup = sub.add_parser("cleanup", help="close the weekly cycle: empty Temporary Content")
-    cleanup.add_argument("--as-of", metavar="TS", help="ISO-8601 time replacing the clock")
-    cleanup.add_argument("--json", action="store_true")
+    cleanup = _command(
+        sub,
+        "cleanup",
+        "close the weekly cycle now: empty Temporary Content",
+        "radar cleanup",
+        "radar cleanup --as-of 2026-12-07T00:00:00Z --json",
+    )
+    cleanup.add_argument("--as-of", metavar="TS", help=AS_OF_HELP)
+    cleanup.add_argument("--json", action="store_true", help=JSON_HELP)
     cleanup.set_defaults(handler=cmd_cleanup)
 
-    report = sub.add_parser("report", help="the evidence snapshot")
-    report.add_argument("--json", action="store_true")
+    report = _command(sub, "report", "the evidence snapshot", "radar report", "radar report --json")
+    report.add_argument("--json", action="store_true", help=JSON_HELP)
     report.set_defaults(handler=cmd_report)
 
-    idx = sub.add_parser("index", help="the DuckDB Signal index")
-    idx_sub = idx.add_subparsers(dest="action", required=True)
-    rebuild = idx_sub.add_parser("rebuild", help="rebuild the Signal index from the vault")
-    rebuild.add_argument("--json", action="store_true")
+    idx = _command(sub, "index", "the DuckDB Signal index", "radar index rebuild")
+    idx_sub = idx.add_subparsers(dest="action", required=True, metavar="ACTION")
+    rebuild = _command(
+        idx_sub,
+        "rebuild",
+        "rebuild the Signal index from the vault's Signal files",
+        "radar index rebuild",
+        "radar index rebuild --json",
+    )
+    rebuild.add_argument("--json", action="store_true", help=JSON_HELP)
     rebuild.set_defaults(handler=cmd_index_rebuild)
     _add_dlq_parser(sub)
     return parser
@@ -91,6 +179,51 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
         print(json.dumps(payload, indent=2, sort_keys=False))
     else:
         print(text)
+
+
+class _ProgressHandler(logging.Handler):
+    """Advances a rich progress bar from the `radar_progress` records of one stage (see
+    core/acquire/fetch.py and core/vault/index.py)."""
+
+    def __init__(self, stage: str, progress: Any, task: Any) -> None:
+        super().__init__(logging.INFO)
+        self.stage, self.progress, self.task = stage, progress, task
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = getattr(record, "radar_progress", None)
+        if not event or event[0] != self.stage:
+            return
+        _, done, total = event
+        if done is None:
+            self.progress.update(self.task, total=total, advance=1)
+        else:
+            self.progress.update(self.task, total=total, completed=done)
+
+
+@contextlib.contextmanager
+def _progress(stage: str, label: str) -> Iterator[None]:
+    """A progress bar on stderr while the block runs, only when stderr is a terminal (pipes,
+    logs and `--json` consumers see nothing of it); gone when the block ends."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import MofNCompleteColumn, Progress
+
+    logger = logging.getLogger("radar_pipeline.progress")
+    columns = (*Progress.get_default_columns(), MofNCompleteColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        handler = _ProgressHandler(stage, progress, progress.add_task(label, total=None))
+        level, propagate = logger.level, logger.propagate
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+            logger.propagate = propagate
 
 
 def _dagster_home() -> Path:
@@ -143,6 +276,48 @@ def cmd_sources_validate(args: argparse.Namespace) -> int:
     return EXIT_ERROR if payload["issues"] else EXIT_OK
 
 
+def cmd_sources_import(args: argparse.Namespace) -> int:
+    """OPML in: new pending Source notes (vault set-up, no pipeline work: nothing is fetched)."""
+    from radar_pipeline.core.registry.opml import import_opml
+    from radar_pipeline.core.registry.sources import load_registry
+    from radar_pipeline.core.vault.bases import ensure_bases
+
+    source = Path(args.file)
+    try:
+        data = source.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"sources import: cannot read {args.file}: {exc.strerror}") from exc
+    vault = RadarPaths.from_env().vault
+    ensure_bases(vault)
+    result = import_opml(vault, data, load_registry(vault), datetime.now(UTC), source.name)
+    lines = [f"imported {r['id']:<28} {r['path']}  {r['url']}" for r in result.imported]
+    lines += [f"skipped  {r['url']}: {r['reason']}" for r in result.skipped]
+    lines.append(
+        f"{len(result.imported)} Sources imported as legalAssessment: pending (not collected "
+        f"until a person approves each one), {len(result.skipped)} skipped"
+    )
+    _emit(args, result.to_json(), "\n".join(lines))
+    return EXIT_OK
+
+
+def cmd_sources_export(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.registry.opml import export_opml
+    from radar_pipeline.core.registry.sources import load_registry
+
+    opml = export_opml(load_registry(RadarPaths.from_env().vault), datetime.now(UTC))
+    if not args.output:
+        sys.stdout.write(opml.decode("utf-8"))
+        return EXIT_OK
+    target = Path(args.output)
+    try:
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_bytes(opml)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise UsageError(f"sources export: cannot write {args.output}: {exc.strerror}") from exc
+    return EXIT_OK
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     as_of = _as_of(args.as_of)
     if args.source and args.all:
@@ -155,11 +330,19 @@ def cmd_collect(args: argparse.Namespace) -> int:
     # Open the store first: a broken or unusable DuckDB file is one clear line, not a failed
     # Dagster run with a stack trace.
     Store(paths.db).schema_version()
+    from radar_pipeline.core.vault.bases import ensure_bases
+
+    # Vault set-up, before the run: the shipped views, created once (docs/obsidian.md).
+    views = ensure_bases(paths.vault)
     defs, instance = dagster_definitions(), dagster_instance()
-    report = launch_collection(
-        defs, instance, paths, mode, tuple(args.source), as_of, trigger="cli"
-    )
-    _emit(args, report, _collect_text(report))
+    with _progress("fetch", "checking Sources"):
+        report = launch_collection(
+            defs, instance, paths, mode, tuple(args.source), as_of, trigger="cli"
+        )
+    text = _collect_text(report)
+    if views:
+        text += "\nnew Obsidian views: " + ", ".join(v.as_posix() for v in views)
+    _emit(args, report, text)
     return EXIT_SOURCE_FAILED if report["failed"] else EXIT_OK
 
 
@@ -217,7 +400,8 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
     store = Store(paths.db)
     # A file that is not a DuckDB database is kept under another name, never deleted.
     moved = move_aside_if_not_duckdb(paths.db, now)
-    repair = index.rebuild(store, paths.vault)
+    with _progress("index", "indexing Signal files"):
+        repair = index.rebuild(store, paths.vault)
     rekey = repair.rekey
     payload = {
         "indexed": repair.indexed,
@@ -244,19 +428,28 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
 
 
 def _add_dlq_parser(sub: Any) -> None:
-    dlq = sub.add_parser("dlq", help="dead letters: failed checks awaiting a decision")
-    dlq_sub = dlq.add_subparsers(dest="action", required=True)
-    listing = dlq_sub.add_parser("list", help="every dead letter with its status")
-    listing.add_argument("--json", action="store_true")
+    dlq = _command(
+        sub,
+        "dlq",
+        "dead letters: failed checks awaiting a decision",
+        "radar dlq list",
+        "radar dlq replay 3",
+        "radar dlq dismiss 3",
+    )
+    dlq_sub = dlq.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = _command(
+        dlq_sub, "list", "every dead letter with its status", "radar dlq list --json"
+    )
+    listing.add_argument("--json", action="store_true", help=JSON_HELP)
     listing.set_defaults(handler=cmd_dlq_list)
     for name, handler, text in (
         ("replay", cmd_dlq_replay, "check that Source now and record `replayed`"),
         ("dismiss", cmd_dlq_dismiss, "record `dismissed` (the dead letter is kept)"),
     ):
-        action = dlq_sub.add_parser(name, help=text)
-        action.add_argument("id", metavar="ID")
-        action.add_argument("--as-of", metavar="TS", help="ISO-8601 time replacing the clock")
-        action.add_argument("--json", action="store_true")
+        action = _command(dlq_sub, name, text, f"radar dlq {name} 3")
+        action.add_argument("id", metavar="ID", help="the dead letter's id (radar dlq list)")
+        action.add_argument("--as-of", metavar="TS", help=AS_OF_HELP)
+        action.add_argument("--json", action="store_true", help=JSON_HELP)
         action.set_defaults(handler=handler)
 
 

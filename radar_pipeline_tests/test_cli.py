@@ -71,3 +71,42 @@ def test_sources_validate_json(radar_env: dict[str, Path]) -> None:
         for i in payload["issues"]
     )
     assert payload["sources"] == []
+
+
+def test_version_help_and_usage_errors(radar_env: dict[str, Path]) -> None:
+    from radar_pipeline import __version__
+
+    version = radar("--version", env=radar_env)
+    assert (version.returncode, version.stdout.strip()) == (0, f"radar {__version__}")
+    for args in (
+        ("collect", "--bad-flag"),
+        ("collect", "--as-of"),
+        ("sources", "import"),
+        ("dlq", "replay"),
+        ("nonsense",),
+        (),
+    ):
+        proc = radar(*args, env=radar_env)
+        assert proc.returncode == 1, (
+            args,
+            proc.returncode,
+        )  # never 2: that means "a Source failed"
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("radar"), (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and proc.stdout == ""
+    for command in (
+        (),
+        ("collect",),
+        ("sources", "import"),
+        ("sources", "export"),
+        ("index", "rebuild"),
+        ("dlq", "replay"),
+        ("cleanup",),
+        ("report",),
+    ):
+        proc = radar(*command, "--help", env=radar_env)
+        assert proc.returncode == 0, command
+        assert "examples:\n  radar " in proc.stdout, command
+        options = [line for line in proc.stdout.splitlines() if line.startswith("  --")]
+        # Every option has its line of help (argparse wraps a bare flag with no text).
+        assert all(len(line.split(None, 2)) >= 2 for line in options), (command, options)

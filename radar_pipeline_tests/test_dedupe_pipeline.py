@@ -25,7 +25,7 @@ from radar_pipeline.core.identity.keys import hamming64, simhash64
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault import index
-from radar_pipeline.core.vault.signals import read_signal_frontmatter
+from radar_pipeline.core.vault.signals import link_target, read_signal_frontmatter
 from radar_pipeline_tests.conftest import CORPUS_REAL
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
@@ -48,11 +48,15 @@ def query(env: dict[str, Path], sql: str, params: list[Any] | None = None) -> li
 
 
 def snapshot(vault: Path) -> dict[str, bytes]:
-    """Every file in the vault (Sources excluded: their health keys change by design)."""
+    """Every file in the vault (Sources excluded: their health keys change by design; the
+    `.base` views too: `radar collect` creates them once)."""
     return {
         p.relative_to(vault).as_posix(): p.read_bytes()
         for p in sorted(vault.rglob("*"))
-        if p.is_file() and "Sources" not in p.parts and ".radar" not in p.parts
+        if p.is_file()
+        and "Sources" not in p.parts
+        and ".radar" not in p.parts
+        and p.suffix != ".base"
     }
 
 
@@ -289,7 +293,7 @@ def test_weekly_release_notes_same_day_are_two_signals_flagged(
     signals = by_item_id(vault)
     first_id = signals["w1"][1]["id"]
     assert signals["w1"][1]["duplicateCandidateOf"] is None
-    assert signals["w2"][1]["duplicateCandidateOf"] == first_id
+    assert signals["w2"][1]["duplicateCandidateOf"] == f"[[{first_id}]]"  # a link (issue 19)
     assert query(
         radar_env, "SELECT duplicate_candidate_of FROM signals WHERE source_item_id = 'w2'"
     ) == [(first_id,)]
@@ -298,7 +302,7 @@ def test_weekly_release_notes_same_day_are_two_signals_flagged(
     serve(radar_env, feed_server, "weekly", rss([week1, week2, week3]))
     later = collect(radar_env, LATER)
     assert (later["created"], later["reused"], later["duplicates"]) == (1, 2, 0)
-    assert by_item_id(vault)["w3"][1]["duplicateCandidateOf"] == first_id
+    assert by_item_id(vault)["w3"][1]["duplicateCandidateOf"] == f"[[{first_id}]]"
 
 
 def test_title_only_items_with_equal_titles_are_not_merged(
@@ -319,13 +323,13 @@ def test_title_only_items_with_equal_titles_are_not_merged(
     report = collect(radar_env)
     assert (report["created"], report["duplicates"]) == (2, 0)
     signals = {k: fm for k, (_, fm) in by_item_id(vault).items()}
-    assert signals["n2"]["duplicateCandidateOf"] == signals["n1"]["id"]
+    assert signals["n2"]["duplicateCandidateOf"] == f"[[{signals['n1']['id']}]]"
     # A later third one with the same bare title: created too, flagged against the first.
     bare.append({**bare[0], "guid": "n3", "link": "https://example.com/n3"})
     serve(radar_env, feed_server, "bare", rss(bare))
     later = collect(radar_env, LATER)
     assert (later["created"], later["reused"], later["duplicates"]) == (1, 2, 0)
-    assert by_item_id(vault)["n3"][1]["duplicateCandidateOf"] == signals["n1"]["id"]
+    assert by_item_id(vault)["n3"][1]["duplicateCandidateOf"] == f"[[{signals['n1']['id']}]]"
 
 
 LONG = "Cloudflare launches a new edge cache for everyone. " + " ".join(
@@ -354,8 +358,8 @@ def test_simhash_near_item_from_another_source_is_flagged(
     news = {
         fm["sourceItemId"]: fm for _, fm in by_item_id(vault).values() if fm["sourceId"] == "news"
     }
-    assert news["orig"]["duplicateCandidateOf"] == orig_fm["id"]
-    assert news["mirror"]["duplicateCandidateOf"] == orig_fm["id"]
+    assert news["orig"]["duplicateCandidateOf"] == f"[[{orig_fm['id']}]]"
+    assert news["mirror"]["duplicateCandidateOf"] == f"[[{orig_fm['id']}]]"
 
 
 def test_near_items_of_two_sources_in_one_collection(
@@ -369,7 +373,7 @@ def test_near_items_of_two_sources_in_one_collection(
     flags = {fm["sourceId"]: fm for _, fm in by_item_id(vault).values()}
     first, second = sorted(flags.values(), key=lambda fm: str(fm["sourceId"]))
     # Exactly one of them points at the other (whichever was decided second).
-    pointers = {fm["id"]: fm["duplicateCandidateOf"] for fm in flags.values()}
+    pointers = {fm["id"]: link_target(fm["duplicateCandidateOf"]) for fm in flags.values()}
     assert sorted(v is None for v in pointers.values()) == [False, True]
     [(flagged, target)] = [(k, v) for k, v in pointers.items() if v is not None]
     assert target in pointers and target != flagged

@@ -152,8 +152,15 @@ def test_hostile_items_become_inert_signals_at_their_normal_paths(
         header = text[4 : text.index("\n---\n", 4) + 1]
         assert yaml.safe_load(header) == fm  # any YAML reader gets the same values
         assert fm["id"] == path.stem
+        # The only links in a Signal's raw text are the two the pipeline makes (issue 19): the
+        # Source note and, when flagged, the earlier Signal; every other line stays inert.
+        assert fm["source"] == "[[hostile]]"
+        assert fm["duplicateCandidateOf"] in (None, "") or re.fullmatch(
+            r"\[\[\d{8}T\d{6}Z-[0-9a-f]{16}\]\]", fm["duplicateCandidateOf"]
+        )
+        third_party = re.sub(r"(?m)^(source|duplicateCandidateOf): '\[\[[^\]]+\]\]'$", "", text)
         for name, pattern in LIVE_PATTERNS.items():
-            assert not pattern.search(text), (name, path.name, pattern.search(text))
+            assert not pattern.search(third_party), (name, path.name, pattern.search(third_party))
         assert len(text) < 12_000, path.name  # long fields are bounded
         assert isinstance(fm["title"], str) and "\n" not in fm["title"]
         seen_guids.add(fm["sourceItemId"])

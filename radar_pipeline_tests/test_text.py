@@ -78,8 +78,14 @@ def test_inert_markdown_has_nothing_live(value: str) -> None:
 
 
 def test_inert_markdown_still_reads_as_text() -> None:
+    # Only what Obsidian would act on is escaped: `#` after a letter is no tag, one `%` no
+    # comment, `*emphasis*` only formatting (issue 19: `C\\# 12: 50\\% faster` read badly).
     text = "GitHub's new feature (beta): 50% faster"
-    assert inert_markdown(text) == "GitHub's new feature (beta): 50\\% faster"
+    assert inert_markdown(text) == text
+    assert inert_markdown("C# 12: *preview*, 3 = 3") == "C# 12: *preview*, 3 = 3"
+    assert inert_markdown("#tag and %%c%% ==h==") == "\\#tag and \\%\\%c\\%\\% \\=\\=h\\=\\="
+    assert inert_markdown("$5 or $6") == "\\$5 or \\$6"  # a pair could open math
+    assert inert_markdown("AT&T &amp;") == "AT&T \\&amp;"  # an entity name reads as written
     assert inert_markdown("a < b > c") == "a &lt; b &gt; c"
     assert inert_markdown("1. first\n- item") == "1\\. first\n\\- item"
     assert inert_markdown("C:\\path") == "C:\\\\path"

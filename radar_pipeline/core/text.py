@@ -120,9 +120,23 @@ def _truncate(text: str, max_len: int) -> str:
 # Characters a raw-text scanner (Obsidian links/embeds, Templater, Dataview) or HTML would act
 # on become entities: they render as the same character but the raw note never contains them.
 _ENTITY = {"<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93;", "`": "&#96;"}
-# Markdown punctuation is backslash-escaped: CommonMark renders an escaped ASCII punctuation
-# character literally, so emphasis, highlights, tags, math, comments and tables cannot form.
-_BACKSLASH = frozenset("\\*_~=$%#|^&")
+# Everything else is escaped only where Obsidian would act on it, so `C# 12: 50% faster` and
+# `*preview*` stay as written: a backslash is always doubled (it would escape what follows); a
+# run of two or more `=`, `%` or `~` (highlight, comment, strike or fence) has each character
+# backslash-escaped; `#` only where it would open a tag or a heading; `$` only when the text
+# holds two (math needs a pair); `&` only before an entity name; `^` only as a block id; `|`
+# only in a table's delimiter row; `:` only in a Dataview `key:: value` field; a line's first
+# character when it would start a list, a rule or a heading.
+_ESCAPES = str.maketrans(_ENTITY)
+_RUNS = re.compile(r"([=%~])\1+")
+# A tag is `#` then a letter, digit, `_`, `-` or `/` after a space or punctuation (`C#`, `#[cfg]`
+# are none); a heading is `#` at the line's start before a space. `&#91;` is one of ours.
+_TAG_OR_HEADING = re.compile(r"(?:^|(?<=[^\w\\&]))#(?=[\w/-])|^#(?=[\s#]|$)")
+_ENTITY_LIKE = re.compile(r"&(?=#?[0-9A-Za-z]+;)")
+_BLOCK_ID = re.compile(r"(?:^|(?<=\s))\^(?=[0-9A-Za-z-]+\s*$)")
+_DELIMITER_ROW = re.compile(r"^[|:\-\s]*\|[|:\-\s]*$")
+_DOUBLE_COLON = re.compile(r":(?=:)")
+_LINE_START = re.compile(r"^(?:[-+*](?=\s|$)|[-_*=]{3,}|=+\s*$)")
 _ORDERED_MARKER = re.compile(r"^(\d+)([.)])")
 
 
@@ -131,22 +145,31 @@ def inert_markdown(value: str) -> str:
 
     No code fences or spans (so no dataview/dataviewjs block or inline query), no Templater
     `<%`, no HTML, no wikilinks/embeds or Markdown links, no tags, inline fields (`::`),
-    highlights, comments, lists or headings; rendered, it reads as the original text.
+    highlights, comments, math, lists or headings; rendered, it reads as the original text,
+    and the raw note escapes only what Obsidian would act on.
     """
-    lines = [_escape_line(line.strip()) for line in value.split("\n")]
-    return "\n".join(lines)
+    math = value.count("$") >= 2
+    return "\n".join(_escape_line(line.strip(), math) for line in value.split("\n"))
 
 
-_ESCAPES = str.maketrans({**_ENTITY, **{ch: "\\" + ch for ch in _BACKSLASH}})
-_DOUBLE_COLON = re.compile(r":(?=:)")
-
-
-def _escape_line(line: str) -> str:
-    escaped = line.translate(_ESCAPES)
+def _escape_line(line: str, math: bool) -> str:
+    escaped = line.replace("\\", "\\\\")
+    if "&" in escaped:
+        escaped = _ENTITY_LIKE.sub(r"\\&", escaped)  # `&amp;` in the text reads as `&amp;`
+    escaped = escaped.translate(_ESCAPES)
+    escaped = _RUNS.sub(lambda m: "".join("\\" + ch for ch in m.group()), escaped)
+    if "#" in escaped:
+        escaped = _TAG_OR_HEADING.sub(r"\\#", escaped)
+    if math:
+        escaped = escaped.replace("$", "\\$")
+    if "^" in escaped:
+        escaped = _BLOCK_ID.sub(r"\\^", escaped)
+    if "|" in escaped and _DELIMITER_ROW.match(escaped):
+        escaped = escaped.replace("|", "\\|")
     if "::" in escaped:
         escaped = _DOUBLE_COLON.sub(":\\\\", escaped)  # breaks Dataview `key:: value` fields
-    if escaped[:1] in ("-", "+"):
-        escaped = "\\" + escaped  # would start a list or thematic break
+    if _LINE_START.match(escaped):
+        escaped = "\\" + escaped  # would start a list, a rule or a setext heading
     match = _ORDERED_MARKER.match(escaped)
     if match:  # an ordered-list marker
         escaped = f"{match.group(1)}\\{match.group(2)}{escaped[match.end() :]}"
@@ -174,3 +197,41 @@ def inert_property(value: str) -> str:
         return value
     flat = " ".join(_strip_invisible(value).split())
     return _LIVE_IN_PROPERTY.sub(lambda m: _PROPERTY_LOOKALIKE[m.group()], flat)
+
+
+# Obsidian cannot link to a note whose name holds these (nor would a link survive them).
+_NOT_IN_LINK = re.compile(r"[\[\]|#^<>%`\\:\x00-\x1f\x7f]")
+
+
+def wikilink(note_name: str) -> str | None:
+    """`[[note_name]]` for a property that Obsidian shows as a link, or None when the name
+    (a file name in the vault, never feed text) holds anything a link cannot carry."""
+    if not note_name.strip() or _NOT_IN_LINK.search(note_name) or note_name != note_name.strip():
+        return None
+    return f"[[{note_name}]]"
+
+
+# Kept in a link destination: RFC 3986's unreserved and reserved characters minus those a raw
+# note scanner or Markdown acts on (`[`, `]`, `(`, `)`, `$`, `*`); a `%` only as an escape.
+_URL_KEEP = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#@!&'+,;="
+)
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+def link_destination(url: str) -> str | None:
+    """`url` percent-encoded for a Markdown link destination (the same address, nothing in it
+    that Obsidian, Templater or Dataview act on), or None unless it is an http(s) URL."""
+    if not re.match(r"(?i)https?://[^/\s]", url):
+        return None
+    out: list[str] = []
+    i = 0
+    while i < len(url):
+        ch = url[i]
+        if ch == "%" and _PERCENT_ESCAPE.match(url, i):
+            out.append(url[i : i + 3].upper())
+            i += 3
+            continue
+        out.append(ch if ch in _URL_KEEP else "".join(f"%{b:02X}" for b in ch.encode()))
+        i += 1
+    return "".join(out)

@@ -31,6 +31,7 @@ from types import TracebackType
 
 import httpx
 
+from radar_pipeline import __version__
 from radar_pipeline.core.acquire.address_policy import (
     PolicyTransport,
     check_url,
@@ -57,14 +58,24 @@ FEED_MEDIA_TYPES = frozenset(
     }
 )
 CHALLENGE_MARKERS = (b"just a moment...", b"cf-chl", b"challenge-platform", b"captcha")
+# JSON Feed is not advertised: the parse stage reads RSS, Atom and RDF (a JSON Feed a server
+# sends anyway is still recognised as a feed and handed to the parser).
 ACCEPT = (
-    "application/rss+xml, application/atom+xml, application/feed+json;q=0.9, "
-    "application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5"
+    "application/rss+xml, application/atom+xml, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5"
 )
+PERMANENT_REDIRECTS = frozenset({301, 308})
+# The longest a publisher's Cache-Control max-age or RSS <ttl> may hold the next check back:
+# a day, so the daily unconditional fetch (docs/architecture.md, invariant 6) still happens.
+POLITE_DELAY_CAP_S = 86_400
+USER_AGENT_CONTACT_ENV = "RADAR_USER_AGENT_CONTACT"
+PROJECT_URL = "https://github.com/radar-pipeline/radar-pipeline"
 ERROR_BODY_PEEK = 64 * 1024  # enough of an error page to spot a challenge and quote it
 MESSAGE_MAX = 300
 
 log = logging.getLogger(__name__)
+# One INFO record per Source fetched, carrying `radar_progress = ("fetch", None, total)` (None:
+# one more done); silent unless a handler listens (the CLI's progress bar on a terminal).
+progress_log = logging.getLogger("radar_pipeline.progress")
 
 
 @dataclass(frozen=True)
@@ -76,7 +87,7 @@ class FetchSettings:
     deadline_s: float = 20.0  # overall per check, includes drip-feeding servers
     max_bytes: int = 2_000_000  # counted while streaming, AFTER decompression
     max_redirects: int = 5
-    user_agent: str = "RadarPipeline/0.1 (+https://github.com/radar-pipeline/radar-pipeline)"
+    user_agent: str = f"RadarPipeline/{__version__} (+{PROJECT_URL})"
     allowed_private_hosts: frozenset[str] = frozenset()
     max_retry_after_s: float = 6 * 3600
 
@@ -86,7 +97,20 @@ class FetchSettings:
         env = os.environ if environ is None else environ
         raw = env.get("RADAR_ALLOWED_PRIVATE_HOSTS", "")
         hosts = frozenset(normalise_host(h) for h in raw.split(",") if h.strip())
-        return cls(allowed_private_hosts=hosts)
+        return cls(
+            allowed_private_hosts=hosts,
+            user_agent=user_agent(env.get(USER_AGENT_CONTACT_ENV, "")),
+        )
+
+
+def user_agent(contact: str) -> str:
+    """Our User-Agent, naming `contact` (RADAR_USER_AGENT_CONTACT: an e-mail address or URL a
+    publisher can reach the vault's owner at) when given. Anything but printable ASCII, and the
+    parentheses and semicolons that structure the header, become spaces; at most 200 characters."""
+    cleaned = "".join(ch if " " <= ch <= "~" and ch not in "();\\" else " " for ch in contact)
+    cleaned = " ".join(cleaned.split())[:200]
+    base = f"RadarPipeline/{__version__} (+{PROJECT_URL}"
+    return f"{base}; contact: {cleaned})" if cleaned else f"{base})"
 
 
 @dataclass
@@ -103,6 +127,9 @@ class _Progress:
     etag: str | None = None
     last_modified: str | None = None
     bytes_received: int = 0
+    cache_max_age_s: int | None = None
+    permanent_redirect: str | None = None  # the last hop of the unbroken 301/308 chain
+    permanent_chain: bool = True  # every hop so far was permanent
 
 
 class Fetcher:
@@ -213,6 +240,11 @@ class Fetcher:
                         limit = self.settings.max_redirects
                         raise FetchError("policy", f"too many redirects (more than {limit})")
                     url = _join(url, location)
+                    # Only a chain of permanent hops from the Source's own URL says "update the
+                    # URL"; a temporary hop in between makes what follows temporary too.
+                    progress.permanent_chain &= response.status_code in PERMANENT_REDIRECTS
+                    if progress.permanent_chain:
+                        progress.permanent_redirect = str(url)
                     continue
                 return self._conclude(request, now, progress, response)
             finally:
@@ -239,6 +271,7 @@ class Fetcher:
         progress.content_type = response.headers.get("content-type")
         progress.etag = response.headers.get("etag")
         progress.last_modified = response.headers.get("last-modified")
+        progress.cache_max_age_s = cache_max_age(response.headers.get_list("cache-control"))
         if status == 304 and progress.conditional:
             return _not_modified(request, now, progress)
         if not 200 <= status < 300:
@@ -455,6 +488,37 @@ def _join(base: httpx.URL, location: str) -> httpx.URL:
         raise FetchError("policy", "redirect to an invalid URL") from exc
 
 
+def cache_max_age(values: Sequence[str]) -> int | None:
+    """Cache-Control's max-age in seconds (None when absent or malformed). `no-store` and
+    `no-cache` ask for no delay at all: 0."""
+    directives = [d.strip().lower() for v in values for d in v.split(",") if d.strip()]
+    if any(d in ("no-store", "no-cache") for d in directives):
+        return 0
+    for directive in directives:
+        name, _, value = directive.partition("=")
+        if name.strip() == "max-age":
+            value = value.strip().strip('"')
+            return int(value) if value.isdigit() else None
+    return None
+
+
+_TTL = re.compile(rb"<ttl>\s*(\d{1,7})\s*</ttl>")
+
+
+def feed_ttl(body: bytes) -> int | None:
+    """An RSS channel's <ttl> (minutes) in seconds, from the head of the body, or None."""
+    match = _TTL.search(body[:ERROR_BODY_PEEK])
+    return int(match.group(1)) * 60 if match else None
+
+
+def polite_delay_s(result: FetchResult) -> int | None:
+    """How long the publisher asked us to wait before the next check (the larger of max-age
+    and <ttl>), capped at POLITE_DELAY_CAP_S; None when it said nothing. A lower bound on the
+    next check, never a reason to check sooner than the cadence."""
+    asked = [s for s in (result.cache_max_age_s, result.feed_ttl_s) if s is not None]
+    return min(max(asked), POLITE_DELAY_CAP_S) if asked else None
+
+
 def _base(request: FetchRequest, now: datetime, progress: _Progress) -> FetchResult:
     return FetchResult(
         source_id=request.source_id,
@@ -470,12 +534,15 @@ def _base(request: FetchRequest, now: datetime, progress: _Progress) -> FetchRes
         duration_s=round(time.monotonic() - progress.started, 4),
         redirects=progress.redirects,
         conditional=progress.conditional,
+        cache_max_age_s=progress.cache_max_age_s,
+        permanent_redirect=progress.permanent_redirect,
+        permanently_gone=progress.status == 410,
     )
 
 
 def _success(request: FetchRequest, now: datetime, progress: _Progress, body: bytes) -> FetchResult:
     digest = hashlib.sha256(body).hexdigest()
-    result = replace(_base(request, now, progress), body_sha256=digest)
+    result = replace(_base(request, now, progress), body_sha256=digest, feed_ttl_s=feed_ttl(body))
     if request.previous_body_sha256 and digest == request.previous_body_sha256.lower():
         return replace(result, outcome="not-modified", unchanged_body=True)
     return replace(result, outcome="ok", body=body)
@@ -527,8 +594,17 @@ def fetch_many(
         return []
     workers = max(1, min(max_workers, len(requests)))
 
+    total = len(requests)
+
     def one(request: FetchRequest) -> FetchResult:
         result = _fetch_guarded(fetcher, request, now)
+        # A structured event per Source fetched: `radar` turns these into its progress bar.
+        progress_log.info(
+            "fetched %s: %s",
+            request.source_id,
+            result.outcome,
+            extra={"radar_progress": ("fetch", None, total)},
+        )
         if on_result is not None:
             try:
                 on_result(result)

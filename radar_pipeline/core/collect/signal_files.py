@@ -11,13 +11,15 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
+from datetime import UTC
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult
 from radar_pipeline.core.identity.keys import IDENTITY_VERSION
 from radar_pipeline.core.models import ItemCandidate
+from radar_pipeline.core.text import wikilink
 from radar_pipeline.core.vault.facts import FactsKey, SignalFile, facts_key, facts_of_written
 from radar_pipeline.core.vault.signals import (
     SIGNALS_DIR,
@@ -88,7 +90,10 @@ def build_document(
     record_path: str,
     duplicate_candidate_of: str | None,
 ) -> SignalDocument:
-    """The Signal's frontmatter: identity, provenance, observation, review flags."""
+    """The Signal's frontmatter: identity, provenance, observation, review flags, and what makes
+    it an Obsidian note (docs/obsidian.md): `source` and `duplicateCandidateOf` as links,
+    `aliases` holding the title, `collectedOn`/`observedOn` as date properties (UTC days; the
+    exact `fetchedAt`/`observedAt` strings stay)."""
     fetch = res.fetch
     assert fetch is not None and res.check.record is not None
     notes = []
@@ -101,6 +106,8 @@ def build_document(
         "schemaVersion": 1,
         "id": signal_id,
         "title": cand.title,
+        "aliases": [cand.title] if cand.title else [],
+        "source": wikilink(PurePosixPath(record_path).stem),
         "sourceId": res.check.source_id,
         "sourceItemId": cand.source_item_id,
         "sourceRecord": record_path,
@@ -109,17 +116,23 @@ def build_document(
         "canonicalUrl": cand.canonical_url,
         "collectionMethod": res.check.record.source.collection_method,
         "fetchedAt": format_utc(fetch.fetched_at),
+        "collectedOn": fetch.fetched_at.astimezone(UTC).date().isoformat(),
         "httpStatus": fetch.status,
         "validationState": "valid-with-warnings" if notes else "valid",
         "validationNotes": notes,
         "observedAt": format_utc(cand.observed_at) if cand.observed_at else None,
+        "observedOn": cand.observed_at.astimezone(UTC).date().isoformat()
+        if cand.observed_at
+        else None,
         "observedField": cand.observed_field,
         "observationKind": "rss-observation",
         "publishedAt": None,
         "contentHash": cand.content_hash,
         "simhash": f"{cand.simhash:016x}",
         "identityVersion": IDENTITY_VERSION,
-        "duplicateCandidateOf": duplicate_candidate_of,
+        "duplicateCandidateOf": wikilink(duplicate_candidate_of)
+        if duplicate_candidate_of
+        else None,
         "analysisState": "pending",
         "tags": ["radar/signal", f"radar/source/{res.check.source_id}"],
     }

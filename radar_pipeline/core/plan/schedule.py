@@ -107,19 +107,24 @@ def is_due(
     last_success_at: datetime | None,
     now: datetime,
     backoff_until: datetime | None = None,
+    polite_until: datetime | None = None,
 ) -> bool:
     """True when the Source should be checked now: its next check time has come
-    (`next_check_at`) and it is not in backoff. Every overdue Source is due.
+    (`next_check_at`), it is not in backoff, and the publisher's own lower bound has passed.
+    Every overdue Source is due unless the publisher asked for more time.
 
-    `manual` (None) is never due; it runs only when named explicitly.
+    `polite_until`: the last response's time plus `acquire.fetch.polite_delay_s` (its
+    Cache-Control max-age or RSS <ttl>, at most a day). `manual` (None) is never due; it runs
+    only when named explicitly.
     """
     require_aware(now, "now")
     if cadence is None:
         return False
-    if backoff_until is not None:
-        require_aware(backoff_until, "backoff_until")
-        if now < backoff_until:
-            return False
+    for name, bound in (("backoff_until", backoff_until), ("polite_until", polite_until)):
+        if bound is not None:
+            require_aware(bound, name)
+            if now < bound:
+                return False
     next_at = next_check_at(source_id, cadence, last_success_at)
     return next_at is None or now >= next_at
 

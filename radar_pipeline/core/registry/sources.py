@@ -192,6 +192,11 @@ class Source(BaseModel):
         return parsed.astimezone(UTC)
 
 
+def http_url_problem(url: str) -> str | None:
+    """Why `url` cannot be a Source's feed URL, or None (also for OPML import)."""
+    return _http_url_problem(url)
+
+
 # What each key must hold, for the one-line fix in an issue message.
 _HINTS = {
     "entityType": "source",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import update_frontmatter_keys
+from radar_pipeline.core.models import FetchResult
 
 # Threads overlap the fsyncs of the files (the YAML work is small).
 WRITE_THREADS = 8
@@ -49,3 +50,21 @@ def write_health(updates: Sequence[HealthUpdate]) -> list[HealthFailure]:
         return []
     with ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="radar-health") as tp:
         return [f for f in tp.map(one, updates) if f is not None]
+
+
+# The Source-file keys of the feed manners (issue 19), for the commit to merge into a check's
+# health update: where a permanent redirect leads (a person updates `url`), and for a 410 a
+# `blockedReason` that stops the Source until a person decides.
+PERMANENT_REDIRECT_KEY = "permanentRedirect"
+GONE_REASON = "gone: the publisher answered 410 Gone; update url or disable this Source"
+
+
+def manners_fields(fetch: FetchResult) -> dict[str, str | int | None]:
+    """`permanentRedirect` (the new URL, or empty once the Source's URL answers directly) and,
+    after a 410, `blockedReason`. Nothing for a check whose request never got an answer."""
+    if fetch.status is None:
+        return {}
+    fields: dict[str, str | int | None] = {PERMANENT_REDIRECT_KEY: fetch.permanent_redirect}
+    if fetch.permanently_gone:
+        fields["blockedReason"] = GONE_REASON
+    return fields

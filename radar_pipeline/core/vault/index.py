@@ -24,9 +24,18 @@ from radar_pipeline.core.vault.facts import (
     facts_of_written,
     record_facts,
 )
-from radar_pipeline.core.vault.signals import SIGNALS_DIR, list_signal_ids, parse_signal_frontmatter
+from radar_pipeline.core.vault.signals import (
+    SIGNALS_DIR,
+    link_target,
+    list_signal_ids,
+    parse_signal_frontmatter,
+)
 
 log = logging.getLogger(__name__)
+# Every PROGRESS_EVERY files read, an INFO record with `radar_progress = ("index", done,
+# total)`: the CLI's progress bar on a terminal; silent otherwise.
+progress_log = logging.getLogger("radar_pipeline.progress")
+PROGRESS_EVERY = 200
 
 # The signals table's columns in order, with their types (store.py, migration 1).
 SIGNAL_COLUMN_TYPES = (
@@ -140,7 +149,7 @@ def index_row_from_frontmatter(signal_id: str, fm: dict[str, Any]) -> tuple[Any,
         str(fm["contentHash"]),
         int(str(fm.get("simhash") or "0"), 16),
         parse_utc(str(fm["fetchedAt"])),
-        fm.get("duplicateCandidateOf") or None,
+        link_target(fm.get("duplicateCandidateOf")),
         (SIGNALS_DIR / f"{signal_id}.md").as_posix(),
     )
 
@@ -159,7 +168,14 @@ def reconcile(con: duckdb.DuckDBPyConnection, vault: Path) -> IndexRepair:
     missing = sorted(on_disk - indexed)
     rows, unreadable = [], []
     facts: list[tuple[str, FactsKey, SignalFile]] = []
-    for signal_id in missing:
+    for done, signal_id in enumerate(missing, 1):
+        if done % PROGRESS_EVERY == 0 or done == len(missing):
+            progress_log.info(
+                "indexed %d of %d",
+                done,
+                len(missing),
+                extra={"radar_progress": ("index", done, len(missing))},
+            )
         path = vault / SIGNALS_DIR / f"{signal_id}.md"
         try:
             try:

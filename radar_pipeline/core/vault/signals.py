@@ -15,19 +15,26 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 
 from radar_pipeline.core.errors import VaultError
-from radar_pipeline.core.text import inert_markdown, inert_property, one_line
+from radar_pipeline.core.text import (
+    inert_markdown,
+    inert_property,
+    link_destination,
+    one_line,
+    wikilink,
+)
 
 SIGNAL_SCHEMA_VERSION = 1
 SIGNALS_DIR = Path("Radar") / "Signals"
 SIGNAL_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{16}$")
 TEMP_PREFIX = ".tmp-signal-"
 
-# Every provenance field a Signal must carry (docs/architecture.md, invariant 11); the checks
-# read this list.
+# Every provenance field a Signal must carry (docs/architecture.md, invariant 11); checks read
+# this list.
 PROVENANCE_FIELDS = (
     "sourceId",
     "sourceItemId",
@@ -39,6 +46,15 @@ PROVENANCE_FIELDS = (
     "httpStatus",
     "validationState",
 )
+
+# Properties that hold a link the pipeline made (`[[<note name>]]`), never feed text: the only
+# values written with `[[`; a value that is not exactly one such link is made inert like any other.
+LINK_FIELDS = frozenset({"source", "duplicateCandidateOf"})
+_ONE_LINK = re.compile(r"\[\[([^\[\]]+)\]\]")
+# The reference-style link to the original sits after the trailer: Obsidian renders it as the
+# link in the body's first line, and the rendered body (what the audits measure) stays the
+# title, the summary and the trailer, however long the address.
+ORIGINAL_LINK_LABEL = "original"
 
 CreateOutcome = Literal["created", "reused"]
 
@@ -53,9 +69,7 @@ class SignalDocument:
 
     def fields(self) -> dict[str, Any]:
         """The frontmatter as written: string values made inert (`render` reads them back)."""
-        return {
-            k: inert_property(v) if isinstance(v, str) else v for k, v in self.frontmatter.items()
-        }
+        return {k: _inert_field(k, v) for k, v in self.frontmatter.items()}
 
     def render(self) -> str:
         fields = self.fields()
@@ -65,13 +79,48 @@ class SignalDocument:
             # into a space (found by the fault suite's fuzzing); the all-escaped ASCII form
             # reads back exactly.
             header = _dump_yaml(fields, allow_unicode=False)
-        title = one_line(str(self.frontmatter.get("title") or ""), 300)
+        title = inert_markdown(one_line(str(self.frontmatter.get("title") or ""), 300))
         body = inert_markdown(self.summary) if self.summary else "_No summary in the feed._"
+        canonical = str(self.frontmatter.get("canonicalUrl") or "")
+        url = link_destination(canonical)
+        opening = f"# {title}\n\n"
+        reference = ""
+        if url is not None:
+            host = inert_markdown(one_line(_host(canonical), 100, html=False))
+            opening += f"[Read the original at {host}][{ORIGINAL_LINK_LABEL}]\n\n"
+            reference = f"\n[{ORIGINAL_LINK_LABEL}]: {url}\n"
         return (
-            f"---\n{header}---\n\n# {inert_markdown(title)}\n\n{body}\n\n"
+            f"---\n{header}---\n\n{opening}{body}\n\n"
             f"*Collected by Radar from `{inert_markdown(str(self.frontmatter['sourceId']))}`; "
-            "the text above is the feed's summary, kept as data.*\n"
+            f"the text above is the feed's summary, kept as data.*\n{reference}"
         )
+
+
+def link_target(value: Any) -> str | None:
+    """The note a link property names (`[[x]]` -> `x`); a plain value as it is (Signals written
+    before the links); None when empty."""
+    if value is None or value == "":
+        return None
+    text = str(value)
+    match = _ONE_LINK.fullmatch(text)
+    return match.group(1) if match else text
+
+
+def _host(url: str) -> str:
+    try:
+        return urlsplit(url).hostname or "the publisher"
+    except ValueError:
+        return "the publisher"
+
+
+def _inert_field(key: str, value: Any) -> Any:
+    if isinstance(value, str):
+        if key in LINK_FIELDS and _ONE_LINK.fullmatch(value) and wikilink(value[2:-2]):
+            return value
+        return inert_property(value)
+    if isinstance(value, list):
+        return [inert_property(v) if isinstance(v, str) else v for v in value]
+    return value
 
 
 def _dump_yaml(data: dict[str, Any], *, allow_unicode: bool) -> str:

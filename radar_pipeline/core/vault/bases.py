@@ -1,0 +1,188 @@
+"""The views Radar ships: `Radar/Signals.base` and `Radar/Sources.base` (Obsidian Bases).
+
+Bases files are YAML (filters, formulas, properties, views; docs/obsidian.md). They are vault
+set-up, not pipeline work: `radar collect` and `radar sources import` create the ones that are
+missing before anything else runs, and never touch one that exists, since a person may have
+edited it. Creation is a temp file linked to its name, so a file is complete or absent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+RADAR_DIR = Path("Radar")
+
+SIGNALS_BASE = """\
+# Radar's views of the Signals. Created once by `radar`; never overwritten: edit it freely
+# (delete it to get the shipped version back). docs/obsidian.md describes the properties.
+filters:
+  and:
+    - file.inFolder("Radar/Signals")
+    - 'entityType == "signal"'
+formulas:
+  observed: 'if(observedOn, date(observedOn), "")'
+  collected: 'if(collectedOn, date(collectedOn), "")'
+properties:
+  note.title:
+    displayName: Title
+  note.source:
+    displayName: Source
+  formula.collected:
+    displayName: Collected
+  formula.observed:
+    displayName: Feed date
+  note.duplicateCandidateOf:
+    displayName: Duplicate of
+  note.analysisState:
+    displayName: Analysis
+views:
+  - type: table
+    name: New Signals to review
+    filters:
+      and:
+        - 'analysisState == "pending"'
+    order:
+      - file.name
+      - note.title
+      - note.source
+      - formula.collected
+      - formula.observed
+      - note.validationState
+    sort:
+      - property: file.name
+        direction: DESC
+  - type: table
+    name: Duplicate candidates
+    filters:
+      and:
+        - duplicateCandidateOf.isTruthy()
+    order:
+      - file.name
+      - note.title
+      - note.duplicateCandidateOf
+      - note.source
+      - formula.collected
+    sort:
+      - property: file.name
+        direction: DESC
+  - type: table
+    name: By Source
+    groupBy:
+      property: note.source
+      direction: ASC
+    order:
+      - file.name
+      - note.title
+      - formula.collected
+      - formula.observed
+      - note.analysisState
+    sort:
+      - property: file.name
+        direction: DESC
+"""
+
+SOURCES_BASE = """\
+# Radar's views of the Sources. Created once by `radar`; never overwritten: edit it freely
+# (delete it to get the shipped version back). docs/obsidian.md describes the properties.
+filters:
+  and:
+    - file.inFolder("Radar/Sources")
+    - 'entityType == "source"'
+formulas:
+  signals: file.backlinks.length
+properties:
+  note.errorState:
+    displayName: Error
+  note.blockedReason:
+    displayName: Blocked because
+  note.lastSuccessAt:
+    displayName: Last success
+  note.httpStatus:
+    displayName: HTTP status
+  note.backoffUntil:
+    displayName: Backoff until
+  note.permanentRedirect:
+    displayName: Moved to
+  formula.signals:
+    displayName: Signals
+views:
+  - type: table
+    name: Source health
+    order:
+      - file.name
+      - note.enabled
+      - note.legalAssessment
+      - note.errorState
+      - note.blockedReason
+      - note.lastSuccessAt
+      - note.lastAttemptAt
+      - note.httpStatus
+      - note.backoffUntil
+      - note.permanentRedirect
+    sort:
+      - property: note.errorState
+        direction: DESC
+  - type: table
+    name: Need a person
+    filters:
+      or:
+        - errorState.isTruthy()
+        - blockedReason.isTruthy()
+        - permanentRedirect.isTruthy()
+        - 'legalAssessment == "pending"'
+    order:
+      - file.name
+      - note.legalAssessment
+      - note.errorState
+      - note.blockedReason
+      - note.permanentRedirect
+      - note.url
+  - type: table
+    name: All Sources
+    order:
+      - file.name
+      - note.name
+      - note.role
+      - note.priority
+      - note.cadence
+      - note.url
+      - formula.signals
+"""
+
+SHIPPED_BASES = {
+    RADAR_DIR / "Signals.base": SIGNALS_BASE,
+    RADAR_DIR / "Sources.base": SOURCES_BASE,
+}
+
+
+def ensure_bases(vault: Path) -> list[Path]:
+    """Create each shipped view that is missing; returns the vault paths created (an existing
+    file, whatever it holds, is kept as it is)."""
+    created: list[Path] = []
+    for relative, text in SHIPPED_BASES.items():
+        if _create_once(vault / relative, text):
+            created.append(relative)
+    return created
+
+
+def _create_once(target: Path, text: str) -> bool:
+    if target.exists() or target.is_symlink():
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, target)  # fails if the name appeared meanwhile: that file is kept
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)

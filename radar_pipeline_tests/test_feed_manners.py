@@ -1,0 +1,134 @@
+"""Feed manners against the loopback server (issue 19): a User-Agent naming a contact, the
+publisher's Cache-Control max-age and RSS <ttl> as a lower bound on the next check, permanent
+redirects recorded for a person, 410 as a state that needs a person, no JSON Feed in Accept."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from radar_pipeline.core.acquire.fetch import (
+    POLITE_DELAY_CAP_S,
+    Fetcher,
+    FetchSettings,
+    cache_max_age,
+    polite_delay_s,
+    user_agent,
+)
+from radar_pipeline.core.models import FetchRequest, FetchResult
+from radar_pipeline.core.vault.health import GONE_REASON, manners_fields
+from radar_pipeline_tests.evidencekit import radar_process
+from radar_pipeline_tests.feedserver import FeedServer, redirect_to
+from radar_pipeline_tests.vaultkit import rss, write_source
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+RSS = {"Content-Type": "application/rss+xml"}
+FEED = rss([{"title": "t", "guid": "1", "link": "https://example.com/1"}])
+
+
+@pytest.fixture
+def fetcher(allow_loopback: None, tmp_path: Path) -> Iterator[Fetcher]:
+    with Fetcher(FetchSettings.from_env(), tmp_path / "vault") as f:
+        yield f
+
+
+def fetch(fetcher: Fetcher, url: str) -> FetchResult:
+    return fetcher.fetch(FetchRequest("src", url, "rss"), NOW)
+
+
+def test_user_agent_names_the_contact_from_the_environment(
+    radar_env: dict[str, Path], feed_server: FeedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = feed_server.add("/feed.xml", FEED, headers=RSS)
+    write_source(radar_env["vault"], "manners", url)
+    monkeypatch.setenv("RADAR_USER_AGENT_CONTACT", "radar-ops@example.com")
+    proc = radar_process("collect", "--source", "manners", "--json", env=radar_env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["created"] == 1
+    (request,) = feed_server.requests_for("/feed.xml")
+    agent = request.headers["user-agent"]
+    assert agent.startswith("RadarPipeline/") and "contact: radar-ops@example.com)" in agent
+    assert "feed+json" not in request.headers["accept"]  # JSON Feed is not parsed: not asked for
+
+
+def test_user_agent_contact_cannot_break_the_header() -> None:
+    assert user_agent("") == user_agent("  \r\n")
+    assert "contact" not in user_agent("")
+    agent = user_agent("me@example.com)\r\nX-Evil: 1; (x)")
+    assert "\r" not in agent and "\n" not in agent
+    assert agent.endswith("; contact: me@example.com X-Evil: 1 x)")
+
+
+def test_max_age_and_ttl_are_a_lower_bound_on_the_next_check(
+    feed_server: FeedServer, fetcher: Fetcher
+) -> None:
+    ttl_feed = FEED.replace(
+        b"<description>t</description>", b"<ttl>90</ttl><description>t</description>"
+    )
+    cases = {
+        "/plain": (FEED, {}, None, None, None),
+        "/max-age": (FEED, {"Cache-Control": "public, max-age=1800"}, 1800, None, 1800),
+        "/ttl": (ttl_feed, {}, None, 5400, 5400),
+        "/both": (ttl_feed, {"Cache-Control": "max-age=600"}, 600, 5400, 5400),
+        "/year": (FEED, {"Cache-Control": "max-age=31536000"}, 31536000, None, POLITE_DELAY_CAP_S),
+        "/no-cache": (FEED, {"Cache-Control": "no-cache"}, 0, None, 0),
+    }
+    for path, (body, headers, max_age, ttl, delay) in cases.items():
+        result = fetch(fetcher, feed_server.add(path, body, headers={**RSS, **headers}))
+        assert result.outcome == "ok", (path, result.error_message)
+        assert (result.cache_max_age_s, result.feed_ttl_s, polite_delay_s(result)) == (
+            max_age,
+            ttl,
+            delay,
+        ), path
+    assert cache_max_age(["max-age=abc"]) is None
+    assert cache_max_age(["private", 'max-age="60"']) == 60
+
+
+def test_permanent_redirects_are_recorded_for_a_person(
+    feed_server: FeedServer, fetcher: Fetcher
+) -> None:
+    final = feed_server.add("/new.xml", FEED, headers=RSS)
+    for status in (301, 308):
+        url = feed_server.add(f"/old-{status}", handler=redirect_to(final, status))
+        result = fetch(fetcher, url)
+        assert (result.outcome, result.permanent_redirect) == ("ok", final), status
+        assert manners_fields(result) == {"permanentRedirect": final}
+    # A temporary hop first: the Source's URL is still the one to use.
+    hop = feed_server.add("/moved", handler=redirect_to(final, 301))
+    temporary = fetch(fetcher, feed_server.add("/temp", handler=redirect_to(hop, 302)))
+    assert (temporary.outcome, temporary.permanent_redirect) == ("ok", None)
+    # Permanent then temporary: the permanent hop's target is what a person should use.
+    again = feed_server.add("/perm", handler=redirect_to(feed_server.url("/temp2"), 301))
+    feed_server.add("/temp2", handler=redirect_to(final, 307))
+    assert fetch(fetcher, again).permanent_redirect == feed_server.url("/temp2")
+    direct = fetch(fetcher, final)
+    assert manners_fields(direct) == {"permanentRedirect": None}  # cleared once fixed
+
+
+def test_410_is_gone_for_good_and_needs_a_person(feed_server: FeedServer, fetcher: Fetcher) -> None:
+    gone = fetch(fetcher, feed_server.add("/gone", b"gone", 410))
+    assert (gone.outcome, gone.error_class, gone.permanently_gone) == ("failed", "gone", True)
+    assert manners_fields(gone) == {"permanentRedirect": None, "blockedReason": GONE_REASON}
+    missing = fetch(fetcher, feed_server.add("/missing", b"missing", 404))
+    assert (missing.error_class, missing.permanently_gone) == ("gone", False)
+    assert "blockedReason" not in manners_fields(missing)  # a 404 may be a publisher's slip
+    unreachable = replace(missing, status=None)
+    assert manners_fields(unreachable) == {}
+
+
+def test_the_publishers_delay_holds_the_next_check_back() -> None:
+    from datetime import timedelta
+
+    from radar_pipeline.core.plan.schedule import is_due
+
+    cadence, last = timedelta(hours=6), NOW - timedelta(hours=7)  # overdue by cadence
+    assert is_due("src", cadence, last, NOW)
+    assert not is_due("src", cadence, last, NOW, polite_until=NOW + timedelta(minutes=1))
+    assert is_due("src", cadence, last, NOW, polite_until=NOW)
+    assert not is_due("src", None, last, NOW, polite_until=None)  # manual stays manual
