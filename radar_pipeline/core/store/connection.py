@@ -27,6 +27,8 @@ from radar_pipeline.core.errors import StoreError
 from radar_pipeline.core.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock")
+# A DuckDB file younger than this that does not open yet is taken to be in creation.
+CREATION_GRACE_S = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +102,10 @@ class Store:
                         f"{self.path} is not a DuckDB file; `radar index rebuild` moves it "
                         "aside and rebuilds the Signal index from the vault"
                     ) from exc
-                if not any(marker in str(exc) for marker in _LOCK_MARKERS):
+                # Another process may be creating the file this instant: its header is there,
+                # the rest not yet. That is a wait like a lock, not a broken file.
+                transient = any(m in str(exc) for m in _LOCK_MARKERS) or _being_created(self.path)
+                if not transient:
                     raise StoreError(f"cannot open {self.path}: {exc}") from exc
                 if time.monotonic() >= deadline:
                     raise StoreError(
@@ -171,6 +176,13 @@ class Store:
         with self.transaction() as con:
             row = con.execute("SELECT max(version) FROM schema_migrations").fetchone()
             return int(row[0]) if row and row[0] is not None else 0
+
+
+def _being_created(path: Path) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime < CREATION_GRACE_S
+    except OSError:
+        return False
 
 
 def insert_rows(
