@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,3 +133,55 @@ def test_the_publishers_delay_holds_the_next_check_back() -> None:
     assert not is_due("src", cadence, last, NOW, polite_until=NOW + timedelta(minutes=1))
     assert is_due("src", cadence, last, NOW, polite_until=NOW)
     assert not is_due("src", None, last, NOW, polite_until=None)  # manual stays manual
+
+
+def _collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, Any]:
+    from radar_pipeline.core.collect.collector import Collector, new_collection_id
+    from radar_pipeline.core.config import RadarPaths
+    from radar_pipeline.core.plan.collection import CollectionSpec
+
+    mode = "explicit" if sources else "all"
+    spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
+    with Collector(RadarPaths(env["vault"], env["db"])) as collector:
+        return collector.run(spec)
+
+
+def _health(source_file: Path) -> dict[str, Any]:
+    import yaml
+
+    header = source_file.read_text("utf-8").split("---\n")[1]
+    return dict(yaml.safe_load(header))
+
+
+def _outcomes(report: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
+    return {s["id"]: (s["outcome"], s["error"]) for s in report["sources"]}
+
+
+def test_the_commit_keeps_what_the_publisher_asked_for(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    """Through the whole collection: max-age holds the next check back (an explicit one too),
+    a 301 lands in the Source file for a person, and a 410 blocks the Source until a person
+    clears `blockedReason`, instead of a retry every day."""
+    vault = radar_env["vault"]
+    polite = feed_server.add("/polite.xml", FEED, headers={**RSS, "Cache-Control": "max-age=3600"})
+    new_home = feed_server.add("/new.xml", FEED, headers=RSS)
+    moved = feed_server.add("/old.xml", handler=redirect_to(new_home, 301))
+    gone = feed_server.add("/gone.xml", b"", status=410)
+    for source_id, url in (("polite", polite), ("moved", moved), ("gone", gone)):
+        write_source(vault, source_id, url)
+
+    first = _outcomes(_collect(radar_env, NOW))
+    assert first["polite"][0] == first["moved"][0] == "passed"
+    assert first["gone"][0] == "failed"
+    sources = vault / "Radar" / "Sources"
+    assert _health(sources / "moved.md")["permanentRedirect"] == new_home
+    assert _health(sources / "gone.md")["blockedReason"] == GONE_REASON
+
+    soon = _outcomes(_collect(radar_env, NOW + timedelta(minutes=10), "polite", "gone"))
+    assert soon["polite"][0] == "skipped" and "polite" in (soon["polite"][1] or "")
+    assert soon["gone"][0] == "skipped" and "gone" in (soon["gone"][1] or "")
+    later = _outcomes(_collect(radar_env, NOW + timedelta(hours=2)))
+    assert later["polite"][0] in ("passed", "not-modified")
+    assert "gone" not in later  # blocked: not even planned until a person acts
+    assert len(feed_server.requests_for("/gone.xml")) == 1

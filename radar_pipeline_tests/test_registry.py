@@ -319,6 +319,7 @@ def test_source_aliases_are_the_contract_keys() -> None:
         *VALID,
         "minIntervalSeconds", "fullText", "authTokenEnv", "lastAttemptAt", "lastSuccessAt",
         "lastResponseAt", "errorState", "blockedReason", "httpStatus", "etag", "lastModified",
+        "permanentRedirect",  # issue 19: where a 301/308 led, for a person to update `url`
     }  # fmt: skip
 
 

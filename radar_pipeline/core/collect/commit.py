@@ -12,11 +12,12 @@ import random
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import duckdb
 
+from radar_pipeline.core.acquire.fetch import polite_delay_s
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
 from radar_pipeline.core.collect.signal_files import WrittenSignal
@@ -29,6 +30,7 @@ from radar_pipeline.core.store.connection import insert_rows
 from radar_pipeline.core.store.feed_state import FeedState, save_states
 from radar_pipeline.core.vault import index
 from radar_pipeline.core.vault.facts import FactsKey, SignalFile, record_facts
+from radar_pipeline.core.vault.health import manners_fields
 from radar_pipeline.core.vault.signals import SIGNALS_DIR
 
 # item_observations columns in order (store/connection.py, migration 1).
@@ -199,7 +201,9 @@ def _state_after_success(now: datetime, res: CheckResult, state: FeedState) -> F
         )
     if not fetch.conditional:
         new_state = replace(new_state, last_unconditional_at=now)
-    return new_state
+    polite = polite_delay_s(fetch)
+    polite_until = now + timedelta(seconds=polite) if polite is not None else None
+    return replace(new_state, polite_until=polite_until)
 
 
 def _commit_failure(
@@ -311,4 +315,12 @@ def health_fields(spec: CollectionSpec, res: CheckResult) -> dict[str, str | int
         if not res.failed:
             fields["etag"] = fetch.etag
             fields["lastModified"] = fetch.last_modified
+    if fetch is not None:
+        fields |= manners_fields(fetch)  # permanentRedirect; a 410 blocks the Source
+        record = res.check.record
+        if fields.get("permanentRedirect", "") is None and (
+            record is None or not record.source.permanent_redirect
+        ):
+            # Nothing to clear: a Source that never moved keeps its file as it was.
+            del fields["permanentRedirect"]
     return fields

@@ -120,7 +120,14 @@ def source_timings(
                 last_success_at=last,
                 backoff_until=backoff,
                 overdue=is_overdue(cadence, last, now),
-                due=is_due(rec.source.id, cadence, last, now, backoff),
+                due=is_due(
+                    rec.source.id,
+                    cadence,
+                    last,
+                    now,
+                    backoff,
+                    polite_until=state.polite_until if state else None,
+                ),
                 slot=due_slot(rec.source.id, cadence, now),
                 rank=priority_rank(rec.source.priority, rec.source.role),
             )
@@ -187,6 +194,11 @@ def _wait_reason(spec: CollectionSpec, rec: SourceRecord, state: FeedState | Non
             return f"backoff until {backoff_until.isoformat()}"
         if error_state in PUBLISHER_WAITS:
             return f"{error_state}: backoff until {backoff_until.isoformat()}"
+    polite_until = state.polite_until if state else None
+    if polite_until is not None and now < polite_until:
+        # Like minIntervalSeconds, the publisher's own Cache-Control max-age or <ttl> holds for
+        # every run, an explicit one included.
+        return f"polite: the publisher asked for no check before {polite_until.isoformat()}"
     last_fetch = state.last_fetch_at if state else None
     if last_fetch is not None and src.min_interval_seconds:
         allowed_at = last_fetch + timedelta(seconds=src.min_interval_seconds)

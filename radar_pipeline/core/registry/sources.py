@@ -99,6 +99,7 @@ class Source(BaseModel):
     http_status: Annotated[int, Strict(), Field(ge=100, le=599)] | None = None
     etag: str | None = None
     last_modified: str | None = None
+    permanent_redirect: str | None = None  # where a 301/308 led (written by the pipeline)
 
     @property
     def is_eligible(self) -> bool:

@@ -25,6 +25,7 @@ class FeedState:
     error_state: str | None = None
     consecutive_failures: int = 0
     backoff_until: datetime | None = None
+    polite_until: datetime | None = None  # the publisher's max-age/ttl after the last answer
 
 
 _COLUMNS = [f.name for f in fields(FeedState)]
@@ -35,6 +36,7 @@ _TYPES = {
         "TIMESTAMPTZ",
     ),
     "backoff_until": "TIMESTAMPTZ",
+    "polite_until": "TIMESTAMPTZ",
     "last_status": "INTEGER",
     "consecutive_failures": "INTEGER",
 }

@@ -6,7 +6,7 @@ means, is a new entry (and SCHEMA_VERSION moves with it).
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 8
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
@@ -225,6 +225,14 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         UPDATE audit_signal_files SET identity = regexp_extract(declared_id, '-([^-]*)$', 1)
             WHERE declared_id IS NOT NULL;
         DELETE FROM audit_signal_files WHERE declared_id IS NULL;
+        """,
+    ),
+    (
+        8,
+        # The publisher's own lower bound on the next check (Cache-Control max-age, RSS <ttl>),
+        # set by every answered check; empty when the publisher said nothing.
+        """
+        ALTER TABLE feed_state ADD COLUMN polite_until TIMESTAMPTZ;
         """,
     ),
 )
