@@ -3,9 +3,9 @@
 Pure functions of their arguments (the clock is always passed in as `now`), so the CLI's
 `--as-of` and the Dagster schedule make the same decisions. Every datetime is aware UTC.
 
-Recovery (docs/architecture.md, invariant 8) never replays missed ticks: an overdue Source gets one current
-check covering `max(lastSuccessAt, now - RECOVERY_CAP) - OVERLAP`, and the dedupe stage absorbs
-the overlap.
+Recovery (docs/architecture.md, invariant 8) never replays missed ticks: an overdue Source
+gets one current check covering `max(lastSuccessAt, now - RECOVERY_CAP) - OVERLAP`, and the
+dedupe stage absorbs the overlap.
 """
 
 from __future__ import annotations
@@ -88,6 +88,25 @@ def next_check_at(
     origin = EPOCH + stable_offset(source_id, step)
     threshold = last_success_at + half
     return min(_first_after(origin, step, threshold), _first_after(origin + half, step, threshold))
+
+
+def next_due_at(
+    source_id: str,
+    cadence: timedelta | None,
+    last_success_at: datetime | None,
+    backoff_until: datetime | None,
+    now: datetime,
+) -> datetime | None:
+    """When a `due` collection next checks the Source: its next check time (`next_check_at`,
+    or `now` when it never succeeded), not before its backoff ends. None for `manual`."""
+    require_aware(now, "now")
+    if cadence is None:
+        return None
+    due_at = next_check_at(source_id, cadence, last_success_at) or now
+    if backoff_until is not None:
+        require_aware(backoff_until, "backoff_until")
+        due_at = max(due_at, backoff_until)
+    return due_at
 
 
 def is_overdue(cadence: timedelta | None, last_success_at: datetime | None, now: datetime) -> bool:
