@@ -118,6 +118,33 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
             "c-fix": "MATERIALIZED",
             "d-down": "FAILED",
         }
+        # Each Source at a glance on its partition page.
+        [observed] = [
+            e.asset_observation
+            for e in instance.all_logs(
+                runs[0].run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION
+            )
+            if e.asset_observation is not None and e.asset_observation.partition == "d-down"
+        ]
+        glance = {k: getattr(v, "value", v) for k, v in observed.metadata.items()}
+        assert (glance["outcome"], glance["error_class"], glance["http_status"]) == (
+            "failed",
+            "network",
+            -1,
+        )
+        assert glance["backoff_until"] and glance["next_due_at"] == glance["backoff_until"]
+        [passed] = [
+            e.asset_materialization
+            for e in instance.all_logs(
+                runs[0].run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+            )
+            if e.asset_materialization is not None and e.asset_materialization.partition == "a-fix"
+        ]
+        assert {k: passed.metadata[k].value for k in ("created", "deferred", "next_due_at")} == {
+            "created": 1,
+            "deferred": 0,
+            "next_due_at": "manual",
+        }
         # Known limit (docs/operations.md): b-fix lies inside the run's partition range without
         # being selected; Dagster marks every planned partition of a failed run that got no
         # materialization as failed, so it shows FAILED too until its next success.

@@ -1,7 +1,7 @@
 """Sensors of collection: a run that died leaves a dead letter per Source it covered.
 
-Due Sources are requested by `due_sources_schedule` (schedules.py). The sensors' clock,
-`evaluation_time`, is shared by the schedule and the freshness sensor.
+Due Sources are requested by `due_sources_schedule` (schedules.py), which reads the same
+clock variable (`RADAR_AS_OF`) as `evaluation_time` here.
 """
 
 import os
