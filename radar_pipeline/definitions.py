@@ -14,6 +14,7 @@ from radar_pipeline.defs.collection.assets import MEM_IO, signals
 from radar_pipeline.defs.collection.checks import (
     SIGNAL_CHECKS,
     signal_checks_after_collection,
+    signal_checks_after_failed_collection,
     signal_checks_job,
 )
 from radar_pipeline.defs.collection.freshness import (
@@ -23,10 +24,8 @@ from radar_pipeline.defs.collection.freshness import (
     with_freshness,
 )
 from radar_pipeline.defs.collection.jobs import collect_job
-from radar_pipeline.defs.collection.sensors import (
-    due_sources_sensor,
-    run_failure_dead_letter_sensor,
-)
+from radar_pipeline.defs.collection.schedules import due_sources_schedule
+from radar_pipeline.defs.collection.sensors import run_failure_dead_letter_sensor
 from radar_pipeline.defs.evidence.assets import evidence_snapshot
 from radar_pipeline.defs.registry.assets import source_registry
 from radar_pipeline.defs.registry.checks import registry_check
@@ -37,13 +36,13 @@ defs = dg.Definitions(
     assets=[source_registry, with_freshness(signals), weekly_cleanup, evidence_snapshot],
     asset_checks=[on_cadence_check, *SIGNAL_CHECKS, registry_check, retention_check],
     jobs=[collect_job, cadence_check_job, weekly_cleanup_job, signal_checks_job],
-    schedules=[weekly_cleanup_schedule],
+    schedules=[due_sources_schedule, weekly_cleanup_schedule],
     sensors=[
         source_registry_sensor,
-        due_sources_sensor,
         source_freshness_sensor,
         run_failure_dead_letter_sensor,
         signal_checks_after_collection,
+        signal_checks_after_failed_collection,
     ],
     resources={
         "radar": RadarResource(),

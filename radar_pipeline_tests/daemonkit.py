@@ -194,6 +194,23 @@ mutation($params: ExecutionParams!) {
 
 PARTITIONS = '{ assetNodes(assetKeys: [{path: ["signals"]}]) { partitionKeys } }'
 
+PARTITION_STATUSES = """
+{ assetNodes(assetKeys: [{path: ["signals"]}]) {
+    assetPartitionStatuses { __typename ... on DefaultPartitionStatuses {
+      materializedPartitions failedPartitions materializingPartitions } } } }
+"""
+
+SCHEDULE = """
+query($selector: ScheduleSelector!) {
+  scheduleOrError(scheduleSelector: $selector) {
+    __typename
+    ... on Schedule { name cronSchedule description
+      scheduleState { status ticks(limit: 100) { tickId status timestamp runIds skipReason } } }
+    ... on PythonError { message }
+  }
+}
+"""
+
 
 class DagsterDev:
     """`dagster dev -w workspace.yaml -h 127.0.0.1 -p <free port>` in its own session, with
@@ -272,6 +289,28 @@ class DagsterDev:
     def partition_keys(self) -> list[str]:
         [node] = self.graphql(PARTITIONS)["assetNodes"]
         return list(node["partitionKeys"])
+
+    def partition_statuses(self) -> dict[str, list[str]]:
+        """What the `signals` Partitions tab shows: materialized, failed, materializing keys."""
+        [node] = self.graphql(PARTITION_STATUSES)["assetNodes"]
+        statuses = node["assetPartitionStatuses"]
+        return {
+            "materialized": sorted(statuses["materializedPartitions"]),
+            "failed": sorted(statuses["failedPartitions"]),
+            "materializing": sorted(statuses["materializingPartitions"]),
+        }
+
+    def schedule(self, name: str) -> dict[str, Any]:
+        """A schedule as Automation shows it: its state and its ticks (newest first)."""
+        location, repository = self.location()
+        selector = {
+            "repositoryLocationName": location,
+            "repositoryName": repository,
+            "scheduleName": name,
+        }
+        result: dict[str, Any] = self.graphql(SCHEDULE, {"selector": selector})["scheduleOrError"]
+        assert result["__typename"] == "Schedule", result
+        return result
 
     def wait_partitions(self, keys: list[str], timeout: float = 120) -> None:
         """Wait until the registry sensor (run by the daemon) made the partitions `keys`."""

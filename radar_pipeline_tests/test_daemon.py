@@ -104,7 +104,7 @@ def test_backfill_from_the_ui_through_the_daemon(tmp_path: Path, feed_server: Fe
             if sid == HELD
             else feed_server.add(f"/{sid}.xml", items(sid))
         )
-        # manual: the due sensor never launches a run of its own; backfills are explicit.
+        # manual: the schedule never launches a run of its own; backfills are explicit.
         write_source(home.vault, sid, url, cadence="manual")
     write_source(
         home.vault, BAD, feed_server.add(f"/{BAD}.xml", b"boom", status=500), cadence="manual"
@@ -129,7 +129,13 @@ def test_backfill_from_the_ui_through_the_daemon(tmp_path: Path, feed_server: Fe
         assert (cli_source["outcome"], cli_source["error"]) == ("skipped", "locked")
 
         [(run_id, run_status, tags)] = runs  # single-run policy: ONE run over the range
-        assert run_status == "SUCCESS"
+        # It checked a failing Source: a failed run naming it, its partition failed, the
+        # passing Sources materialized.
+        assert run_status == "FAILURE"
+        assert any(f"1 Source(s) failed: {BAD}" in m for m in step_failures(dev, run_id))
+        statuses = dev.partition_statuses()
+        assert statuses["failed"] == [BAD]
+        assert set(GOOD) <= set(statuses["materialized"])
         assert (
             tags["dagster/asset_partition_range_start"],
             tags["dagster/asset_partition_range_end"],
@@ -149,7 +155,8 @@ def test_backfill_from_the_ui_through_the_daemon(tmp_path: Path, feed_server: Fe
         runs2 = wait_for("the second backfill's runs", lambda: backfill_runs(dev, second_id), 180)
         figures["second_backfill_runs_s"] = round(time.time() - again, 1)
         events2 = partition_events(dev, again)
-        assert [r[1] for r in runs2] == ["SUCCESS"]
+        assert [r[1] for r in runs2] == ["FAILURE"]  # the same Source failed again
+        assert dev.partition_statuses()["failed"] == [BAD]
         assert sum(m["created"] for evs in events2.values() for _, m in evs) == 0
         assert signals_by_source(home) == {sid: 3 for sid in GOOD}
         figures["dead_letters"] = read_db(home.db, "SELECT source_id, stage FROM dead_letters")
@@ -194,6 +201,19 @@ def retry_of(dev: DagsterDev, run_id: str) -> Any:
     with dev.instance() as instance:
         runs = instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": run_id}))
     return runs[0] if runs and runs[0].is_finished else None
+
+
+def step_failures(dev: DagsterDev, run_id: str) -> list[str]:
+    """The error message of each failed step of a run (what the run page shows)."""
+    import dagster as dg
+
+    with dev.instance() as instance:
+        entries = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+    return [
+        str(e.dagster_event.step_failure_data.error.message)  # type: ignore[union-attr]
+        for e in entries
+        if e.dagster_event is not None
+    ]
 
 
 def run_messages_of(dev: DagsterDev, run_id: str) -> list[str]:

@@ -163,8 +163,9 @@ def test_single_run_backfill_keeps_sources_isolated_and_locked(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
     """What a UI backfill of four partitions launches under the single-run policy: ONE run
-    over the range with the default config. A failing Source and a locked Source do not fail
-    the run or hide the others: each passing Source gets its own materialization."""
+    over the range with the default config. A failing Source and a locked Source do not hide
+    the others: each passing Source gets its own materialization; the failing one fails the
+    run, named in its failure."""
     from radar_pipeline.definitions import defs
 
     vault = radar_env["vault"]
@@ -191,7 +192,10 @@ def test_single_run_backfill_keeps_sources_isolated_and_locked(
                 },
                 raise_on_error=False,
             )
-            assert result.success
+            assert not result.success
+            [failure] = [e for e in result.all_events if e.is_step_failure]
+            error = failure.step_failure_data.error
+            assert error is not None and "1 Source(s) failed: bf-c" in error.message
             assert len(instance.get_runs()) == 1
             materialized = instance.get_materialized_partitions(dg.AssetKey("signals"))
             assert materialized == {"bf-a", "bf-d"}

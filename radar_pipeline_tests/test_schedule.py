@@ -21,6 +21,7 @@ from radar_pipeline.core.plan.schedule import (
     needs_unconditional,
     next_backoff,
     next_check_at,
+    next_due_at,
     priority_rank,
     stable_offset,
 )
@@ -411,3 +412,14 @@ def test_format_utc_round_trip() -> None:
     assert parse_utc(format_utc(NOW)) == NOW
     offset = parse_utc("2026-11-30T03:02:03+02:00")
     assert format_utc(offset) == "2026-11-30T01:02:03Z"
+
+
+def test_next_due_at_is_the_next_check_not_before_the_backoff() -> None:
+    six = timedelta(hours=6)
+    last = NOW - timedelta(hours=1)
+    assert next_due_at("a", None, last, None, NOW) is None  # manual
+    assert next_due_at("a", six, None, None, NOW) == NOW  # never succeeded: due now
+    assert next_due_at("a", six, last, None, NOW) == next_check_at("a", six, last)
+    later = NOW + timedelta(days=1)
+    assert next_due_at("a", six, last, later, NOW) == later  # in backoff: when it ends
+    assert next_due_at("a", six, None, later, NOW) == later

@@ -1,6 +1,6 @@
-"""Sensors on a real temp Dagster instance: `evaluate_tick`, then what the daemon would do with
-the result (apply partition requests, launch the requested runs in-process, record runless
-check evaluations). The clock is `RADAR_AS_OF`, never the wall clock."""
+"""Sensors and the collection schedule on a real temp Dagster instance: `evaluate_tick`, then
+what the daemon would do with the result (apply partition requests, launch the requested runs
+in-process). The clock is `RADAR_AS_OF`, never the wall clock."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.plan.schedule import due_slot
 from radar_pipeline.defs.collection.freshness import ON_CADENCE, source_freshness_sensor
 from radar_pipeline.defs.collection.jobs import COLLECT_JOB_NAME
+from radar_pipeline.defs.collection.schedules import due_sources_schedule
 from radar_pipeline.defs.collection.sensors import (
     collects_signals,
-    due_sources_sensor,
     run_failure_dead_letter_sensor,
     run_sources,
 )
@@ -30,7 +30,7 @@ from radar_pipeline_tests.vaultkit import rss, write_source
 
 SIX_HOURS = timedelta(hours=6)
 T0 = datetime(2026, 11, 2, 9, 17, tzinfo=UTC)
-# (id, role, priority): the order the due sensor must request them in after downtime.
+# (id, role, priority): the order the schedule must request them in after downtime.
 PRIORITY_ORDER = (
     ("eng-crit", "engineering-blog", "critical"),
     ("disc-high", "discovery", "high"),
@@ -71,6 +71,20 @@ def tick(
     )
 
 
+def due_tick(instance: dg.DagsterInstance) -> list[dg.RunRequest]:
+    """One tick of `due_sources_schedule` (its clock: RADAR_AS_OF), as the daemon evaluates it."""
+    from radar_pipeline.definitions import defs
+
+    context = dg.build_schedule_context(
+        instance=instance,
+        scheduled_execution_time=datetime.now(UTC),
+        repository_def=defs.get_repository_def(),
+        resources={"radar": RadarResource()},
+    )
+    data = due_sources_schedule.evaluate_tick(context)
+    return list(data.run_requests or [])
+
+
 def apply_partitions(instance: dg.DagsterInstance, data: dg.SensorExecutionData) -> None:
     for req in data.dynamic_partitions_requests or []:
         if isinstance(req, dg.AddDynamicPartitionsRequest):
@@ -80,11 +94,13 @@ def apply_partitions(instance: dg.DagsterInstance, data: dg.SensorExecutionData)
                 instance.delete_dynamic_partition(req.partitions_def_name, key)
 
 
-def launch(instance: dg.DagsterInstance, requests: list[dg.RunRequest]) -> None:
-    """Run each request as the daemon would launch it (here in-process), run key included."""
+def launch(instance: dg.DagsterInstance, requests: list[dg.RunRequest]) -> dict[str, bool]:
+    """Run each request as the daemon would launch it (here in-process), run key included;
+    returns each partition's run success (a run in which its Source failed is a failed run)."""
     from radar_pipeline.definitions import defs
 
     job = defs.resolve_job_def(COLLECT_JOB_NAME)
+    outcome: dict[str, bool] = {}
     for req in requests:
         result = job.execute_in_process(
             run_config=req.run_config,
@@ -93,7 +109,8 @@ def launch(instance: dg.DagsterInstance, requests: list[dg.RunRequest]) -> None:
             tags={**req.tags, "dagster/run_key": str(req.run_key)},
             raise_on_error=False,
         )
-        assert result.success
+        outcome[str(req.partition_key)] = result.success
+    return outcome
 
 
 def run_cadence_checks(instance: dg.DagsterInstance, data: dg.SensorExecutionData) -> None:
@@ -137,7 +154,7 @@ def test_registry_sensor_follows_source_files(
     assert instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME) == ["gamma"]
 
 
-def test_due_sensor_one_run_per_due_source_slot_in_priority_order(
+def test_schedule_one_run_per_due_source_slot_in_priority_order(
     radar_env: dict[str, Path],
     instance: dg.DagsterInstance,
     feed_server: FeedServer,
@@ -151,8 +168,7 @@ def test_due_sensor_one_run_per_due_source_slot_in_priority_order(
     apply_partitions(instance, tick(source_registry_sensor, instance))
     monkeypatch.setenv("RADAR_AS_OF", format_utc(T0))
 
-    first = tick(due_sources_sensor, instance)
-    requests = first.run_requests or []
+    requests = due_tick(instance)
     assert [r.partition_key for r in requests] == SIX_HOUR_IDS  # never checked: all due
     assert [r.run_key for r in requests] == keys_at(T0, SIX_HOUR_IDS)
     assert [int(r.tags["dagster/priority"]) for r in requests] == [23, 12, 10, 2, 1]
@@ -161,17 +177,22 @@ def test_due_sensor_one_run_per_due_source_slot_in_priority_order(
         "mode": "due",
         "sources": ["eng-crit"],
         "as_of": format_utc(T0),
-        "trigger": "sensor",
+        "trigger": "schedule",
     }
     # Stable offsets: the five slots of the same cadence start at five different instants.
     assert len({r.tags["radar/slot"] for r in requests}) == 5
+    # Nothing launched yet: a repeated tick asks for the same keys (no state of its own).
+    assert [r.run_key for r in due_tick(instance)] == keys_at(T0, SIX_HOUR_IDS)
 
-    # A repeated tick asks for nothing new; a tick without the cursor asks for the same keys
-    # (the daemon skips a run key it has already launched).
-    repeat = tick(due_sources_sensor, instance, cursor=first.cursor)
-    assert not repeat.run_requests and "no Source due" in str(repeat.skip_message)
-    fresh = tick(due_sources_sensor, instance)
-    assert [r.run_key for r in fresh.run_requests or []] == keys_at(T0, SIX_HOUR_IDS)
+
+def test_schedule_is_on_by_default_and_replaces_the_due_sensor() -> None:
+    from radar_pipeline.definitions import defs
+
+    schedule = defs.resolve_schedule_def("due_sources_schedule")
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    assert schedule.cron_schedule == "* * * * *"
+    assert schedule.job_name == COLLECT_JOB_NAME
+    assert "due_sources_sensor" not in {s.name for s in defs.sensors or []}
 
 
 @pytest.mark.slow  # 18 in-process runs (collections and check-only runs)
@@ -191,10 +212,9 @@ def test_no_replay_after_downtime_and_freshness_per_partition(
     never = tick(source_freshness_sensor, instance)  # never succeeded: late
     run_cadence_checks(instance, never)
     assert on_cadence_by_partition(instance) == dict.fromkeys(ids, "FAILED")
-    first = tick(due_sources_sensor, instance)
-    launch(instance, list(first.run_requests or []))
+    assert launch(instance, due_tick(instance)) == dict.fromkeys(ids, True)
     monkeypatch.setenv("RADAR_AS_OF", format_utc(T0 + timedelta(minutes=1)))
-    assert not tick(due_sources_sensor, instance, cursor=first.cursor).run_requests
+    assert not due_tick(instance)
     freshness = tick(source_freshness_sensor, instance, cursor=never.cursor)
     run_cadence_checks(instance, freshness)
     assert on_cadence_by_partition(instance) == dict.fromkeys(ids, "SUCCEEDED")
@@ -207,15 +227,14 @@ def test_no_replay_after_downtime_and_freshness_per_partition(
     late = tick(source_freshness_sensor, instance, cursor=freshness.cursor)
     run_cadence_checks(instance, late)
     assert on_cadence_by_partition(instance) == dict.fromkeys(ids, "FAILED")
-    recovery = tick(due_sources_sensor, instance, cursor=first.cursor)
-    requests = list(recovery.run_requests or [])
+    requests = due_tick(instance)
     assert [r.run_key for r in requests] == keys_at(later, ids)  # one each, current
     launch(instance, requests)
     collections = [r for r in instance.get_runs() if r.job_name == COLLECT_JOB_NAME]
     assert len(collections) == 6
 
     monkeypatch.setenv("RADAR_AS_OF", format_utc(later + timedelta(minutes=1)))
-    assert not tick(due_sources_sensor, instance, cursor=recovery.cursor).run_requests
+    assert not due_tick(instance)
     on_time = tick(source_freshness_sensor, instance, cursor=late.cursor)
     run_cadence_checks(instance, on_time)
     assert on_cadence_by_partition(instance) == dict.fromkeys(ids, "SUCCEEDED")
@@ -223,7 +242,7 @@ def test_no_replay_after_downtime_and_freshness_per_partition(
     assert not tick(source_freshness_sensor, instance, cursor=on_time.cursor).run_requests
 
 
-def test_due_sensor_respects_backoff_and_retries_in_a_later_slot(
+def test_schedule_respects_backoff_and_retries_in_a_later_slot(
     radar_env: dict[str, Path],
     instance: dg.DagsterInstance,
     feed_server: FeedServer,
@@ -233,8 +252,15 @@ def test_due_sensor_respects_backoff_and_retries_in_a_later_slot(
     apply_partitions(instance, tick(source_registry_sensor, instance))
     start = due_slot("flaky", SIX_HOURS, T0) + timedelta(minutes=1)  # early in a slot
     monkeypatch.setenv("RADAR_AS_OF", format_utc(start))
-    first = tick(due_sources_sensor, instance)
-    launch(instance, list(first.run_requests or []))  # the Source fails; the run does not
+    first = due_tick(instance)
+    # The Source fails, so its run fails naming it (and its partition is failed).
+    assert launch(instance, first) == {"flaky": False}
+    [run] = instance.get_runs(dg.RunsFilter(job_name=COLLECT_JOB_NAME))
+    assert run.status == dg.DagsterRunStatus.FAILURE
+    status = instance.get_status_by_partition(
+        dg.AssetKey("signals"), ["flaky"], dg.DynamicPartitionsDefinition(name="sources")
+    )
+    assert {k: v.value for k, v in status.items()} == {"flaky": "FAILED"}
     con = duckdb.connect(str(radar_env["db"]), read_only=True)
     try:
         row = con.execute("SELECT backoff_until FROM feed_state WHERE source_id = 'flaky'")
@@ -243,17 +269,17 @@ def test_due_sensor_respects_backoff_and_retries_in_a_later_slot(
         con.close()
     assert start < backoff_until < start + timedelta(hours=1)
 
-    # In backoff: not requested, even by a sensor that forgot its cursor.
+    # In backoff: not requested.
     monkeypatch.setenv("RADAR_AS_OF", format_utc(backoff_until - timedelta(seconds=1)))
-    assert not tick(due_sources_sensor, instance).run_requests
+    assert not due_tick(instance)
     # Backoff over but the same slot: its run key is spent, so no second run in this slot.
     monkeypatch.setenv("RADAR_AS_OF", format_utc(backoff_until + timedelta(seconds=1)))
-    assert not tick(due_sources_sensor, instance, cursor=first.cursor).run_requests
+    assert not due_tick(instance)
     # The next slot: one retry.
     next_slot = due_slot("flaky", SIX_HOURS, start) + SIX_HOURS
     monkeypatch.setenv("RADAR_AS_OF", format_utc(next_slot))
-    retry = tick(due_sources_sensor, instance, cursor=first.cursor)
-    assert [r.run_key for r in retry.run_requests or []] == [f"flaky:{format_utc(next_slot)}"]
+    retry = due_tick(instance)
+    assert [r.run_key for r in retry] == [f"flaky:{format_utc(next_slot)}"]
 
 
 def test_run_failure_sensor_records_a_dead_letter(
@@ -348,3 +374,50 @@ def test_collects_signals(
 def test_run_sources(tags: dict[str, str], sources: list[str], expected: list[str]) -> None:
     config = {"ops": {"signals": {"ops": {"fetch": {"config": {"sources": sources}}}}}}
     assert run_sources(tags, config, ["a", "b", "c", "d"]) == expected
+
+
+def test_a_run_failed_by_its_sources_gets_no_second_dead_letter_and_still_its_checks(
+    radar_env: dict[str, Path],
+    instance: dg.DagsterInstance,
+    feed_server: FeedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from radar_pipeline.defs.collection.checks import (
+        signal_checks_after_collection,
+        signal_checks_after_failed_collection,
+    )
+
+    write_feed_source(radar_env["vault"], feed_server, "down", status=503)
+    apply_partitions(instance, tick(source_registry_sensor, instance))
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(T0))
+    assert launch(instance, due_tick(instance)) == {"down": False}
+    [run] = instance.get_runs(dg.RunsFilter(job_name=COLLECT_JOB_NAME))
+    [failure] = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+    assert failure.dagster_event is not None
+    context = dg.build_run_status_sensor_context(
+        sensor_name=run_failure_dead_letter_sensor.name,
+        dagster_event=failure.dagster_event,
+        dagster_instance=instance,
+        dagster_run=run,
+        resources={"radar": RadarResource()},
+    )
+    run_failure_dead_letter_sensor(context.for_run_failure())
+    con = duckdb.connect(str(radar_env["db"]), read_only=True)
+    try:
+        rows = con.execute("SELECT source_id, collection_id, stage FROM dead_letters").fetchall()
+    finally:
+        con.close()
+    # Only the commit's own dead letter: the run failed because its Source failed.
+    assert [(s, c) for s, c, _ in rows] == [("down", run.run_id)]
+    assert rows[0][2] != "dagster-run"
+
+    checks_context = dg.build_run_status_sensor_context(
+        sensor_name=signal_checks_after_failed_collection.name,
+        dagster_event=failure.dagster_event,
+        dagster_instance=instance,
+        dagster_run=run,
+    )
+    request = signal_checks_after_failed_collection(checks_context)
+    assert isinstance(request, dg.RunRequest)
+    assert request.run_key == f"checks-after:{run.run_id}"
+    assert signal_checks_after_collection.name != signal_checks_after_failed_collection.name

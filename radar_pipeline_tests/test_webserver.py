@@ -80,10 +80,10 @@ def test_make_ui_serves_signals_and_stops_on_ctrl_c(radar_env: dict[str, Path]) 
         sensors = {s["name"]: s["sensorState"]["status"] for s in repo["sensors"]}
         assert sensors == {
             "source_registry_sensor": "RUNNING",
-            "due_sources_sensor": "RUNNING",
             "source_freshness_sensor": "RUNNING",
             "run_failure_dead_letter_sensor": "RUNNING",
             "signal_checks_after_collection": "RUNNING",
+            "signal_checks_after_failed_collection": "RUNNING",
         }
         assert {"idempotency", "provenance", "overdue", "agreement"} <= {
             c["name"] for c in node["assetChecksOrError"]["checks"]

@@ -90,6 +90,25 @@ def next_check_at(
     return min(_first_after(origin, step, threshold), _first_after(origin + half, step, threshold))
 
 
+def next_due_at(
+    source_id: str,
+    cadence: timedelta | None,
+    last_success_at: datetime | None,
+    backoff_until: datetime | None,
+    now: datetime,
+) -> datetime | None:
+    """When a `due` collection next checks the Source: its next check time (`next_check_at`,
+    or `now` when it never succeeded), not before its backoff ends. None for `manual`."""
+    require_aware(now, "now")
+    if cadence is None:
+        return None
+    due_at = next_check_at(source_id, cadence, last_success_at) or now
+    if backoff_until is not None:
+        require_aware(backoff_until, "backoff_until")
+        due_at = max(due_at, backoff_until)
+    return due_at
+
+
 def is_overdue(cadence: timedelta | None, last_success_at: datetime | None, now: datetime) -> bool:
     """True when a cadence-driven Source has not succeeded within its cadence (or ever)."""
     require_aware(now, "now")

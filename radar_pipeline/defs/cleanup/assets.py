@@ -35,7 +35,7 @@ class CleanupConfig(dg.Config):
     as_of: str = ""
 
 
-@dg.asset(partitions_def=weekly_partitions, group_name="radar")
+@dg.asset(partitions_def=weekly_partitions, group_name="cleanup")
 def weekly_cleanup(
     context: dg.AssetExecutionContext, config: CleanupConfig, radar: RadarResource
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]

@@ -8,10 +8,14 @@ from typing import Any
 
 import dagster as dg
 
+from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
 from radar_pipeline.core.models import FetchResult
-from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec
-from radar_pipeline.defs.collection.config import SIGNALS_KEY, CollectConfig
+from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, source_timings
+from radar_pipeline.core.plan.schedule import next_due_at
+from radar_pipeline.core.registry.sources import RegistrySnapshot
+from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.defs.collection.config import FAILED_SOURCES, SIGNALS_KEY, CollectConfig
 from radar_pipeline.defs.collection.metadata import collection_markdown, source_metadata
 from radar_pipeline.defs.partitions import sources_partitions
 from radar_pipeline.defs.resources import CollectionResource, RadarResource
@@ -93,17 +97,14 @@ def signal_materialize(
 ) -> Iterator[Any]:
     """Write new Signal files, commit the index and feed state, and report per Source.
 
-    Emits one materialization per Source that passed (its partition) and an observation per
-    Source that failed, so one range run still shows each Source's own outcome.
+    Each Source that passed gets a materialization of its partition; each that failed an
+    observation with the same figures. Then, if any Source failed, the step fails naming them
+    (after the commit: DuckDB, the dead letters and the Source files already hold the failure).
+    Dagster marks every partition the run planned but did not materialize as failed, so the
+    failing Sources show *Failed* until they next succeed, whoever launched the run.
     """
     report = collection.collector(radar.paths()).commit(deduped.plan, deduped.items)
     context.log.info("collection report\n" + collection_markdown(report))
-    for src in report["sources"]:
-        if src["outcome"] == "skipped":
-            continue
-        passed = src["outcome"] in ("passed", "not-modified")
-        event_type = dg.AssetMaterialization if passed else dg.AssetObservation
-        yield event_type(asset_key=SIGNALS_KEY, partition=src["id"], metadata=source_metadata(src))
     # The recovery report of the whole collection, on the asset without a partition: it lands
     # in the run whatever its Sources did (a failed or skipped Source has no materialization).
     yield dg.AssetObservation(
@@ -114,14 +115,57 @@ def signal_materialize(
             **{k: report[k] for k in ("overdue", "due", "passed", "failed", "skipped", "created")},
         },
     )
+    next_due = next_due_times(radar, deduped.plan)
+    for src in report["sources"]:
+        if src["outcome"] == "skipped":
+            continue  # not checked: neither materialized nor failed by this run
+        passed = src["outcome"] in ("passed", "not-modified")
+        event_type = dg.AssetMaterialization if passed else dg.AssetObservation
+        metadata = source_metadata(src, next_due.get(src["id"], "manual"))
+        yield event_type(asset_key=SIGNALS_KEY, partition=src["id"], metadata=metadata)
+    failed = [s for s in report["sources"] if s["outcome"] == "failed"]
+    if failed:
+        raise sources_failed(failed)
+
+
+def next_due_times(radar: RadarResource, plan: CollectionPlan) -> dict[str, str]:
+    """When a `due` collection next checks each checked Source, after this commit (its next
+    grid point, not before its backoff ends); `manual` Sources have none."""
+    snapshot = RegistrySnapshot(
+        sources=tuple(c.record for c in plan.checks if c.record is not None), issues=()
+    )
+    with radar.store().transaction() as con:
+        states = load_states(con)
+    now = plan.spec.as_of
+    out: dict[str, str] = {}
+    for t in source_timings(snapshot, states, now):
+        due_at = next_due_at(t.source_id, t.cadence, t.last_success_at, t.backoff_until, now)
+        out[t.source_id] = format_utc(due_at) if due_at else "manual"
+    return out
+
+
+def sources_failed(failed: list[dict[str, Any]]) -> dg.Failure:
+    """The step failure of a run in which Sources failed: it names each with its error class.
+    Its `failed_sources` metadata tells the sensors the commit recorded those failures."""
+    names = ", ".join(f"{s['id']} ({s.get('errorClass') or 'error'})" for s in failed)
+    return dg.Failure(
+        description=f"{len(failed)} Source(s) failed: {names}",
+        metadata={FAILED_SOURCES: ",".join(s["id"] for s in failed)},
+        # The same request would fail the same way; the Source's backoff decides when it is
+        # checked again.
+        allow_retries=False,
+    )
 
 
 @dg.graph_asset(
     partitions_def=sources_partitions,
     backfill_policy=dg.BackfillPolicy.single_run(),
-    group_name="radar",
+    group_name="signals",
 )
 def signals() -> Any:
-    """Signals: one Markdown note per feed item in `Radar/Signals/`, deduplicated, with
-    provenance. Partitioned by Source; one run may cover many Sources (fetched concurrently)."""
+    """Signals: one Markdown note per feed item in `Radar/Signals/`, deduplicated, with its
+    provenance. One partition per Source: *materialized* when the Source's last check passed,
+    *failed* when it failed (until it next succeeds). A partition's page shows the Source at a
+    glance: last outcome, HTTP status, created/reused/duplicates, next due time, backoff and
+    last error class. One run may cover many Sources (fetched concurrently)."""
     return signal_materialize(dedupe(parse(fetch())))

@@ -7,8 +7,11 @@ DuckDB and is stored with `partition=None`: one verdict over all Sources.
 
 They run one way: as the `signal_checks` job, after the collection run that changed what they
 judge. `radar collect` runs that job itself right after its collection (and tags its run so);
-for every other successful collection run (schedule, backfill, UI) the run status sensor
-`signal_checks_after_collection` requests it. From the UI, any check can also be run alone.
+for every other collection run (schedule, backfill, UI) a run status sensor requests it:
+`signal_checks_after_collection` after a successful run, `signal_checks_after_failed_collection`
+after a run that failed only because some of its Sources failed (its commit went through, so
+the vault and DuckDB changed). A run that died before its commit changed nothing to judge.
+From the UI, any check can also be run alone.
 """
 
 from datetime import UTC, datetime
@@ -18,7 +21,7 @@ import dagster as dg
 from radar_pipeline.core.audit.run import run_audit
 from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.defs.check_results import check_result
-from radar_pipeline.defs.collection.config import SIGNALS_KEY, config_of
+from radar_pipeline.defs.collection.config import SIGNALS_KEY, config_of, failed_sources_of
 from radar_pipeline.defs.resources import RadarResource
 
 SIGNAL_CHECKS_JOB_NAME = "signal_checks"
@@ -83,12 +86,39 @@ def checks_run_config(as_of: str) -> dict[str, object]:
     request_job=signal_checks_job,
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=30,
+    description="Runs the evidence checks on `signals` after each successful collection run.",
 )
 def signal_checks_after_collection(
     context: dg.RunStatusSensorContext,
 ) -> dg.RunRequest | dg.SkipReason:
     """After a successful collection run whose launcher does not run the checks itself, run
     the evidence checks once for it, at its clock."""
+    return _checks_after(context)
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.FAILURE,
+    request_job=signal_checks_job,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description=(
+        "Runs the evidence checks on `signals` after a collection run that failed because some "
+        "of its Sources failed (the others' Signals were committed)."
+    ),
+)
+def signal_checks_after_failed_collection(
+    context: dg.RunStatusSensorContext,
+) -> dg.RunRequest | dg.SkipReason:
+    """After a collection run that failed only because Sources failed (its commit recorded
+    them), run the evidence checks once for it, at its clock. A run that died before its
+    commit changed nothing the checks judge."""
+    run = context.dagster_run
+    if failed_sources_of(context.instance, run.run_id) is None:
+        return dg.SkipReason(f"run {run.run_id} failed before its commit")
+    return _checks_after(context)
+
+
+def _checks_after(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
     run = context.dagster_run
     collect = config_of(run.run_config)
     if collect is None and not _materialized_signals(context.instance, run.run_id):

@@ -1,7 +1,9 @@
 """What a collection run is told: its typed run config, and the one place its path is spelled.
 
 A run of `signals` carries a `CollectConfig` on its `fetch` op. Launchers build the run config
-with `collect_run_config`; sensors read a finished run's with `config_of`.
+with `collect_run_config`; sensors read a finished run's with `config_of`, and which of its
+Sources failed with `failed_sources_of` (a run whose commit recorded failed Sources fails its
+last step with `FAILED_SOURCES` in the failure's metadata).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from radar_pipeline.core.plan.collection import Mode
 SIGNALS_KEY = dg.AssetKey("signals")
 COLLECT_JOB_NAME = "collect_signals"
 FETCH_OP = "fetch"  # the op of the `signals` graph that reads the config
+# Metadata key of the step failure raised after a commit that recorded failed Sources.
+FAILED_SOURCES = "failed_sources"
 
 
 class CollectConfig(dg.Config):
@@ -54,3 +58,16 @@ def config_of(run_config: Mapping[str, Any] | None) -> CollectConfig | None:
         return CollectConfig(**raw)
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def failed_sources_of(instance: dg.DagsterInstance, run_id: str) -> list[str] | None:
+    """The Sources a failed run's commit recorded as failed (their dead letters, health and
+    DuckDB rows exist), or None when the run failed otherwise (it died, or an op raised before
+    the commit): only then does the run itself need a dead letter per Source."""
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
+        event = entry.dagster_event
+        user = event.step_failure_data.user_failure_data if event is not None else None
+        if user is not None and FAILED_SOURCES in user.metadata:
+            value = user.metadata[FAILED_SOURCES].value
+            return [s for s in str(value).split(",") if s]
+    return None

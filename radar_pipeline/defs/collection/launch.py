@@ -43,7 +43,8 @@ def launch_collection(
 ) -> dict[str, Any]:
     """Run `collect_signals` over the selected Sources' partitions as ONE run (a partition
     range plus the exact selection in config), so N Sources cost one Dagster run and are
-    fetched concurrently; then its checks. Returns the report recorded in DuckDB."""
+    fetched concurrently; then its checks. Returns the report recorded in DuckDB, also when
+    the run failed because some Sources failed (their partitions are then failed)."""
     valid = [r.source.id for r in load_registry(paths.vault).sources]
     unknown = [s for s in source_ids if s not in valid]
     if unknown:
@@ -68,11 +69,17 @@ def launch_collection(
         tags=tags,
         raise_on_error=False,
     )
-    if not result.success:
-        raise CollectionError(f"Dagster run {result.run_id} failed: {_step_failures(result)}")
+    # A run in which Sources failed is a failed run, but its commit recorded the report: the
+    # report says which Sources failed (the CLI exits 2). Only a run that recorded no report
+    # (it failed before its commit) is an error of the collection itself.
     report = report_for(Store(paths.db), result.run_id)
     if report is None:
+        if not result.success:
+            raise CollectionError(f"Dagster run {result.run_id} failed: {_step_failures(result)}")
         raise CollectionError(f"run {result.run_id} finished without recording a report")
+    if not result.success and not report["failed"]:
+        raise CollectionError(f"Dagster run {result.run_id} failed: {_step_failures(result)}")
+    report["dagsterRunStatus"] = "SUCCESS" if result.success else "FAILURE"
     report["dagsterRunId"] = result.run_id
     report["checks"] = _run_checks(defs, instance, result.run_id, as_of)
     return report

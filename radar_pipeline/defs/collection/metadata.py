@@ -15,6 +15,7 @@ _COLUMNS = (
     "updated",
     "duplicates",
     "rejected",
+    "deferred",
     "error",
 )
 
@@ -36,8 +37,9 @@ def collection_markdown(report: dict[str, Any]) -> str:
     return head + "\n".join(lines)
 
 
-def source_metadata(src: dict[str, Any]) -> dict[str, Any]:
-    """Per-Source figures the UI plots over time."""
+def source_metadata(src: dict[str, Any], next_due: str = "") -> dict[str, Any]:
+    """One Source at a glance on its partition page (figures the UI also plots over time):
+    last outcome, HTTP status, counts, next due time, backoff and last error class."""
     return {
         "outcome": src["outcome"],
         "http_status": src["httpStatus"] if src["httpStatus"] is not None else -1,
@@ -46,17 +48,20 @@ def source_metadata(src: dict[str, Any]) -> dict[str, Any]:
         "updated": src["updated"],
         "duplicates": src["duplicates"],
         "rejected": src["rejected"],
+        # Reports that predate the per-check item cap have no `deferred`.
+        "deferred": int(src.get("deferred") or 0),
+        "next_due_at": next_due,
+        "backoff_until": src.get("backoffUntil") or "",
+        "error_class": src.get("errorClass") or "",
+        "error": src["error"] or "",
         "bytes": src["bytes"],
         "duration_ms": dg.MetadataValue.float(float(src["durationMs"])),
-        "error": src["error"] or "",
         "coverage_from": src["coverageFrom"] or "",
         # Metrics per attempt; .get keeps reports recorded before they existed readable.
-        "error_class": src.get("errorClass") or "",
         "conditional": bool(src.get("conditional")),
         "body_sha256": src.get("bodySha256") or "",
         "validators_changed": bool(src.get("validatorsChanged")),
         "items_parsed": int(src.get("itemsParsed") or 0),
         "items_new": int(src.get("itemsNew") or 0),
         "consecutive_failures": int(src.get("consecutiveFailures") or 0),
-        "backoff_until": src.get("backoffUntil") or "",
     }

@@ -1,13 +1,9 @@
-"""Sensors of collection: due Sources get one run per slot, and a failed run leaves a dead letter.
+"""Sensors of collection: a run that died leaves a dead letter per Source it covered.
 
-Why sensors and no schedule for collection: each Source has its own cadence (written in its
-file, editable at any time) and its due-ness depends on DuckDB state (lastSuccessAt, backoff).
-A schedule has one cron for everything and would have to read the same state anyway. The due
-sensor reads the state at evaluation time, so after any downtime it sees each overdue Source
-once, now: there is no tick history to replay.
+Due Sources are requested by `due_sources_schedule` (schedules.py), which reads the same
+clock variable (`RADAR_AS_OF`) as `evaluation_time` here.
 """
 
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -15,18 +11,14 @@ from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core.clock import format_utc, parse_utc
-from radar_pipeline.core.plan.collection import SourceTiming, source_timings
-from radar_pipeline.core.registry.sources import load_registry
+from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.core.store.dead_letters import record_run_failure
-from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.defs.collection.config import (
     COLLECT_JOB_NAME,
     SIGNALS_KEY,
-    collect_run_config,
     config_of,
+    failed_sources_of,
 )
-from radar_pipeline.defs.collection.jobs import collect_job
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource
 
@@ -46,80 +38,6 @@ def evaluation_time(environ: Mapping[str, str] | None = None) -> datetime:
     env = os.environ if environ is None else environ
     value = env.get(AS_OF_ENV, "").strip()
     return parse_utc(value) if value else datetime.now(UTC)
-
-
-def run_key(timing: SourceTiming) -> str:
-    """`<source>:<due slot>`: one slot of one Source launches at most one run, ever."""
-    return f"{timing.source_id}:{format_utc(timing.slot)}"
-
-
-def queue_priority(timing: SourceTiming) -> int:
-    """`dagster/priority` for the run queue (higher first): critical, then primary/discovery,
-    then the rest; inside a group high > normal > low."""
-    group, within = timing.rank
-    return 10 * (2 - group) + (3 - within)
-
-
-def due_run_request(timing: SourceTiming, as_of: str) -> dg.RunRequest:
-    """One per-partition run of `collect_signals` in mode `due` for one Source."""
-    clock = parse_utc(as_of) if as_of else None
-    return dg.RunRequest(
-        run_key=run_key(timing),
-        partition_key=timing.source_id,
-        run_config=collect_run_config("due", [timing.source_id], clock, "sensor"),
-        tags={
-            "dagster/priority": str(queue_priority(timing)),
-            "radar/trigger": "sensor",
-            "radar/mode": "due",
-            "radar/slot": format_utc(timing.slot),
-        },
-    )
-
-
-def _requested_slots(cursor: str | None) -> dict[str, str]:
-    try:
-        value = json.loads(cursor) if cursor else {}
-    except json.JSONDecodeError:
-        return {}
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
-
-
-@dg.sensor(
-    job=collect_job,
-    minimum_interval_seconds=TICK_SECONDS,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-)
-def due_sources_sensor(
-    context: dg.SensorEvaluationContext, radar: RadarResource
-) -> dg.SensorResult:
-    """One run per due Source partition, run key `<source>:<due slot>`, in recovery priority
-    order. Due means the planner's rule (`schedule.next_check_at` has come: the Source's next
-    grid point, at the latest lastSuccessAt + cadence; not in backoff), read at evaluation
-    time: after downtime each overdue Source gets exactly one current run; missed slots are
-    never requested. The cursor remembers the last slot requested per Source
-    so a repeated tick asks for nothing (the daemon's run-key dedupe is the second guard)."""
-    now = evaluation_time()
-    paths = radar.paths()
-    partitions = set(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
-    snapshot = load_registry(paths.vault)
-    with radar.store().transaction() as con:
-        states = load_states(con)
-    requested = _requested_slots(context.cursor)
-    as_of = os.environ.get(AS_OF_ENV, "").strip()
-    run_requests: list[dg.RunRequest] = []
-    for timing in source_timings(snapshot, states, now):
-        # A Source not yet a partition waits one tick for the registry sensor to add it.
-        if not timing.due or timing.source_id not in partitions:
-            continue
-        slot = format_utc(timing.slot)
-        if requested.get(timing.source_id) == slot:
-            continue
-        run_requests.append(due_run_request(timing, as_of))
-        requested[timing.source_id] = slot
-    cursor = json.dumps({k: v for k, v in requested.items() if k in partitions}, sort_keys=True)
-    if not run_requests:
-        return dg.SensorResult(skip_reason=f"no Source due at {format_utc(now)}", cursor=cursor)
-    return dg.SensorResult(run_requests=run_requests, cursor=cursor)
 
 
 def run_sources(
@@ -156,11 +74,20 @@ def collects_signals(job_name: str, asset_selection: Iterable[dg.AssetKey] | Non
 def run_failure_dead_letter_sensor(
     context: dg.RunFailureSensorContext, radar: RadarResource
 ) -> None:
-    """A failed run (crash, killed process, op error) leaves one open dead letter, stage
-    `dagster-run`, per Source it covered; the next due tick retries those Sources."""
+    """A failed run leaves one open dead letter, stage `dagster-run`, per Source it covered,
+    when it failed as a whole (a crash, a killed process, an op error before the commit); the
+    next due slot retries those Sources. A run that failed because some of its Sources failed
+    adds nothing: its commit already recorded each failure (dead letter, health, DuckDB)."""
     run = context.dagster_run
     if not collects_signals(run.job_name, run.asset_selection):
         context.log.info(f"run {run.run_id} of {run.job_name} failed; it collects no Signals")
+        return
+    recorded = failed_sources_of(context.instance, run.run_id)
+    if recorded is not None:
+        context.log.info(
+            f"run {run.run_id} failed because Sources failed ({', '.join(recorded)}); "
+            "their failures are recorded already"
+        )
         return
     partitions = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     sources = run_sources(run.tags, run.run_config or {}, partitions)

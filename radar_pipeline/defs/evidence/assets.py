@@ -13,7 +13,7 @@ from radar_pipeline.defs.registry.assets import source_registry
 from radar_pipeline.defs.resources import RadarResource
 
 
-@dg.asset(deps=[source_registry, SIGNALS_KEY, weekly_cleanup], group_name="radar")
+@dg.asset(deps=[source_registry, SIGNALS_KEY, weekly_cleanup], group_name="evidence")
 def evidence_snapshot(radar: RadarResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The evidence snapshot: inventory (files) and production scope (what is collected) kept
     apart, the last collection's recovery and what stayed overdue after it, retained temporary

@@ -6,7 +6,7 @@ from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.defs.resources import RadarResource
 
 
-@dg.asset(group_name="radar")
+@dg.asset(group_name="registry")
 def source_registry(radar: RadarResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The validated Source Registry: which Source files are active Sources, and every issue
     (an invalid file or a duplicate id never becomes an active Source)."""

@@ -1,0 +1,179 @@
+"""What a person sees in the Dagster UI, asked the way the UI asks (GraphQL of a real `dagster
+dev` in a temp home, its daemon ticking): the collection schedule listed under Automation,
+ticking, requesting exactly the due Sources once per slot; a failing Source as a *failed*
+partition of `signals` beside a passing one *materialized*; the failing Source cleared by its
+next success; and after a simulated downtime one run per overdue Source, not one per missed
+slot. The clock of the schedule and its runs is `RADAR_AS_OF` (no waiting for six hours)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.plan.schedule import due_slot
+from radar_pipeline_tests.daemonkit import DagsterDev, read_db, wait_for
+from radar_pipeline_tests.faults.farm import RadarHome, record_figures
+from radar_pipeline_tests.feedserver import FeedServer
+from radar_pipeline_tests.vaultkit import rss, write_source
+
+SCHEDULE = "due_sources_schedule"
+PASSING = "ui-pass"  # critical: requested first
+FAILING = "ui-fail"  # its feed answers 500 until the downtime is over
+MANUAL = "ui-manual"  # never requested by the schedule
+T0 = datetime(2026, 11, 2, 9, 17, tzinfo=UTC)
+SIX_HOURS = timedelta(hours=6)
+
+
+def feed(source_id: str) -> bytes:
+    return rss(
+        [
+            {"title": f"{source_id} {i}", "guid": f"{source_id}-{i}", "link": f"https://e.x/{i}"}
+            for i in range(2)
+        ]
+    )
+
+
+def keys_at(now: datetime, ids: list[str]) -> set[str]:
+    return {f"{sid}:{format_utc(due_slot(sid, SIX_HOURS, now))}" for sid in ids}
+
+
+def schedule_runs(dev: DagsterDev) -> list[Any]:
+    """Every run the schedule launched, oldest first."""
+    import dagster as dg
+
+    with dev.instance() as instance:
+        runs = instance.get_runs(dg.RunsFilter(tags={"dagster/schedule_name": SCHEDULE}))
+    return sorted(runs, key=lambda r: r.tags["dagster/run_key"])
+
+
+def finished_runs(dev: DagsterDev, count: int) -> list[Any] | None:
+    """The schedule's runs once there are `count` and all finished."""
+    runs = schedule_runs(dev)
+    if len(runs) < count or any(not r.is_finished for r in runs):
+        return None
+    return runs
+
+
+def ticks_after(dev: DagsterDev, after: float) -> list[dict[str, Any]]:
+    ticks = dev.schedule(SCHEDULE)["scheduleState"]["ticks"]
+    return [t for t in ticks if t["timestamp"] > after]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_schedule_and_failed_partitions_in_the_ui(tmp_path: Path, feed_server: FeedServer) -> None:
+    home = RadarHome(tmp_path / "h")
+    write_source(
+        home.vault,
+        PASSING,
+        feed_server.add(f"/{PASSING}.xml", feed(PASSING)),
+        priority="critical",
+    )
+    write_source(home.vault, FAILING, feed_server.add(f"/{FAILING}.xml", b"down", status=500))
+    write_source(
+        home.vault, MANUAL, feed_server.add(f"/{MANUAL}.xml", feed(MANUAL)), cadence="manual"
+    )
+    figures: dict[str, Any] = {}
+    env = {**home.environ(), "RADAR_AS_OF": format_utc(T0)}
+    dev = DagsterDev(home.home, env, tmp_path / "dagster-dev.log")
+    try:
+        dev.start()
+        started = time.time()
+        dev.wait_partitions([FAILING, MANUAL, PASSING])
+
+        # Automation lists the schedule, running by default, every minute.
+        schedule = dev.schedule(SCHEDULE)
+        assert (schedule["cronSchedule"], schedule["scheduleState"]["status"]) == (
+            "* * * * *",
+            "RUNNING",
+        )
+
+        # A tick requests the two due Sources (not the manual one), one run each.
+        runs = wait_for("the scheduled runs", lambda: finished_runs(dev, 2), 240)
+        figures["first_runs_s"] = round(time.time() - started, 1)
+        assert {r.tags["dagster/run_key"] for r in runs} == keys_at(T0, [PASSING, FAILING])
+        status = {r.tags["dagster/partition"]: r.status.value for r in runs}
+        assert status == {PASSING: "SUCCESS", FAILING: "FAILURE"}
+        [failed_run] = [r for r in runs if r.tags["dagster/partition"] == FAILING]
+        [requesting] = [t for t in ticks_after(dev, 0) if t["runIds"]]
+        assert requesting["status"] == "SUCCESS"
+        assert sorted(requesting["runIds"]) == sorted(r.run_id for r in runs)
+
+        # The Partitions tab: the failing Source failed, the passing one materialized.
+        statuses = dev.partition_statuses()
+        assert statuses["failed"] == [FAILING]
+        assert PASSING in statuses["materialized"]
+        figures["after_first_tick"] = statuses
+
+        # The run failure names the Source; its dead letter is the commit's alone; the
+        # evidence checks still follow the failed collection.
+        with dev.instance() as instance:
+            import dagster as dg
+
+            [failure] = instance.all_logs(
+                failed_run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE
+            )
+            error = failure.dagster_event.step_failure_data.error  # type: ignore[union-attr]
+            assert f"1 Source(s) failed: {FAILING}" in error.message
+        wait_for(
+            "the evidence checks after the failed run",
+            lambda: _checks_after(dev, failed_run.run_id),
+            150,
+        )
+
+        # Later ticks (the clock stands still) ask for nothing: once per slot.
+        quiet_since = time.time()
+        wait_for("a later tick", lambda: ticks_after(dev, quiet_since), 150)
+        assert len(schedule_runs(dev)) == 2
+        letters = read_db(home.db, "SELECT source_id, stage FROM dead_letters ORDER BY 1")
+        assert [s for s, _ in letters] == [FAILING]
+        assert all(stage != "dagster-run" for _, stage in letters)
+    finally:
+        dev.stop()
+
+    # Three days down (twelve slots of each Source went by); the failing feed recovered.
+    feed_server.add(f"/{FAILING}.xml", feed(FAILING))
+    later = T0 + timedelta(days=3)
+    dev.env["RADAR_AS_OF"] = format_utc(later)
+    try:
+        dev.start()
+        restarted = time.time()
+        runs = wait_for("the recovery runs", lambda: finished_runs(dev, 4), 240)
+        figures["recovery_runs_s"] = round(time.time() - restarted, 1)
+        recovery = [
+            r for r in runs if r.tags["dagster/run_key"] in keys_at(later, [PASSING, FAILING])
+        ]
+        assert len(recovery) == 2 and len(runs) == 4  # one per overdue Source, not per slot
+        assert {r.status.value for r in recovery} == {"SUCCESS"}
+
+        # The next success cleared the failed partition.
+        statuses = wait_for(
+            "the failed partition cleared",
+            lambda: ((s := dev.partition_statuses())["failed"] == [] and s) or None,
+            60,
+        )
+        assert {PASSING, FAILING} <= set(statuses["materialized"])
+        assert MANUAL not in statuses["materialized"]
+        figures["after_recovery"] = statuses
+
+        quiet_since = time.time()
+        wait_for("a later tick", lambda: ticks_after(dev, quiet_since), 150)
+        assert len(schedule_runs(dev)) == 4
+        figures["dagster_dev_ready_s"] = [round(s, 1) for s in dev.ready_s]
+    finally:
+        survivors = dev.stop()
+    assert not survivors, f"processes outlived Ctrl-C: {survivors}"
+    record_figures("ui-schedule-partitions", figures)
+
+
+def _checks_after(dev: DagsterDev, run_id: str) -> bool:
+    import dagster as dg
+
+    with dev.instance() as instance:
+        runs = instance.get_runs(dg.RunsFilter(tags={"radar/after_run": run_id}))
+    return bool(runs) and all(r.is_finished for r in runs)
