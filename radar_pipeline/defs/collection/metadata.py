@@ -15,6 +15,8 @@ _COLUMNS = (
     "updated",
     "duplicates",
     "rejected",
+    "deferred",
+    "outsideWindow",
     "error",
 )
 
@@ -46,6 +48,12 @@ def source_metadata(src: dict[str, Any]) -> dict[str, Any]:
         "updated": src["updated"],
         "duplicates": src["duplicates"],
         "rejected": src["rejected"],
+        # The accounting (invariant 14): items_parsed = created + reused + updated +
+        # duplicates + rejected + deferred + outside_window; .get for older reports.
+        "deferred": int(src.get("deferred") or 0),
+        "outside_window": int(src.get("outsideWindow") or 0),
+        "late": int(src.get("late") or 0),
+        "possible_gap": bool(src.get("possibleGap")),
         "bytes": src["bytes"],
         "duration_ms": dg.MetadataValue.float(float(src["durationMs"])),
         "error": src["error"] or "",
