@@ -109,7 +109,10 @@ def commit_source(
     _commit_items(con, spec, item, write, pending)
     _commit_outside_window(spec, res, pending)
     _commit_rejections(con, spec, res)
-    pending.states.append(_state_after_success(spec.as_of, res, state))
+    # Deferred items are not persisted yet: the validators stay where they were, so the next
+    # check fetches and parses the feed again instead of ending on a 304 (invariant 6).
+    holds_back = any(d.decision == "deferred" for d in item.decisions)
+    pending.states.append(_state_after_success(spec.as_of, res, state, holds_back))
     pending.facts.extend(write.facts)
 
 
@@ -196,8 +199,11 @@ def _commit_rejections(
         )
 
 
-def _state_after_success(now: datetime, res: CheckResult, state: FeedState) -> FeedState:
-    """The watermark and validators advance only here, once the items are persisted."""
+def _state_after_success(
+    now: datetime, res: CheckResult, state: FeedState, holds_back: bool = False
+) -> FeedState:
+    """The watermark and validators advance only here, once the items are persisted (all of
+    them: `holds_back`, some items deferred to the next check, keeps the old validators)."""
     fetch = res.fetch
     assert fetch is not None
     new_state = replace(
@@ -210,7 +216,9 @@ def _state_after_success(now: datetime, res: CheckResult, state: FeedState) -> F
         consecutive_failures=0,
         backoff_until=None,
     )
-    if fetch.outcome == "ok" or fetch.unchanged_body:
+    if holds_back:
+        pass
+    elif fetch.outcome == "ok" or fetch.unchanged_body:
         new_state = replace(
             new_state,
             etag=fetch.etag,

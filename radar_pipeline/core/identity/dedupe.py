@@ -11,7 +11,7 @@ Decision per candidate (one Source):
 - same canonical URL, or the same content hash of *substantive* text, as a Signal of the same
   Source -> `duplicate` of it (a re-publication under a new guid; no new file). Substantive:
   at least MIN_SUBSTANTIVE_WORDS words of summary or body, and not a template: a text held by
-  three or more items of the check, by most of them, or by two or more Signals of the Source
+  three or more links of the check, by most of them, or by two or more Signals of the Source
   already is the feed's boilerplate and proves nothing (invariant 2);
 - otherwise `new`; if its normalized title + observation day, or a simhash within
   `SIMHASH_DISTANCE` bits, matches an existing Signal (any Source) it is still created, only
@@ -230,10 +230,13 @@ def _newest_first(cand: ItemCandidate) -> tuple[int, float, int]:
 
 def template_hashes(candidates: Sequence[ItemCandidate]) -> frozenset[str]:
     """Content hashes that are the feed's boilerplate in this check: held by three or more of
-    its items, or by two or more when they are most of the items with text."""
-    counts = Counter(c.content_hash for c in candidates if _has_substantive_text(c))
-    with_text = sum(counts.values())
-    return frozenset(h for h, n in counts.items() if n >= 3 or (n >= 2 and 2 * n > with_text))
+    its links, or by two or more when they are most of the links with substantive text.
+
+    Links, not items: a re-publication under a new guid at the same URL is one link."""
+    held = {(c.content_hash, c.canonical_url) for c in candidates if _has_substantive_text(c)}
+    counts = Counter(h for h, _ in held)
+    links = len({url for _, url in held})
+    return frozenset(h for h, n in counts.items() if n >= 3 or (n >= 2 and 2 * n > links))
 
 
 def lookup_duplicates(con: duckdb.DuckDBPyConnection, identities: Sequence[str]) -> dict[str, str]:
