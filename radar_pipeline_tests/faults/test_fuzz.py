@@ -2,7 +2,8 @@
 
 No unhandled exception (only the documented ParseError / ValueError / RegistryError), and no
 Signal that fails to parse back: every candidate the parser yields is rendered as the real
-Signal document and read back with the real reader, field for field (docs/architecture.md, invariant 12).
+Signal document and read back with the real reader, field for field (docs/architecture.md,
+invariant 12).
 """
 
 from __future__ import annotations

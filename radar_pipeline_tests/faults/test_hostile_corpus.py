@@ -1,7 +1,8 @@
 """The feedparser test corpus served over loopback HTTP with its `Header:` lines, as Sources.
 
-Invariant 7 (docs/architecture.md) (one Source failing never stops the others; every failure has a class) and
-"never a silent drop": every item the feed holds is a Signal or a rejection with a reason.
+Invariant 7 (docs/architecture.md) (one Source failing never stops the others; every failure
+has a class) and "never a silent drop" (invariant 14): every item the feed holds is a Signal,
+a duplicate, deferred, outside the window, or a rejection with a reason.
 """
 
 from __future__ import annotations
