@@ -16,6 +16,7 @@ from typing import Any
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.collector import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.identity.keys import identity_hash
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline_tests.feedserver import FeedServer, RequestHandler
@@ -88,14 +89,15 @@ def test_backdated_item_is_created_and_counted_late(
     first_items = [item(1, T - timedelta(hours=2))]
     write_source(vault, "blog", feed_server.add("/blog.xml", rss(first_items)))
     first = source(radar_collect(T), "blog")
-    assert (first["created"], first["late"]) == (1, 0)
+    assert first["created"] == 1
 
     feed_server.add("/blog.xml", rss([*first_items, item(2, T - timedelta(days=3))]))
     later = T + timedelta(hours=6)
     report = radar_collect(later)
     second = source(report, "blog")
     assert second["coverageFrom"] == format_utc(T - timedelta(hours=1))
-    assert (second["created"], second["reused"], second["late"]) == (1, 1, 1)
+    assert (second["created"], second["reused"]) == (1, 1)
+    assert (first["late"], second["late"]) == (0, 1)
     assert (second["itemsParsed"], second["outsideWindow"], second["deferred"]) == (2, 0, 0)
     assert report["late"] == 1 and balanced(second)
     assert len(signal_files(vault)) == 2
@@ -137,7 +139,8 @@ def test_item_hidden_by_a_lying_304_is_recovered_once_by_the_daily_unconditional
     # lastSuccessAt is now T + 7 h: the item (T + 2 h) is older than the period covered.
     daily = source(collect(radar_env, T + timedelta(hours=25)), "cdn")
     assert (daily["outcome"], daily["conditional"]) == ("passed", False)
-    assert (daily["created"], daily["reused"], daily["late"]) == (1, 1, 1)
+    assert (daily["created"], daily["reused"]) == (1, 1)
+    assert daily["late"] == 1
     assert len(signal_files(vault)) == 2
     again = source(collect(radar_env, T + timedelta(hours=50)), "cdn")  # unchanged body
     assert (again["outcome"], again["created"]) == ("not-modified", 0)
@@ -241,8 +244,8 @@ def test_eighty_items_are_fifty_created_thirty_deferred_then_thirty_created(
     items = [item(n, T - timedelta(hours=1 + n)) for n in range(80)]  # newest first
     write_source(vault, "busy", feed_server.add("/busy.xml", rss(items)))
     first = source(collect(radar_env, T), "busy")
-    assert (first["created"], first["deferred"], first["itemsParsed"]) == (50, 30, 80)
-    assert balanced(first)
+    assert (first["created"], first["itemsParsed"], first["rejected"]) == (50, 80, 0)
+    assert first["deferred"] == 30 and balanced(first)
     titles = {
         p.read_text(encoding="utf-8").split("\ntitle: ")[1].split("\n")[0]
         for p in signal_files(vault)
@@ -267,7 +270,9 @@ def test_thirty_day_feed_is_mostly_outside_the_window(
     write_source(vault, "monthly", feed_server.add("/monthly.xml", rss(items)))
     report = collect(radar_env, T)
     src = source(report, "monthly")
-    assert (src["itemsParsed"], src["created"], src["outsideWindow"]) == (31, 9, 22)
+    assert (src["itemsParsed"], src["created"]) == (31, 9)
+    assert src["itemsParsed"] == src["created"] + src.get("outsideWindow", 0)
+    assert src["outsideWindow"] == 22
     assert report["outsideWindow"] == 22 and report["deferred"] == 0 and balanced(src)
     outcomes = dict(
         query(
@@ -282,3 +287,41 @@ def test_thirty_day_feed_is_mostly_outside_the_window(
         "SELECT items_parsed, created, outside_window, window_from FROM check_accounting",
     )
     assert row == (31, 9, 22, T - timedelta(days=7, hours=1))
+
+
+# -- the index survives the rule change ----------------------------------------------------------
+
+
+def test_duplicates_decided_under_the_old_rules_stay_duplicates_after_migration_7(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    """Before issue 17 a boilerplate summary made a second item a duplicate. Migration 7 keeps
+    that decision (duplicate_items, seeded from the observations), so the new rules never turn
+    the known item into a new Signal; a known Signal stays `reused`, never `updated`."""
+    vault = radar_env["vault"]
+    a = item(1, T - timedelta(hours=1), description="Read more…")
+    b = item(2, T - timedelta(hours=1), description="Read more…")
+    url = feed_server.add("/old.xml", rss([a]))
+    write_source(vault, "old", url)
+    assert source(collect(radar_env, T), "old")["created"] == 1
+    [signal] = [p.stem for p in signal_files(vault)]
+    # The database as the previous version left it: schema 6, B recorded a duplicate of A.
+    b_identity = identity_hash("old", "https://example.com/posts/2", "g2")
+    with Store(radar_env["db"]).transaction() as con:
+        con.execute(
+            "INSERT INTO item_observations VALUES ('old-run', 'old', ?, ?, 'g2', "
+            "'https://example.com/posts/2', ?, 'x', 'duplicate', ?, NULL)",
+            [T, b_identity, T - timedelta(hours=1), signal],
+        )
+        con.execute("DROP TABLE check_accounting; DROP TABLE duplicate_items")
+        con.execute("DROP TABLE source_items")
+        con.execute("DELETE FROM schema_migrations WHERE version = 7")
+    Store.forget_migrations()
+
+    feed_server.add("/old.xml", rss([a, b]))
+    report = source(collect(radar_env, T + timedelta(hours=6)), "old")
+    assert (report["created"], report["duplicates"], report["reused"]) == (0, 1, 1)
+    assert report["updated"] == 0 and len(signal_files(vault)) == 1
+    assert query(radar_env, "SELECT identity, signal_id FROM duplicate_items") == [
+        (b_identity, signal)
+    ]
