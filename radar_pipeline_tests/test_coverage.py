@@ -13,6 +13,8 @@ from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
+
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.collector import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
@@ -108,6 +110,18 @@ def test_backdated_item_is_created_and_counted_late(
         [later],
     )
     assert (parsed, created, late) == (2, 1, 1)
+    # The same figures in the Source's materialization metadata (the partition "blog").
+    with dg.DagsterInstance.get() as instance:  # DAGSTER_HOME is the temp home
+        [meta] = [
+            e.asset_materialization.metadata
+            for e in instance.all_logs(
+                report["collectionId"], of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+            )
+            if e.asset_materialization is not None and e.asset_materialization.partition == "blog"
+        ]
+    figures = {k: meta[k].value for k in ("items_parsed", "created", "reused", "late")}
+    assert figures == {"items_parsed": 2, "created": 1, "reused": 1, "late": 1}
+    assert (meta["deferred"].value, meta["outside_window"].value) == (0, 0)
 
 
 class LyingPublisher:
