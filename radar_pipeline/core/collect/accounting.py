@@ -155,4 +155,5 @@ def accounting_row(
         item.result.check.coverage_from,
         window_from(spec.as_of),
         acc.newest_observed_at,
+        sorted(item_ids(item.result.parsed)) if item.result.parsed is not None else [],
     )

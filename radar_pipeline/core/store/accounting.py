@@ -26,6 +26,7 @@ ACCOUNTING_COLUMN_TYPES = (
     "TIMESTAMPTZ",  # coverage_from
     "TIMESTAMPTZ",  # window_from
     "TIMESTAMPTZ",  # newest_observed_at
+    "VARCHAR[]",  # item_ids
 )
 DUPLICATE_COLUMN_TYPES = ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "TIMESTAMPTZ")
 SOURCE_ITEM_COLUMN_TYPES = ("VARCHAR", "VARCHAR", "TIMESTAMPTZ", "TIMESTAMPTZ")
@@ -43,28 +44,19 @@ class PreviousCheck:
 def previous_checks(
     con: duckdb.DuckDBPyConnection, source_ids: Sequence[str], collection_id: str
 ) -> dict[str, PreviousCheck]:
-    """Each Source's latest recorded check that parsed items, before `collection_id`."""
+    """Each Source's latest recorded check that parsed items, before `collection_id` (one
+    look-up of one row per Source: the item ids are stored with it)."""
     if not source_ids:
         return {}
     rows = con.execute(
-        "SELECT source_id, arg_max(collection_id, as_of), arg_max(items_parsed, as_of) "
-        "FROM check_accounting WHERE items_parsed > 0 AND collection_id <> ? "
+        "SELECT source_id, arg_max(collection_id, as_of), arg_max(items_parsed, as_of), "
+        "arg_max(item_ids, as_of) FROM check_accounting "
+        "WHERE items_parsed > 0 AND collection_id <> ? "
         "AND source_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY source_id",
         [collection_id, list(source_ids)],
     ).fetchall()
-    if not rows:
-        return {}
-    ids: dict[tuple[str, str], set[str]] = {(str(r[1]), str(r[0])): set() for r in rows}
-    found = con.execute(
-        "SELECT collection_id, source_id, source_item_id FROM item_observations "
-        "WHERE collection_id IN (SELECT unnest(?::VARCHAR[])) AND source_item_id IS NOT NULL",
-        [sorted({str(r[1]) for r in rows})],
-    ).fetchall()
-    for cid, sid, item_id in found:
-        if (str(cid), str(sid)) in ids:
-            ids[(str(cid), str(sid))].add(str(item_id))
     return {
-        str(r[0]): PreviousCheck(str(r[1]), int(r[2]), frozenset(ids[(str(r[1]), str(r[0]))]))
+        str(r[0]): PreviousCheck(str(r[1]), int(r[2]), frozenset(str(i) for i in r[3] or ()))
         for r in rows
     }
 

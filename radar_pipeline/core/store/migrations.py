@@ -231,7 +231,8 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         7,
         # Every item accounted for (docs/architecture.md, invariant 14). `check_accounting`: one
         # row per Source check with its outcome counts, what it covered, and whether items may
-        # have scrolled out (possible_gap); the `accounting` audit re-adds them. Item
+        # have scrolled out (possible_gap, against the previous check's item_ids: the Source
+        # item ids its feed held); the `accounting` audit re-adds them. Item
         # observations gain the outcomes `deferred` and `outside-window`.
         # `duplicate_items`: the identities recorded as a duplicate of a Signal, so the
         # decision stands when the duplicate rules change (only substantive text counts from
@@ -259,6 +260,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             coverage_from TIMESTAMPTZ,
             window_from TIMESTAMPTZ,
             newest_observed_at TIMESTAMPTZ,
+            item_ids VARCHAR[],
             PRIMARY KEY (collection_id, source_id)
         );
         CREATE INDEX check_accounting_source ON check_accounting (source_id);
