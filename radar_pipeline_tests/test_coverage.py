@@ -339,3 +339,23 @@ def test_duplicates_decided_under_the_old_rules_stay_duplicates_after_migration_
     assert query(radar_env, "SELECT identity, signal_id FROM duplicate_items") == [
         (b_identity, signal)
     ]
+
+
+def test_wider_eligibility_adds_no_revisions_of_items_older_than_the_covered_period(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    """Every item inside the cap is looked at again on every check now; a known item dated
+    before coverageFrom whose text changed stays `reused` (the rule before never saw it), while
+    one inside the covered period is `updated` as before."""
+    vault = radar_env["vault"]
+    old, recent = item(1, T - timedelta(days=3)), item(2, T - timedelta(minutes=30))
+    write_source(vault, "edits", feed_server.add("/edits.xml", rss([recent, old])))
+    assert source(collect(radar_env, T), "edits")["created"] == 2
+    edited = [
+        {**recent, "description": "Recent, revised: " + BODY.format(n=2)},
+        {**old, "description": "Old, revised: " + BODY.format(n=1)},
+    ]
+    feed_server.add("/edits.xml", rss(edited))
+    second = source(collect(radar_env, T + timedelta(hours=6)), "edits")
+    assert (second["updated"], second["reused"], second["created"]) == (1, 1, 0)
+    assert query(radar_env, "SELECT count(*) FROM signal_revisions") == [(1,)]

@@ -155,7 +155,8 @@ class Collector:
                 (res.check.source_id, res.parsed.candidates if res.parsed else ())
                 for res in results
             ]
-            decisions = decide_many(con, checks, batch, item_cap=ITEM_CAP)
+            covered = [res.check.coverage_from for res in results]
+            decisions = decide_many(con, checks, batch, ITEM_CAP, covered)
         return tuple(DedupedCheck(res, d) for res, d in zip(results, decisions, strict=True))
 
     def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Decision per candidate (one Source):
 - identity known (or an alias of it recorded by a re-key) -> `reused`, or `updated` when its
-  content hash changed (a revision);
+  content hash changed (a revision) and it is dated inside the period the check covers (or
+  undated): an older item is looked at again only since every item inside the 7-day cap is
+  (issue 17), and that must not add revisions the rule before it would never have seen;
 - identity recorded as a duplicate by an earlier check -> `duplicate` of the same Signal again
   (the decision is kept, so a change of the rules below never turns it into a new Signal);
 - otherwise the item is unknown. At most `item_cap` unknown items are decided per check,
@@ -155,6 +157,7 @@ def decide_many(
     checks: Sequence[tuple[str, tuple[ItemCandidate, ...]]],
     batch: DedupeBatch | None = None,
     item_cap: int | None = None,
+    covered_from: Sequence[datetime | None] | None = None,
 ) -> list[tuple[ItemDecision, ...]]:
     """`decide` for many Sources, in order, with one set of index queries for all of them.
 
@@ -162,7 +165,8 @@ def decide_many(
     rows fetched for every candidate at once are the rows each Source's own queries would get;
     what earlier Sources of the collection decided `new` is in `batch`, as with `decide`.
     `item_cap` bounds the unknown items decided per Source (None: no bound); the rest are
-    `deferred`. Decisions come back in each check's candidate order.
+    `deferred`. `covered_from`: each check's coverageFrom (None: all covered). Decisions come
+    back in each check's candidate order.
     """
     batch = batch if batch is not None else DedupeBatch()
     everything = [c for _, cands in checks for c in cands]
@@ -172,9 +176,10 @@ def decide_many(
     repeated = lookup_duplicates(con, [c.identity for c in everything if c.identity not in known])
     unknown = [c for c in everything if c.identity not in known and c.identity not in repeated]
     index = _SecondaryIndex.load(con, unknown)
+    periods = list(covered_from) if covered_from is not None else [None] * len(checks)
     return [
-        _decide_one(source_id, cands, _Known(known, repeated), index, batch, item_cap)
-        for source_id, cands in checks
+        _decide_one(source_id, cands, _Known(known, repeated), index, batch, item_cap, since)
+        for (source_id, cands), since in zip(checks, periods, strict=True)
     ]
 
 
@@ -191,6 +196,7 @@ def _decide_one(
     index: _SecondaryIndex,
     batch: DedupeBatch,
     item_cap: int | None,
+    covered_from: datetime | None = None,
 ) -> tuple[ItemDecision, ...]:
     decided: dict[int, ItemDecision] = {}
     unknown: list[int] = []
@@ -198,8 +204,8 @@ def _decide_one(
         hit = known.identities.get(cand.identity)
         if hit is not None:
             signal_id, content_hash = hit
-            outcome: Decision = "reused" if content_hash == cand.content_hash else "updated"
-            decided[i] = ItemDecision(cand, outcome, signal_id)
+            changed = content_hash != cand.content_hash and _covered(cand, covered_from)
+            decided[i] = ItemDecision(cand, "updated" if changed else "reused", signal_id)
         elif cand.identity in known.duplicates:
             decided[i] = ItemDecision(cand, "duplicate", known.duplicates[cand.identity])
         else:
@@ -219,6 +225,11 @@ def _decide_one(
     for i in unknown[len(taken) :]:
         decided[i] = ItemDecision(candidates[i], "deferred")
     return tuple(decided[i] for i in range(len(candidates)))
+
+
+def _covered(cand: ItemCandidate, covered_from: datetime | None) -> bool:
+    """Whether the candidate falls in the period the check covers (undated ones always do)."""
+    return covered_from is None or cand.observed_at is None or cand.observed_at >= covered_from
 
 
 def _newest_first(cand: ItemCandidate) -> tuple[int, float, int]:
