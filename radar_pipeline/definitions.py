@@ -26,6 +26,7 @@ from radar_pipeline.defs.collection.freshness import (
 from radar_pipeline.defs.collection.jobs import collect_job
 from radar_pipeline.defs.collection.schedules import due_sources_schedule
 from radar_pipeline.defs.collection.sensors import run_failure_dead_letter_sensor
+from radar_pipeline.defs.collection.stream_checks import STREAM_CHECKS
 from radar_pipeline.defs.evidence.assets import evidence_snapshot
 from radar_pipeline.defs.registry.assets import source_registry
 from radar_pipeline.defs.registry.checks import registry_check
@@ -34,7 +35,13 @@ from radar_pipeline.defs.resources import CollectionResource, RadarResource
 
 defs = dg.Definitions(
     assets=[source_registry, with_freshness(signals), weekly_cleanup, evidence_snapshot],
-    asset_checks=[on_cadence_check, *SIGNAL_CHECKS, registry_check, retention_check],
+    asset_checks=[
+        on_cadence_check,
+        *SIGNAL_CHECKS,
+        *STREAM_CHECKS,
+        registry_check,
+        retention_check,
+    ],
     jobs=[collect_job, cadence_check_job, weekly_cleanup_job, signal_checks_job],
     schedules=[due_sources_schedule, weekly_cleanup_schedule],
     sensors=[

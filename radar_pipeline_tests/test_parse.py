@@ -11,7 +11,7 @@ import pytest
 
 from radar_pipeline.core.errors import ParseError
 from radar_pipeline.core.models import ParsedFeed
-from radar_pipeline.core.parse.feed import FUTURE_TOLERANCE, MAX_ITEMS, parse_feed
+from radar_pipeline.core.parse.feed import FUTURE_TOLERANCE, parse_feed
 from radar_pipeline.core.text import inert_markdown
 from radar_pipeline_tests.conftest import CORPUS_FEEDPARSER, CORPUS_REAL
 
@@ -34,7 +34,7 @@ def parse(body: bytes, **kwargs: object) -> ParsedFeed:
         "base_url": "https://ex.com/feed.xml",
         "content_type": "application/rss+xml",
         "now": NOW,
-        "coverage_from": None,
+        "window_from": None,
     }
     options.update(kwargs)
     return parse_feed("src", body, **options)  # type: ignore[arg-type]
@@ -45,7 +45,8 @@ def identities(feed: ParsedFeed) -> list[tuple[int, str, str]]:
 
 
 def assert_accounted(feed: ParsedFeed, total: int | None = None) -> None:
-    positions = [c.position for c in feed.candidates] + [r.position for r in feed.rejections]
+    positions = [c.position for c in (*feed.candidates, *feed.outside_window)]
+    positions += [r.position for r in feed.rejections]
     assert all(r.reason and r.detail for r in feed.rejections)
     assert len(set(positions)) == len(positions)
     if total is not None:
@@ -344,27 +345,30 @@ def test_future_dated_is_kept_and_flagged() -> None:
     assert feed.candidates[0].observed_at == (NOW + timedelta(days=365)).replace(microsecond=0)
 
 
-def test_coverage_window_rejects_old_items_and_keeps_undated() -> None:
+def test_recovery_cap_sets_old_items_aside_and_keeps_undated() -> None:
+    # Issue 17: items older than the cap are counted outside the window (not rejected), with
+    # their identity and date; undated items stay eligible.
     old = rfc822(NOW - timedelta(days=30))
     new = rfc822(NOW - timedelta(days=1))
     items = item("old", "https://ex.com/o", old) + item("new", "https://ex.com/n", new)
     items += item("undated", "https://ex.com/u")
-    feed = parse(rss(items), coverage_from=NOW - timedelta(days=7))
+    feed = parse(rss(items), window_from=NOW - timedelta(days=7))
     assert [c.source_item_id for c in feed.candidates] == ["new", "undated"]
-    assert [(r.reason, r.source_item_id) for r in feed.rejections] == [("outside-coverage", "old")]
+    assert [c.source_item_id for c in feed.outside_window] == ["old"]
+    assert feed.outside_window[0].observed_at == (NOW - timedelta(days=30)).replace(microsecond=0)
+    assert feed.rejections == ()
+    assert_accounted(feed, total=3)
 
 
-def test_over_limit_after_coverage_in_feed_order() -> None:
+def test_no_count_limit_in_parse() -> None:
+    # Issue 17: the 50-item cap bounds one check's decisions (dedupe), not what parse keeps.
     old = rfc822(NOW - timedelta(days=30))
     items = item("old", "https://ex.com/old", old)
-    items += "".join(item(f"g{i}", f"https://ex.com/{i}") for i in range(MAX_ITEMS + 5))
-    feed = parse(rss(items), coverage_from=NOW - timedelta(days=7))
-    assert len(feed.candidates) == MAX_ITEMS
-    assert feed.candidates[-1].source_item_id == f"g{MAX_ITEMS - 1}"
-    reasons = [r.reason for r in feed.rejections]
-    assert reasons == ["outside-coverage"] + ["over-limit"] * 5
-    assert_accounted(feed, total=MAX_ITEMS + 6)
-    assert len(parse(rss(items), max_items=3).candidates) == 3
+    items += "".join(item(f"g{i}", f"https://ex.com/{i}") for i in range(55))
+    feed = parse(rss(items), window_from=NOW - timedelta(days=7))
+    assert len(feed.candidates) == 55 and len(feed.outside_window) == 1
+    assert feed.rejections == ()
+    assert_accounted(feed, total=56)
 
 
 # --- hostile text in items

@@ -32,7 +32,7 @@ from radar_pipeline.core.collect.workers import (
 )
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, SIMHASH_DISTANCE, DedupeBatch
-from radar_pipeline.core.identity.keys import hamming64
+from radar_pipeline.core.identity.keys import hamming64, is_substantive
 from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault import index
@@ -248,7 +248,10 @@ def _scan_twin(
     for sid, other, _ in pending:
         if sid == source_id and (
             other.canonical_url == cand.canonical_url
-            or (bool(cand.summary or cand.content) and other.content_hash == cand.content_hash)
+            or (
+                is_substantive(cand.content or cand.summary)
+                and other.content_hash == cand.content_hash
+            )
         ):
             return f"{PENDING_PREFIX}{other.identity}"
     return None
@@ -290,7 +293,7 @@ def test_indexed_batch_answers_what_a_scan_in_order_answers() -> None:
             observed_at=None if rng.random() < 0.2 else NOW - timedelta(days=rng.randrange(30)),
             observed_field=None,
             future_dated=False,
-            summary="" if rng.random() < 0.3 else "s",
+            summary="" if rng.random() < 0.3 else "s" if rng.random() < 0.3 else "s " * 12,
             content=None,
             content_hash=f"h{rng.randrange(300)}",
             title_key=f"k{rng.randrange(200)}",
@@ -404,10 +407,13 @@ def test_migration_6_keeps_the_facts_of_declared_ids_and_reads_the_rest_again(
             "UPDATE audit_signal_files SET declared_id = NULL WHERE name = ?", [files[1].name]
         )
         con.execute("ALTER TABLE audit_signal_files DROP COLUMN identity")
-        con.execute("DELETE FROM schema_migrations WHERE version = 6")
+        # Migration 7's tables go too (issue 17), so 6 and 7 are applied again.
+        con.execute("DROP TABLE check_accounting; DROP TABLE duplicate_items")
+        con.execute("DROP TABLE source_items")
+        con.execute("DELETE FROM schema_migrations WHERE version >= 6")
     Store.forget_migrations()
 
-    assert Store(db).schema_version() == 6
+    assert Store(db).schema_version() == 7
     with Store(db).transaction() as con:
         stored = dict(con.execute("SELECT name, identity FROM audit_signal_files").fetchall())
     # The copy declares its original's id: it keeps its facts; the row that lost its declared

@@ -80,7 +80,7 @@ class ItemCandidate:
 class Rejection:
     """A feed item that was not accepted, with the reason (never dropped silently)."""
 
-    reason: str  # e.g. "unidentifiable", "outside-coverage", "over-limit"
+    reason: str  # e.g. "unidentifiable", "no-link", "invalid-item"
     detail: str
     source_item_id: str | None = None
     position: int | None = None
@@ -96,3 +96,6 @@ class ParsedFeed:
     feed_title: str | None = None
     bozo: str | None = None  # feedparser's complaint, if the feed was ill-formed but usable
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    # Identifiable items dated before the recovery cap: counted and recorded, never decided
+    # (their text is not extracted: only identity, link and date are filled in).
+    outside_window: tuple[ItemCandidate, ...] = ()

@@ -139,7 +139,7 @@ def _roundtrip(record: SourceRecord, body: bytes, folder: Path) -> None:
             base_url="https://example.com/feed.xml",
             content_type="application/xml",
             now=NOW,
-            coverage_from=None,
+            window_from=None,
         )
     except ParseError:
         COUNTS["parse-error"] += 1
@@ -214,7 +214,7 @@ def test_undecodable_encoding_name_is_a_parse_error() -> None:
     body = b'<?xml version="1.0" encoding="utf\xff-8"?><rss version="2.0"><channel/></rss>'
     with pytest.raises(ParseError) as caught:
         parse_feed(
-            "s", body, base_url="https://e.com/", content_type=None, now=NOW, coverage_from=None
+            "s", body, base_url="https://e.com/", content_type=None, now=NOW, window_from=None
         )
     assert caught.value.error_class == "invalid-xml"
 
@@ -324,7 +324,7 @@ def test_markup_that_breaks_feedparser_is_a_parse_error() -> None:
     )
     with pytest.raises(ParseError) as caught:
         parse_feed(
-            "s", body, base_url="https://e.com/", content_type=None, now=NOW, coverage_from=None
+            "s", body, base_url="https://e.com/", content_type=None, now=NOW, window_from=None
         )
     assert caught.value.error_class == "invalid-xml"
     assert "TypeError" in caught.value.message

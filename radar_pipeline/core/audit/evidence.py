@@ -14,6 +14,7 @@ from typing import Any
 from radar_pipeline.core.audit.retention import list_temporary
 from radar_pipeline.core.audit.run import AUDIT_NAMES, run_audits
 from radar_pipeline.core.audit.source_audits import audit_overdue, overdue_sources
+from radar_pipeline.core.audit.stream_audits import silent_sources
 from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import CleanupRefused
@@ -38,6 +39,7 @@ def evidence_snapshot(paths: RadarPaths, now: datetime) -> dict[str, Any]:
         indexed = con.execute(
             "SELECT source_id, count(*) FROM signals GROUP BY source_id ORDER BY source_id"
         ).fetchall()
+        silent = silent_sources(con)
     eligible = [r for r in snapshot.sources if r.source.is_eligible]
     production = {r.source.id for r in eligible if not r.source.is_fixture}
     overdue = overdue_sources(snapshot, states, now)
@@ -63,7 +65,12 @@ def evidence_snapshot(paths: RadarPaths, now: datetime) -> dict[str, Any]:
         "retainedTemporary": retained,
         "lastCollection": last,
         "openDeadLetters": open_dead,
+        "silentSources": silent,
         # ---- what else the evidence shows
+        "possibleGaps": [
+            {"source": f.cells[0], "checkedAt": f.cells[1], "suggestion": f.cells[3]}
+            for f in audits["gaps"].findings
+        ],
         "registryIssues": len(snapshot.issues),
         "inventory": {
             "sourceFiles": _source_files(paths),
@@ -139,7 +146,10 @@ def evidence_text(report: dict[str, Any]) -> str:
         f"fixtures: {report['fixtureSources']}",
         f"overdue now: {report['overdue']}; recovery cap: {report['recoveryCapDays']} days; "
         f"open dead letters: {report['openDeadLetters']}",
+        "silent Sources: " + (", ".join(report["silentSources"]) or "none"),
     ]
+    for gap in report["possibleGaps"]:
+        lines.append(f"possible gap: {gap['source']} at {gap['checkedAt']}: {gap['suggestion']}")
     if rec is None:
         lines.append("last collection: none")
     else:

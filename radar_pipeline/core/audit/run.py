@@ -10,6 +10,9 @@ checks and `radar report` both call it, so the UI and the command line can never
     overdue       eligible Sources past their cadence                            source_audits
     retention     nothing under Temporary Content survives a weekly close        retention
     agreement     the vault and the DuckDB index hold the same Signal ids        signal_audits
+    accounting    every item a check parsed is in exactly one recorded outcome   stream_audits
+    gaps          each Source's latest check overlaps the one before             stream_audits
+    silence       Sources whose checks pass still publish at their own rhythm    stream_audits
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from radar_pipeline.core.audit.signal_audits import (
     oversized_bodies,
 )
 from radar_pipeline.core.audit.source_audits import audit_overdue, audit_registry, overdue_sources
+from radar_pipeline.core.audit.stream_audits import audit_accounting, audit_gaps, audit_silence
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.closes import last_close
@@ -33,7 +37,17 @@ from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.core.vault.facts import gather_facts, open_facts
 
-AUDIT_NAMES = ("idempotency", "provenance", "registry", "overdue", "retention", "agreement")
+AUDIT_NAMES = (
+    "idempotency",
+    "provenance",
+    "registry",
+    "overdue",
+    "retention",
+    "agreement",
+    "accounting",
+    "gaps",
+    "silence",
+)
 
 
 def run_audit(name: str, paths: RadarPaths, now: datetime) -> AuditResult:
@@ -78,6 +92,12 @@ def _run_audits(
                 out[name] = audit_provenance(con)
             elif name == "agreement":
                 out[name] = audit_agreement(con)
+            elif name == "accounting":
+                out[name] = audit_accounting(con)
+            elif name == "gaps":
+                out[name] = audit_gaps(con)
+            elif name == "silence":
+                out[name] = audit_silence(con)
             elif name == "overdue":
                 assert snapshot is not None
                 eligible = sum(1 for r in snapshot.sources if r.source.is_eligible)

@@ -14,7 +14,10 @@ import logging
 import uuid
 from typing import Any
 
+import duckdb
+
 from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings, fetch_many
+from radar_pipeline.core.collect.accounting import CheckAccount, account, accounting_row
 from radar_pipeline.core.collect.commit import (
     PendingRows,
     SourceWrite,
@@ -42,7 +45,9 @@ from radar_pipeline.core.plan.collection import (
     plan_collection,
 )
 from radar_pipeline.core.plan.locks import LockBook
+from radar_pipeline.core.plan.schedule import ITEM_CAP, window_from
 from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
+from radar_pipeline.core.store.accounting import previous_checks, record_accounts
 from radar_pipeline.core.store.collections import record_collection, record_metrics
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.feed_state import load_states
@@ -150,7 +155,8 @@ class Collector:
                 (res.check.source_id, res.parsed.candidates if res.parsed else ())
                 for res in results
             ]
-            decisions = decide_many(con, checks, batch)
+            covered = [res.check.coverage_from for res in results]
+            decisions = decide_many(con, checks, batch, ITEM_CAP, covered)
         return tuple(DedupedCheck(res, d) for res, d in zip(results, decisions, strict=True))
 
     def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> dict[str, Any]:
@@ -162,11 +168,20 @@ class Collector:
             writes = [SourceWrite.of(w) for w in write_signals(self.paths.vault, batches)]
             with self.store.transaction() as con:
                 states, pending = load_states(con), PendingRows()
+                accounts = self._accounts(con, spec.collection_id, deduped, writes)
                 for item, write in zip(deduped, writes, strict=True):
                     state = states.get(item.result.check.source_id)
                     commit_source(con, spec, item, write, state, pending)
                 pending.flush(con)
-                report = build_report(plan, deduped, writes, load_states(con))
+                report = build_report(plan, deduped, writes, load_states(con), accounts)
+                record_accounts(
+                    con,
+                    [
+                        accounting_row(spec, d, a, src["outcome"])
+                        for d, a, src in zip(deduped, accounts, report["sources"], strict=True)
+                        if src["outcome"] != "skipped"
+                    ],
+                )
                 record_metrics(con, spec.collection_id, report["sources"])
                 record_collection(con, spec.dagster_run_id, spec.trigger, spec.as_of, report)
             self._mirror_health(spec, deduped)
@@ -184,6 +199,21 @@ class Collector:
             self.locks.release_all(spec.collection_id)
 
     # ---- helpers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _accounts(
+        con: duckdb.DuckDBPyConnection,
+        collection_id: str,
+        deduped: tuple[DedupedCheck, ...],
+        writes: list[SourceWrite],
+    ) -> list[CheckAccount]:
+        """Each check's outcome counts and gap flag (against its Source's previous check)."""
+        parsed = [d.result.check.source_id for d in deduped if d.result.parsed is not None]
+        previous = previous_checks(con, parsed, collection_id)
+        return [
+            account(d, w, previous.get(d.result.check.source_id))
+            for d, w in zip(deduped, writes, strict=True)
+        ]
 
     def _signal_writes(self, spec: CollectionSpec, item: DedupedCheck) -> list[SignalWrite]:
         """The Signal files one Source's new items need (none when the check failed)."""
@@ -242,7 +272,7 @@ def _parse_job(check: PlannedCheck, result: FetchResult | None, plan: Collection
         result.final_url,
         result.content_type,
         plan.spec.as_of,
-        check.coverage_from,
+        window_from(plan.spec.as_of),
     )
 
 

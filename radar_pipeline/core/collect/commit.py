@@ -25,7 +25,8 @@ from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, ItemDecision, re
 from radar_pipeline.core.identity.keys import IDENTITY_VERSION
 from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.plan.collection import CollectionSpec
-from radar_pipeline.core.plan.schedule import next_backoff
+from radar_pipeline.core.plan.schedule import next_backoff, window_from
+from radar_pipeline.core.store.accounting import record_duplicates, record_source_items
 from radar_pipeline.core.store.connection import insert_rows
 from radar_pipeline.core.store.feed_state import FeedState, save_states
 from radar_pipeline.core.vault import index
@@ -77,13 +78,18 @@ class PendingRows:
     observations: list[tuple[Any, ...]] = field(default_factory=list)
     states: list[FeedState] = field(default_factory=list)
     facts: list[tuple[str, FactsKey, SignalFile]] = field(default_factory=list)
+    duplicates: list[tuple[Any, ...]] = field(default_factory=list)
+    source_items: list[tuple[str, str, datetime | None, datetime]] = field(default_factory=list)
 
     def flush(self, con: duckdb.DuckDBPyConnection) -> None:
         index.insert_signals(con, self.signals)
         insert_rows(con, "item_observations", OBSERVATION_COLUMN_TYPES, self.observations)
         save_states(con, self.states)
         record_facts(con, self.facts)
+        record_duplicates(con, self.duplicates)
+        record_source_items(con, self.source_items)
         self.signals, self.observations, self.states, self.facts = [], [], [], []
+        self.duplicates, self.source_items = [], []
 
 
 def commit_source(
@@ -103,8 +109,12 @@ def commit_source(
         _commit_failure(con, spec, res, state, pending)
         return
     _commit_items(con, spec, item, write, pending)
+    _commit_outside_window(spec, res, pending)
     _commit_rejections(con, spec, res)
-    pending.states.append(_state_after_success(spec.as_of, res, state))
+    # Deferred items are not persisted yet: the validators stay where they were, so the next
+    # check fetches and parses the feed again instead of ending on a 304 (invariant 6).
+    holds_back = any(d.decision == "deferred" for d in item.decisions)
+    pending.states.append(_state_after_success(spec.as_of, res, state, holds_back))
     pending.facts.extend(write.facts)
 
 
@@ -129,8 +139,27 @@ def _commit_items(
                 signal_id = resolved.get(signal_id[len(PENDING_PREFIX) :], signal_id)
         if dec.decision == "updated":
             _record_revision(con, spec, signal_id, cand)
+        if dec.decision == "duplicate" and not signal_id.startswith(PENDING_PREFIX):
+            pending.duplicates.append(
+                (cand.identity, signal_id, source_id, cand.canonical_url, now)
+            )
         outcome = outcome_name(dec, write)
-        pending.observations.append(_observation(spec, source_id, cand, outcome, signal_id))
+        recorded = signal_id or None  # a deferred item has no Signal yet
+        pending.observations.append(_observation(spec, source_id, cand, outcome, recorded))
+        pending.source_items.append((cand.identity, source_id, cand.observed_at, now))
+
+
+def _commit_outside_window(spec: CollectionSpec, res: CheckResult, pending: PendingRows) -> None:
+    """Items dated before the recovery cap: counted and recorded, never decided."""
+    if res.parsed is None:
+        return
+    source_id, floor = res.check.source_id, format_utc(window_from(spec.as_of))
+    for cand in res.parsed.outside_window:
+        row = _observation(spec, source_id, cand, "outside-window", None)
+        seen = format_utc(cand.observed_at) if cand.observed_at else "?"
+        reason = f"observed {seen} before the recovery cap {floor}"
+        pending.observations.append((*row[:7], None, *row[8:10], reason))
+        pending.source_items.append((cand.identity, source_id, cand.observed_at, spec.as_of))
 
 
 def _record_revision(
@@ -166,14 +195,17 @@ def _commit_rejections(
                 res.check.source_id,
                 spec.as_of,
                 rej.source_item_id,
-                "outside-coverage" if rej.reason == "outside-coverage" else "rejected",
+                "rejected",
                 f"{rej.reason}: {rej.detail}"[:500],
             ],
         )
 
 
-def _state_after_success(now: datetime, res: CheckResult, state: FeedState) -> FeedState:
-    """The watermark and validators advance only here, once the items are persisted."""
+def _state_after_success(
+    now: datetime, res: CheckResult, state: FeedState, holds_back: bool = False
+) -> FeedState:
+    """The watermark and validators advance only here, once the items are persisted (all of
+    them: `holds_back`, some items deferred to the next check, keeps the old validators)."""
     fetch = res.fetch
     assert fetch is not None
     new_state = replace(
@@ -186,7 +218,9 @@ def _state_after_success(now: datetime, res: CheckResult, state: FeedState) -> F
         consecutive_failures=0,
         backoff_until=None,
     )
-    if fetch.outcome == "ok" or fetch.unchanged_body:
+    if holds_back:
+        pass
+    elif fetch.outcome == "ok" or fetch.unchanged_body:
         new_state = replace(
             new_state,
             etag=fetch.etag,
@@ -249,8 +283,8 @@ def _commit_failure(
 
 
 def outcome_name(dec: ItemDecision, write: SourceWrite) -> str:
-    """created | reused | updated | duplicate (a `new` item is created, or reused if its file
-    appeared meanwhile)."""
+    """created | reused | updated | duplicate | deferred (a `new` item is created, or reused if
+    its file appeared meanwhile)."""
     if dec.decision == "new":
         return write.outcomes[dec.candidate.identity][1]
     return dec.decision

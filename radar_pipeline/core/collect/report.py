@@ -7,13 +7,17 @@ from collections import Counter
 from typing import Any
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.collect.commit import SourceWrite, outcome_name
-from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
+from radar_pipeline.core.collect.accounting import CheckAccount
+from radar_pipeline.core.collect.commit import SourceWrite
+from radar_pipeline.core.collect.results import DedupedCheck
 from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.plan.collection import CollectionPlan, PlannedCheck
 from radar_pipeline.core.store.collections import COUNT_KEYS
 from radar_pipeline.core.store.feed_state import FeedState
 from radar_pipeline.core.store.fetch_attempts import validators_changed
+
+# Summed over Sources at the top level: the collections table's counts, then the accounting's.
+TOTAL_KEYS = (*COUNT_KEYS, "deferred", "outsideWindow", "late")
 
 
 def build_report(
@@ -21,13 +25,16 @@ def build_report(
     deduped: tuple[DedupedCheck, ...],
     writes: list[SourceWrite],
     states: dict[str, FeedState] | None = None,
+    accounts: list[CheckAccount] | None = None,
 ) -> dict[str, Any]:
     """The contract's `radar collect --json` object, plus scopes and per-Source extras
-    (`states`: the feed state after this collection's commit, for the backoff figures)."""
+    (`states`: the feed state after this collection's commit, for the backoff figures;
+    `accounts`: each check's outcome counts, collect/accounting.py)."""
     after = states or {}
+    accounts = accounts if accounts is not None else [CheckAccount() for _ in deduped]
     sources = [
-        _source_report(d, w, after.get(d.result.check.source_id))
-        for d, w in zip(deduped, writes, strict=True)
+        _source_report(d, w, a, after.get(d.result.check.source_id))
+        for d, w, a in zip(deduped, writes, accounts, strict=True)
     ]
     totals: Counter[str] = Counter()
     scopes: dict[str, Counter[str]] = {"production": Counter(), "fixture": Counter()}
@@ -38,7 +45,7 @@ def build_report(
         bucket = "passed" if outcome in ("passed", "not-modified") else outcome
         for counter in (totals, scope):
             counter[bucket] += 1
-            for key in COUNT_KEYS:
+            for key in TOTAL_KEYS:
                 counter[key] += src[key]
     spec = plan.spec
     report: dict[str, Any] = {
@@ -51,9 +58,9 @@ def build_report(
         "passed": totals["passed"],
         "failed": totals["failed"],
         "skipped": totals["skipped"],
-        **{key: totals[key] for key in COUNT_KEYS},
+        **{key: totals[key] for key in TOTAL_KEYS},
         "scopes": {
-            name: {k: c[k] for k in ("passed", "failed", "skipped", *COUNT_KEYS)}
+            name: {k: c[k] for k in ("passed", "failed", "skipped", *TOTAL_KEYS)}
             for name, c in scopes.items()
         },
         "sources": sources,
@@ -62,13 +69,9 @@ def build_report(
 
 
 def _source_report(
-    item: DedupedCheck, write: SourceWrite, state: FeedState | None = None
+    item: DedupedCheck, write: SourceWrite, acc: CheckAccount, state: FeedState | None = None
 ) -> dict[str, Any]:
     res, check = item.result, item.result.check
-    counts = Counter(outcome_name(d, write) for d in item.decisions)
-    rejected = sum(
-        1 for r in (res.parsed.rejections if res.parsed else ()) if r.reason != "outside-coverage"
-    )
     if check.skip_reason is not None:
         outcome = "skipped"
     elif res.failed:
@@ -82,11 +85,7 @@ def _source_report(
         "id": check.source_id,
         "outcome": outcome,
         "httpStatus": fetch.status if fetch else None,
-        "created": counts["created"],
-        "reused": counts["reused"],
-        "updated": counts["updated"],
-        "duplicates": counts["duplicate"],
-        "rejected": rejected,
+        **acc.to_json(),  # itemsParsed = created + ... + deferred + outsideWindow; late; gap
         "coverageFrom": format_utc(check.coverage_from) if check.coverage_from else None,
         "error": check.skip_reason or res.error_message,
         "errorClass": res.error_class,
@@ -99,7 +98,6 @@ def _source_report(
         "errorStage": res.error_stage,
         "bodySha256": fetch.body_sha256 if fetch else None,
         "validatorsChanged": _report_validators_changed(check, fetch),
-        "itemsParsed": _items_parsed(res),
         "itemsNew": sum(1 for d in item.decisions if d.decision == "new"),
         "consecutiveFailures": state.consecutive_failures if state else 0,
         "backoffUntil": format_utc(state.backoff_until) if state and state.backoff_until else None,
@@ -110,10 +108,3 @@ def _report_validators_changed(check: PlannedCheck, fetch: FetchResult | None) -
     if fetch is None or check.request is None:
         return None
     return validators_changed(fetch, check.request.etag, check.request.last_modified)
-
-
-def _items_parsed(res: CheckResult) -> int:
-    """Every entry of the feed the parser saw: candidates and rejections alike."""
-    if res.parsed is None:
-        return 0
-    return len(res.parsed.candidates) + len(res.parsed.rejections)

@@ -40,7 +40,7 @@ class ParseJob:
     base_url: str
     content_type: str | None
     now: datetime
-    coverage_from: datetime | None
+    window_from: datetime | None  # the recovery cap: older items are outside the window
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def parse_job(job: ParseJob) -> ParseOutcome:
             base_url=job.base_url,
             content_type=job.content_type,
             now=job.now,
-            coverage_from=job.coverage_from,
+            window_from=job.window_from,
         )
     except ParseError as exc:
         return ParseOutcome(error_class=exc.error_class, message=exc.message)

@@ -2,10 +2,19 @@
 
 Decision per candidate (one Source):
 - identity known (or an alias of it recorded by a re-key) -> `reused`, or `updated` when its
-  content hash changed (a revision);
-- same canonical URL, or the same content hash of real content (summary or body, not a bare
-  title), as a Signal of the same Source -> `duplicate` of it (a re-publication under a new
-  guid; no new file);
+  content hash changed (a revision) and it is dated inside the period the check covers (or
+  undated): an older item is looked at again only since every item inside the 7-day cap is
+  (issue 17), and that must not add revisions the rule before it would never have seen;
+- identity recorded as a duplicate by an earlier check -> `duplicate` of the same Signal again
+  (the decision is kept, so a change of the rules below never turns it into a new Signal);
+- otherwise the item is unknown. At most `item_cap` unknown items are decided per check,
+  newest first (undated ones after the dated, in feed order); the rest are `deferred` to the
+  next checks, which find them still unknown (docs/architecture.md, invariant 14);
+- same canonical URL, or the same content hash of *substantive* text, as a Signal of the same
+  Source -> `duplicate` of it (a re-publication under a new guid; no new file). Substantive:
+  at least MIN_SUBSTANTIVE_WORDS words of summary or body, and not a template: a text held by
+  three or more links of the check, by most of them, or by two or more Signals of the Source
+  already is the feed's boilerplate and proves nothing (invariant 2);
 - otherwise `new`; if its normalized title + observation day, or a simhash within
   `SIMHASH_DISTANCE` bits, matches an existing Signal (any Source) it is still created, only
   flagged `duplicateCandidateOf` for a person to review. Nothing is merged automatically.
@@ -23,6 +32,7 @@ so further conditions are applied here, in Python, on the few rows.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -30,7 +40,7 @@ from typing import Any, Literal
 
 import duckdb
 
-from radar_pipeline.core.identity.keys import hamming64, make_signal_id
+from radar_pipeline.core.identity.keys import hamming64, is_substantive, make_signal_id
 from radar_pipeline.core.models import ItemCandidate
 
 SIMHASH_DISTANCE = 3  # bands below assume <= 3: 4 bands, so one band is always equal
@@ -39,7 +49,7 @@ BAND_BITS = 16
 PENDING_PREFIX = "pending:"
 _IN_CHUNK = 50  # up to this many values: an IN list (index scans); more: a semi-join
 
-Decision = Literal["new", "reused", "updated", "duplicate"]
+Decision = Literal["new", "reused", "updated", "duplicate", "deferred"]
 
 
 @dataclass(frozen=True)
@@ -92,11 +102,13 @@ class DedupeBatch:
             self._by_band.setdefault(key, []).append(position)
         return entry.ref
 
-    def twin(self, source_id: str, cand: ItemCandidate) -> str | None:
+    def twin(
+        self, source_id: str, cand: ItemCandidate, templates: frozenset[str] = frozenset()
+    ) -> str | None:
         """The first pending item of this Source with the same canonical URL, or (for a
-        candidate with real content) the same content hash."""
+        candidate with substantive text) the same content hash."""
         found = [self._by_url.get((source_id, cand.canonical_url))]
-        if _has_content(cand):
+        if _is_evidence(cand, templates):
             found.append(self._by_content.get((source_id, cand.content_hash)))
         first = min((i for i in found if i is not None), default=None)
         return self._pending[first].ref if first is not None else None
@@ -144,45 +156,104 @@ def decide_many(
     con: duckdb.DuckDBPyConnection,
     checks: Sequence[tuple[str, tuple[ItemCandidate, ...]]],
     batch: DedupeBatch | None = None,
+    item_cap: int | None = None,
+    covered_from: Sequence[datetime | None] | None = None,
 ) -> list[tuple[ItemDecision, ...]]:
     """`decide` for many Sources, in order, with one set of index queries for all of them.
 
     The index does not change while a collection dedupes (rows are written at its commit), so
     rows fetched for every candidate at once are the rows each Source's own queries would get;
     what earlier Sources of the collection decided `new` is in `batch`, as with `decide`.
+    `item_cap` bounds the unknown items decided per Source (None: no bound); the rest are
+    `deferred`. `covered_from`: each check's coverageFrom (None: all covered). Decisions come
+    back in each check's candidate order.
     """
     batch = batch if batch is not None else DedupeBatch()
     everything = [c for _, cands in checks for c in cands]
     if not everything:
         return [() for _ in checks]
     known = lookup_identities(con, [c.identity for c in everything])
-    index = _SecondaryIndex.load(con, [c for c in everything if c.identity not in known])
-    return [_decide_one(source_id, cands, known, index, batch) for source_id, cands in checks]
+    repeated = lookup_duplicates(con, [c.identity for c in everything if c.identity not in known])
+    unknown = [c for c in everything if c.identity not in known and c.identity not in repeated]
+    index = _SecondaryIndex.load(con, unknown)
+    periods = list(covered_from) if covered_from is not None else [None] * len(checks)
+    return [
+        _decide_one(source_id, cands, _Known(known, repeated), index, batch, item_cap, since)
+        for (source_id, cands), since in zip(checks, periods, strict=True)
+    ]
+
+
+@dataclass(frozen=True)
+class _Known:
+    identities: dict[str, tuple[str, str]]  # identity -> (Signal id, content hash)
+    duplicates: dict[str, str]  # identity -> the Signal it was recorded a duplicate of
 
 
 def _decide_one(
     source_id: str,
     candidates: tuple[ItemCandidate, ...],
-    known: dict[str, tuple[str, str]],
+    known: _Known,
     index: _SecondaryIndex,
     batch: DedupeBatch,
+    item_cap: int | None,
+    covered_from: datetime | None = None,
 ) -> tuple[ItemDecision, ...]:
-    decisions: list[ItemDecision] = []
-    for cand in candidates:
-        hit = known.get(cand.identity)
+    decided: dict[int, ItemDecision] = {}
+    unknown: list[int] = []
+    for i, cand in enumerate(candidates):
+        hit = known.identities.get(cand.identity)
         if hit is not None:
             signal_id, content_hash = hit
-            outcome: Decision = "reused" if content_hash == cand.content_hash else "updated"
-            decisions.append(ItemDecision(cand, outcome, signal_id))
-            continue
-        twin = index.twin(source_id, cand) or batch.twin(source_id, cand)
+            changed = content_hash != cand.content_hash and _covered(cand, covered_from)
+            decided[i] = ItemDecision(cand, "updated" if changed else "reused", signal_id)
+        elif cand.identity in known.duplicates:
+            decided[i] = ItemDecision(cand, "duplicate", known.duplicates[cand.identity])
+        else:
+            unknown.append(i)
+    unknown.sort(key=lambda i: _newest_first(candidates[i]))
+    taken = unknown if item_cap is None else unknown[:item_cap]
+    templates = template_hashes(candidates)
+    for i in taken:
+        cand = candidates[i]
+        twin = index.twin(source_id, cand, templates) or batch.twin(source_id, cand, templates)
         if twin is not None:
-            decisions.append(ItemDecision(cand, "duplicate", twin))
+            decided[i] = ItemDecision(cand, "duplicate", twin)
             continue
         flag = index.near(cand) or batch.near(cand)
         batch.add(source_id, cand, flag)
-        decisions.append(ItemDecision(cand, "new", None, flag))
-    return tuple(decisions)
+        decided[i] = ItemDecision(cand, "new", None, flag)
+    for i in unknown[len(taken) :]:
+        decided[i] = ItemDecision(candidates[i], "deferred")
+    return tuple(decided[i] for i in range(len(candidates)))
+
+
+def _covered(cand: ItemCandidate, covered_from: datetime | None) -> bool:
+    """Whether the candidate falls in the period the check covers (undated ones always do)."""
+    return covered_from is None or cand.observed_at is None or cand.observed_at >= covered_from
+
+
+def _newest_first(cand: ItemCandidate) -> tuple[int, float, int]:
+    """Dated items newest first, then undated ones in feed order (feeds list newest first)."""
+    if cand.observed_at is None:
+        return (1, 0.0, cand.position)
+    return (0, -cand.observed_at.timestamp(), cand.position)
+
+
+def template_hashes(candidates: Sequence[ItemCandidate]) -> frozenset[str]:
+    """Content hashes that are the feed's boilerplate in this check: held by three or more of
+    its links, or by two or more when they are most of the links with substantive text.
+
+    Links, not items: a re-publication under a new guid at the same URL is one link."""
+    held = {(c.content_hash, c.canonical_url) for c in candidates if _has_substantive_text(c)}
+    counts = Counter(h for h, _ in held)
+    links = len({url for _, url in held})
+    return frozenset(h for h, n in counts.items() if n >= 3 or (n >= 2 and 2 * n > links))
+
+
+def lookup_duplicates(con: duckdb.DuckDBPyConnection, identities: Sequence[str]) -> dict[str, str]:
+    """identity -> Signal id, for items an earlier check recorded as a duplicate of it."""
+    rows = _select_in(con, "identity, signal_id", "duplicate_items", "identity", identities)
+    return {str(r[0]): str(r[1]) for r in rows}
 
 
 def resolve_pending(ref: str | None, first_seen_at: datetime) -> str | None:
@@ -282,7 +353,7 @@ class _SecondaryIndex:
         cols = "canonical_url, signal_id, source_id, recorded_at"
         for r in _select_in(con, cols, "identity_aliases", "canonical_url", urls):
             by_url.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
-        hashes = [c.content_hash for c in cands if _has_content(c)]
+        hashes = [c.content_hash for c in cands if _has_substantive_text(c)]
         cols = "content_hash, signal_id, source_id, first_seen_at"
         for r in _select_in(con, cols, "signals", "content_hash", hashes):
             by_content.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
@@ -311,11 +382,16 @@ class _SecondaryIndex:
         flags.update((row[0], row[1]) for rows in by_title.values() for row in rows if row[1])
         return cls(by_url, by_content, by_title, by_band, flags)
 
-    def twin(self, source_id: str, cand: ItemCandidate) -> str | None:
-        """The oldest Signal of this Source with the candidate's canonical URL or content."""
+    def twin(
+        self, source_id: str, cand: ItemCandidate, templates: frozenset[str] = frozenset()
+    ) -> str | None:
+        """The oldest Signal of this Source with the candidate's canonical URL, or with its
+        substantive text when no more than one Signal of the Source holds that text."""
         rows = self.by_url.get(cand.canonical_url, [])
-        if _has_content(cand):
-            rows = rows + self.by_content.get(cand.content_hash, [])
+        if _is_evidence(cand, templates):
+            same = [r for r in self.by_content.get(cand.content_hash, []) if r[1] == source_id]
+            if len({r[0] for r in same}) == 1:  # two or more: the Source's boilerplate
+                rows = rows + same
         return _oldest(r for r in rows if r[1] == source_id)
 
     def near(self, cand: ItemCandidate) -> str | None:
@@ -340,10 +416,15 @@ def _oldest(rows: Iterable[tuple[Any, ...]]) -> str | None:
     return str(best[0]) if best is not None else None
 
 
-def _has_content(cand: ItemCandidate) -> bool:
-    # Without summary or body the content hash is the title's: equal titles are no proof
-    # of a re-publication (two "Weekly release notes" are two items).
-    return bool(cand.summary or cand.content)
+def _has_substantive_text(cand: ItemCandidate) -> bool:
+    # Without summary or body the content hash is the title's: equal titles are no proof of a
+    # re-publication (two "Weekly release notes" are two items); nor is a short text.
+    return is_substantive(cand.content or cand.summary)
+
+
+def _is_evidence(cand: ItemCandidate, templates: frozenset[str]) -> bool:
+    """Whether the candidate's content hash may prove a re-publication (invariant 2)."""
+    return _has_substantive_text(cand) and cand.content_hash not in templates
 
 
 def _day(cand: ItemCandidate) -> date | None:

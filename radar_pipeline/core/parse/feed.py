@@ -29,7 +29,6 @@ from radar_pipeline.core.identity.keys import (
 from radar_pipeline.core.models import ItemCandidate, ParsedFeed, Rejection
 from radar_pipeline.core.text import one_line, plain_text
 
-MAX_ITEMS = 50
 FUTURE_TOLERANCE = timedelta(days=1)
 TITLE_MAX = 300
 SUMMARY_MAX = 2_000
@@ -44,7 +43,7 @@ _ENTITY_DECL = re.compile(rb"<!\s*ENTITY", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class _Entry:
-    """One identifiable entry before coverage and the item limit are applied."""
+    """One identifiable entry before the recovery cap is applied."""
 
     position: int
     source_item_id: str
@@ -60,10 +59,14 @@ def parse_feed(
     base_url: str,
     content_type: str | None,
     now: datetime,
-    coverage_from: datetime | None,
-    max_items: int = MAX_ITEMS,
+    window_from: datetime | None,
 ) -> ParsedFeed:
-    """Parse one fetched body into candidates and reasoned rejections, in feed order.
+    """Parse one fetched body into candidates, items outside the window and reasoned
+    rejections, in feed order: every entry ends in exactly one of the three.
+
+    Every identifiable item dated at or after `window_from` (the recovery cap), or undated, is
+    a candidate; no count limit applies here (the per-check cap is the dedupe stage's, since
+    only identity says which items still need work). Older items go to `outside_window`.
 
     Raises ParseError("invalid-xml") for a DOCTYPE declaring entities (bombs, XXE) and
     ParseError("not-a-feed") when the bytes hold no feed at all (no version, no entries).
@@ -95,7 +98,7 @@ def parse_feed(
     if not result.get("version") and not result.get("entries"):
         raise ParseError("not-a-feed", f"no RSS/Atom feed found ({_bozo(result) or 'no items'})")
     entries, rejections = _identify(result.get("entries", []), base_url)
-    candidates, more = _select(source_id, entries, now, coverage_from, max_items)
+    candidates, outside, more = _select(source_id, entries, now, window_from)
     rejections.extend(more)
     rejections.sort(key=lambda r: -1 if r.position is None else r.position)
     feed_title = one_line(str(result.get("feed", {}).get("title", "")), TITLE_MAX) or None
@@ -105,6 +108,7 @@ def parse_feed(
         rejections=tuple(rejections),
         feed_title=feed_title,
         bozo=_bozo(result),
+        outside_window=tuple(outside),
     )
 
 
@@ -207,35 +211,50 @@ def _disambiguate(entry: _Entry, seen: dict[str, int]) -> _Entry:
 
 
 def _select(
-    source_id: str,
-    entries: list[_Entry],
-    now: datetime,
-    coverage_from: datetime | None,
-    max_items: int,
-) -> tuple[list[ItemCandidate], list[Rejection]]:
-    """Apply the coverage window, then the item limit, in feed order."""
+    source_id: str, entries: list[_Entry], now: datetime, window_from: datetime | None
+) -> tuple[list[ItemCandidate], list[ItemCandidate], list[Rejection]]:
+    """Split the entries by the recovery cap, in feed order: candidates, outside the window,
+    and those whose text could not be read."""
     candidates: list[ItemCandidate] = []
+    outside: list[ItemCandidate] = []
     rejections: list[Rejection] = []
     for entry in entries:
-        observed, _ = _observed(entry.raw)
-        if coverage_from is not None and observed is not None and observed < coverage_from:
-            detail = f"observed {observed.isoformat()} before {coverage_from.isoformat()}"
-            rejections.append(
-                Rejection("outside-coverage", detail, entry.source_item_id, entry.position)
-            )
-            continue
-        if len(candidates) >= max_items:
-            detail = f"more than {max_items} eligible items in one check"
-            rejections.append(Rejection("over-limit", detail, entry.source_item_id, entry.position))
-            continue
-        try:  # text extraction only for items that are kept
-            candidates.append(_candidate(source_id, entry, now))
+        observed, observed_field = _observed(entry.raw)
+        try:
+            if window_from is not None and observed is not None and observed < window_from:
+                outside.append(_outside_candidate(source_id, entry, observed, observed_field))
+            else:  # text extraction only for items that are decided
+                candidates.append(_candidate(source_id, entry, now))
         except Exception as exc:  # one bad item never sinks the feed
             detail = one_line(repr(exc), 300, html=False)
             rejections.append(
                 Rejection("invalid-item", detail, entry.source_item_id, entry.position)
             )
-    return candidates, rejections
+    return candidates, outside, rejections
+
+
+def _outside_candidate(
+    source_id: str, entry: _Entry, observed: datetime, observed_field: str | None
+) -> ItemCandidate:
+    """An item older than the cap: its identity, link and date, to be counted and recorded.
+
+    Its text is never read (it is never decided or written), so the text keys stay empty."""
+    return ItemCandidate(
+        source_item_id=entry.source_item_id,
+        title="",
+        link=entry.link,
+        canonical_url=entry.canonical_url,
+        identity=identity_hash(source_id, entry.canonical_url, entry.source_item_id),
+        observed_at=observed,
+        observed_field=observed_field,
+        future_dated=False,
+        summary="",
+        content=None,
+        content_hash="",
+        title_key="",
+        simhash=0,
+        position=entry.position,
+    )
 
 
 def _candidate(source_id: str, entry: _Entry, now: datetime) -> ItemCandidate:

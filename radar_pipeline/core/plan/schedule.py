@@ -4,8 +4,9 @@ Pure functions of their arguments (the clock is always passed in as `now`), so t
 `--as-of` and the Dagster schedule make the same decisions. Every datetime is aware UTC.
 
 Recovery (docs/architecture.md, invariant 8) never replays missed ticks: an overdue Source gets
-one current check covering `max(lastSuccessAt, now - RECOVERY_CAP) - OVERLAP`, and the dedupe
-stage absorbs the overlap.
+one current check, which reports as covered `max(lastSuccessAt, now - RECOVERY_CAP) - OVERLAP`
+and takes every item dated after `now - RECOVERY_CAP - OVERLAP` (or undated) that identity does
+not know yet; the dedupe stage absorbs the overlap.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from radar_pipeline.core.clock import EPOCH, require_aware
 
 RECOVERY_CAP = timedelta(days=7)
 OVERLAP = timedelta(hours=1)
+# New items one check decides at most (newest first); the rest are deferred to the next checks.
+ITEM_CAP = 50
 UNCONDITIONAL_EVERY = timedelta(hours=24)
 
 BACKOFF_BASE = timedelta(minutes=5)
@@ -148,10 +151,19 @@ def is_due(
     return next_at is None or now >= next_at
 
 
-def coverage_from(last_success_at: datetime | None, now: datetime) -> datetime:
-    """The oldest instant a check considers: max(lastSuccessAt, now - 7 days) - 1 hour.
+def window_from(now: datetime) -> datetime:
+    """The oldest observation date a check still takes: now - 7 days - 1 hour (the recovery
+    cap). Items dated inside it, or undated, are eligible on every check and identity decides
+    whether they are new; older ones are counted as outside the window (invariant 14)."""
+    require_aware(now, "now")
+    return now - RECOVERY_CAP - OVERLAP
 
-    The overlap re-reads late or reordered items; dedupe makes that harmless.
+
+def coverage_from(last_success_at: datetime | None, now: datetime) -> datetime:
+    """The period a check reports as covered: max(lastSuccessAt, now - 7 days) - 1 hour.
+
+    It no longer filters items (`window_from` does, by the cap): a new item dated before it
+    is still taken and counted as late (invariant 8).
     """
     require_aware(now, "now")
     floor = now - RECOVERY_CAP

@@ -228,6 +228,73 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         """,
     ),
     (
+        7,
+        # Every item accounted for (docs/architecture.md, invariant 14). `check_accounting`: one
+        # row per Source check with its outcome counts, what it covered, and whether items may
+        # have scrolled out (possible_gap, against the previous check's item_ids: the Source
+        # item ids its feed held); the `accounting` audit re-adds them. Item
+        # observations gain the outcomes `deferred` and `outside-window`.
+        # `duplicate_items`: the identities recorded as a duplicate of a Signal, so the
+        # decision stands when the duplicate rules change (only substantive text counts from
+        # now on): a known item never becomes a new Signal because a rule changed. Seeded
+        # from every duplicate observation recorded so far (its latest Signal).
+        # `source_items`: each item identity a Source's feed was seen to hold, with its first
+        # observation date: the Source's publishing rhythm (silent Sources) without scanning
+        # every observation of every check.
+        """
+        CREATE TABLE check_accounting (
+            collection_id VARCHAR NOT NULL,
+            source_id VARCHAR NOT NULL,
+            as_of TIMESTAMPTZ NOT NULL,
+            outcome VARCHAR NOT NULL,
+            items_parsed INTEGER NOT NULL,
+            created INTEGER NOT NULL,
+            reused INTEGER NOT NULL,
+            updated INTEGER NOT NULL,
+            duplicates INTEGER NOT NULL,
+            rejected INTEGER NOT NULL,
+            deferred INTEGER NOT NULL,
+            outside_window INTEGER NOT NULL,
+            late INTEGER NOT NULL,
+            possible_gap BOOLEAN NOT NULL,
+            coverage_from TIMESTAMPTZ,
+            window_from TIMESTAMPTZ,
+            newest_observed_at TIMESTAMPTZ,
+            item_ids VARCHAR[],
+            PRIMARY KEY (collection_id, source_id)
+        );
+        CREATE INDEX check_accounting_source ON check_accounting (source_id);
+        CREATE TABLE duplicate_items (
+            identity VARCHAR PRIMARY KEY,
+            signal_id VARCHAR NOT NULL,
+            source_id VARCHAR NOT NULL,
+            canonical_url VARCHAR,
+            recorded_at TIMESTAMPTZ NOT NULL
+        );
+        INSERT INTO duplicate_items
+            SELECT identity, arg_max(signal_id, observed_in_run_at),
+                arg_max(source_id, observed_in_run_at), arg_max(canonical_url, observed_in_run_at),
+                min(observed_in_run_at)
+            FROM item_observations
+            WHERE outcome = 'duplicate' AND identity IS NOT NULL AND signal_id IS NOT NULL
+                AND signal_id NOT LIKE 'pending:%'
+                AND identity NOT IN (SELECT identity FROM signals)
+            GROUP BY identity;
+        CREATE TABLE source_items (
+            identity VARCHAR PRIMARY KEY,
+            source_id VARCHAR NOT NULL,
+            observed_at TIMESTAMPTZ,
+            first_seen_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE INDEX source_items_source ON source_items (source_id);
+        INSERT INTO source_items
+            SELECT identity, arg_min(source_id, observed_in_run_at),
+                arg_min(observed_at, observed_in_run_at), min(observed_in_run_at)
+            FROM item_observations WHERE identity IS NOT NULL
+            GROUP BY identity;
+        """,
+    ),
+    (
         8,
         # The publisher's own lower bound on the next check (Cache-Control max-age, RSS <ttl>),
         # set by every answered check; empty when the publisher said nothing.

@@ -16,6 +16,7 @@ _COLUMNS = (
     "duplicates",
     "rejected",
     "deferred",
+    "outsideWindow",
     "error",
 )
 
@@ -48,8 +49,12 @@ def source_metadata(src: dict[str, Any], next_due: str = "") -> dict[str, Any]:
         "updated": src["updated"],
         "duplicates": src["duplicates"],
         "rejected": src["rejected"],
-        # Reports that predate the per-check item cap have no `deferred`.
+        # The accounting (invariant 14): items_parsed = created + reused + updated +
+        # duplicates + rejected + deferred + outside_window; .get for older reports.
         "deferred": int(src.get("deferred") or 0),
+        "outside_window": int(src.get("outsideWindow") or 0),
+        "late": int(src.get("late") or 0),
+        "possible_gap": bool(src.get("possibleGap")),
         "next_due_at": next_due,
         "backoff_until": src.get("backoffUntil") or "",
         "error_class": src.get("errorClass") or "",

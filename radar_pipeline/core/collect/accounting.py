@@ -1,0 +1,159 @@
+"""Every item a fetched feed held, in exactly one outcome (docs/architecture.md, invariant 14).
+
+    itemsParsed = created + reused + updated + duplicates + rejected + deferred + outsideWindow
+
+`late` (part of `created`) counts new items dated before the check's coverageFrom; a possible
+gap is a check that shares no item with the Source's previous parsing check although the feed
+held at least as many items (items may have scrolled out between the two).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from radar_pipeline.core.collect.commit import SourceWrite, outcome_name
+from radar_pipeline.core.collect.results import DedupedCheck
+from radar_pipeline.core.models import ParsedFeed
+from radar_pipeline.core.plan.collection import CollectionSpec
+from radar_pipeline.core.plan.schedule import window_from
+from radar_pipeline.core.store.accounting import PreviousCheck
+
+# The outcome counts that add up to itemsParsed, as the report spells them.
+OUTCOME_KEYS = (
+    "created",
+    "reused",
+    "updated",
+    "duplicates",
+    "rejected",
+    "deferred",
+    "outsideWindow",
+)
+
+
+@dataclass(frozen=True)
+class CheckAccount:
+    """One Source check's outcome counts, late items and gap flag."""
+
+    items_parsed: int = 0
+    created: int = 0
+    reused: int = 0
+    updated: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    deferred: int = 0
+    outside_window: int = 0
+    late: int = 0
+    possible_gap: bool = False
+    newest_observed_at: datetime | None = None
+
+    @property
+    def outcomes(self) -> dict[str, int]:
+        return {
+            "created": self.created,
+            "reused": self.reused,
+            "updated": self.updated,
+            "duplicates": self.duplicates,
+            "rejected": self.rejected,
+            "deferred": self.deferred,
+            "outsideWindow": self.outside_window,
+        }
+
+    @property
+    def balanced(self) -> bool:
+        return self.items_parsed == sum(self.outcomes.values())
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's per-Source accounting keys."""
+        return {
+            "itemsParsed": self.items_parsed,
+            **self.outcomes,
+            "late": self.late,
+            "possibleGap": self.possible_gap,
+        }
+
+
+def account(item: DedupedCheck, write: SourceWrite, previous: PreviousCheck | None) -> CheckAccount:
+    """The accounting of one check after its files were written (zeros without a parsed body)."""
+    res = item.result
+    parsed = res.parsed
+    if parsed is None or res.failed:
+        return CheckAccount()
+    counts = Counter(outcome_name(d, write) for d in item.decisions)
+    coverage_from = res.check.coverage_from
+    late = sum(
+        1
+        for d in item.decisions
+        if outcome_name(d, write) == "created"
+        and coverage_from is not None
+        and d.candidate.observed_at is not None
+        and d.candidate.observed_at < coverage_from
+    )
+    parsed_count = items_parsed(parsed)
+    return CheckAccount(
+        items_parsed=parsed_count,
+        created=counts["created"],
+        reused=counts["reused"],
+        updated=counts["updated"],
+        duplicates=counts["duplicate"],
+        rejected=len(parsed.rejections),
+        deferred=counts["deferred"],
+        outside_window=len(parsed.outside_window),
+        late=late,
+        possible_gap=_possible_gap(parsed, parsed_count, previous),
+        newest_observed_at=max(
+            (
+                c.observed_at
+                for c in (*parsed.candidates, *parsed.outside_window)
+                if c.observed_at is not None and not c.future_dated
+            ),
+            default=None,
+        ),
+    )
+
+
+def items_parsed(parsed: ParsedFeed) -> int:
+    """Every entry of the feed the parser saw, whatever became of it."""
+    return len(parsed.candidates) + len(parsed.outside_window) + len(parsed.rejections)
+
+
+def item_ids(parsed: ParsedFeed) -> frozenset[str]:
+    """The Source item ids of every entry of the feed that has one."""
+    ids = {c.source_item_id for c in (*parsed.candidates, *parsed.outside_window)}
+    ids.update(r.source_item_id for r in parsed.rejections if r.source_item_id)
+    return frozenset(ids)
+
+
+def _possible_gap(parsed: ParsedFeed, count: int, previous: PreviousCheck | None) -> bool:
+    """No item in common with the previous parsing check although the feed is as full."""
+    if previous is None or count == 0 or count < previous.items_parsed:
+        return False
+    return not (item_ids(parsed) & previous.item_ids)
+
+
+def accounting_row(
+    spec: CollectionSpec, item: DedupedCheck, acc: CheckAccount, outcome: str
+) -> tuple[Any, ...]:
+    """The `check_accounting` row of one check (store/accounting.py, its column order)."""
+    return (
+        spec.collection_id,
+        item.result.check.source_id,
+        spec.as_of,
+        outcome,
+        acc.items_parsed,
+        acc.created,
+        acc.reused,
+        acc.updated,
+        acc.duplicates,
+        acc.rejected,
+        acc.deferred,
+        acc.outside_window,
+        acc.late,
+        acc.possible_gap,
+        item.result.check.coverage_from,
+        window_from(spec.as_of),
+        acc.newest_observed_at,
+        sorted(item_ids(item.result.parsed)) if item.result.parsed is not None else [],
+    )
