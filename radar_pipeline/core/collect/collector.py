@@ -36,7 +36,7 @@ from radar_pipeline.core.collect.workers import (
 )
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.identity.dedupe import DedupeBatch, decide_many, resolve_pending
-from radar_pipeline.core.identity.keys import make_signal_id
+from radar_pipeline.core.identity.keys import identity_of, make_signal_id
 from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.plan.collection import (
     CollectionPlan,
@@ -54,7 +54,7 @@ from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.core.store.fetch_attempts import record_attempts, with_uncommitted_fetches
 from radar_pipeline.core.vault import index
 from radar_pipeline.core.vault.health import HealthUpdate, write_health
-from radar_pipeline.core.vault.signals import remove_stale_temp_files
+from radar_pipeline.core.vault.signals import list_signal_ids, remove_stale_temp_files
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,10 @@ class Collector:
                 for res in results
             ]
             covered = [res.check.coverage_from for res in results]
-            decisions = decide_many(con, checks, batch, ITEM_CAP, covered)
+            # Every item inside the cap is looked at again, so a Signal file the index cannot
+            # hold (unreadable) must still count as known: its name carries the identity.
+            on_disk = {identity_of(sid): sid for sid in list_signal_ids(self.paths.vault)}
+            decisions = decide_many(con, checks, batch, ITEM_CAP, covered, on_disk)
         return tuple(DedupedCheck(res, d) for res, d in zip(results, decisions, strict=True))
 
     def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> dict[str, Any]:

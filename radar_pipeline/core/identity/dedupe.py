@@ -158,6 +158,7 @@ def decide_many(
     batch: DedupeBatch | None = None,
     item_cap: int | None = None,
     covered_from: Sequence[datetime | None] | None = None,
+    on_disk: dict[str, str] | None = None,
 ) -> list[tuple[ItemDecision, ...]]:
     """`decide` for many Sources, in order, with one set of index queries for all of them.
 
@@ -166,13 +167,17 @@ def decide_many(
     what earlier Sources of the collection decided `new` is in `batch`, as with `decide`.
     `item_cap` bounds the unknown items decided per Source (None: no bound); the rest are
     `deferred`. `covered_from`: each check's coverageFrom (None: all covered). Decisions come
-    back in each check's candidate order.
+    back in each check's candidate order. `on_disk`: identity -> Signal id of the files in the
+    vault; a file the index lacks (unreadable, so never indexed) still makes its item known.
     """
     batch = batch if batch is not None else DedupeBatch()
     everything = [c for _, cands in checks for c in cands]
     if not everything:
         return [() for _ in checks]
     known = lookup_identities(con, [c.identity for c in everything])
+    for c in everything:
+        if c.identity not in known and on_disk and c.identity in on_disk:
+            known[c.identity] = (on_disk[c.identity], c.content_hash)
     repeated = lookup_duplicates(con, [c.identity for c in everything if c.identity not in known])
     unknown = [c for c in everything if c.identity not in known and c.identity not in repeated]
     index = _SecondaryIndex.load(con, unknown)
