@@ -189,7 +189,7 @@ def test_sanitize_corpus_signals_are_inert_and_read_as_written(feed: Path) -> No
             base_url="https://example.com/feed.xml",
             content_type="application/xml",
             now=NOW,
-            coverage_from=None,
+            window_from=None,
         )
     except ParseError:
         pytest.skip("not a feed this parser takes")
