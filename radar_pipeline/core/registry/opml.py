@@ -15,9 +15,7 @@ external resource is ever read, and the file is bounded in size.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import tempfile
 import unicodedata
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
@@ -33,6 +31,7 @@ import yaml
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import RegistryError
+from radar_pipeline.core.files import create_once
 from radar_pipeline.core.frontmatter import split_frontmatter
 from radar_pipeline.core.registry.sources import (
     SOURCES_DIR,
@@ -160,7 +159,7 @@ def import_opml(
             result.skipped.append({"url": outline.url, "reason": f"invalid Source: {reason}"})
             continue
         path = folder / f"{source_id}.md"
-        if not _create_once(path, text):
+        if not create_once(path, text):
             taken_ids.add(source_id)
             result.skipped.append({"url": outline.url, "reason": f"{path.name} already exists"})
             continue
@@ -279,26 +278,6 @@ def source_note(source_id: str, outline: FeedOutline, now: datetime, origin: str
 def _tag(folder: str) -> str:
     ascii_text = unicodedata.normalize("NFKD", folder).encode("ascii", "ignore").decode()
     return _TAG_PART.sub("-", ascii_text.lower()).strip("-")[:60]
-
-
-def _create_once(target: Path, text: str) -> bool:
-    """Write `text` to `target` unless it exists (then False); never a partial file."""
-    if target.exists() or target.is_symlink():
-        return False
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(tmp, target)
-        except FileExistsError:
-            return False
-        return True
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
 
 
 # ---- export -----------------------------------------------------------------------------------

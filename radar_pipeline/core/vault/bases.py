@@ -8,10 +8,9 @@ edited it. Creation is a temp file linked to its name, so a file is complete or 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from pathlib import Path
+
+from radar_pipeline.core.files import create_once
 
 RADAR_DIR = Path("Radar")
 
@@ -163,26 +162,6 @@ def ensure_bases(vault: Path) -> list[Path]:
     file, whatever it holds, is kept as it is)."""
     created: list[Path] = []
     for relative, text in SHIPPED_BASES.items():
-        if _create_once(vault / relative, text):
+        if create_once(vault / relative, text):
             created.append(relative)
     return created
-
-
-def _create_once(target: Path, text: str) -> bool:
-    if target.exists() or target.is_symlink():
-        return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(tmp, target)  # fails if the name appeared meanwhile: that file is kept
-        except FileExistsError:
-            return False
-        return True
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
