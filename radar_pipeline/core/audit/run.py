@@ -17,8 +17,10 @@ checks and `radar report` both call it, so the UI and the command line can never
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
+
+import duckdb
 
 from radar_pipeline.core.audit.findings import AuditResult
 from radar_pipeline.core.audit.retention import audit_retention, list_temporary
@@ -48,6 +50,17 @@ AUDIT_NAMES = (
     "gaps",
     "silence",
 )
+
+
+# The audits that are one set query over the transaction's facts and index.
+_QUERY_AUDITS: dict[str, Callable[[duckdb.DuckDBPyConnection], AuditResult]] = {
+    "idempotency": audit_idempotency,
+    "provenance": audit_provenance,
+    "agreement": audit_agreement,
+    "accounting": audit_accounting,
+    "gaps": audit_gaps,
+    "silence": audit_silence,
+}
 
 
 def run_audit(name: str, paths: RadarPaths, now: datetime) -> AuditResult:
@@ -86,18 +99,8 @@ def _run_audits(
         if update is not None:
             open_facts(con, paths.vault, update)
         for name in wanted:
-            if name == "idempotency":
-                out[name] = audit_idempotency(con)
-            elif name == "provenance":
-                out[name] = audit_provenance(con)
-            elif name == "agreement":
-                out[name] = audit_agreement(con)
-            elif name == "accounting":
-                out[name] = audit_accounting(con)
-            elif name == "gaps":
-                out[name] = audit_gaps(con)
-            elif name == "silence":
-                out[name] = audit_silence(con)
+            if name in _QUERY_AUDITS:
+                out[name] = _QUERY_AUDITS[name](con)
             elif name == "overdue":
                 assert snapshot is not None
                 eligible = sum(1 for r in snapshot.sources if r.source.is_eligible)

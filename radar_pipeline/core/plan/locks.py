@@ -34,10 +34,6 @@ class LockBook:
         self._held[(collection_id, source_id)] = lock
         return True
 
-    def held(self, collection_id: str) -> list[str]:
-        """The Sources this book holds for one collection."""
-        return [source_id for cid, source_id in self._held if cid == collection_id]
-
     def release_all(self, collection_id: str | None = None) -> None:
         """Release the locks of one collection (all of them when None)."""
         for key in [k for k in self._held if collection_id is None or k[0] == collection_id]:

@@ -6,19 +6,9 @@ from typing import Any
 
 import dagster as dg
 
-_COLUMNS = (
-    "id",
-    "outcome",
-    "httpStatus",
-    "created",
-    "reused",
-    "updated",
-    "duplicates",
-    "rejected",
-    "deferred",
-    "outsideWindow",
-    "error",
-)
+from radar_pipeline.core.collect.accounting import OUTCOME_KEYS
+
+_COLUMNS = ("id", "outcome", "httpStatus", *OUTCOME_KEYS, "error")
 
 
 def collection_markdown(report: dict[str, Any]) -> str:
