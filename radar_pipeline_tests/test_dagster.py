@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -71,8 +72,9 @@ def test_materialize_fixture_created_then_reused(radar_env: dict[str, Path]) -> 
 
 
 def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, Path]) -> None:
-    """One run over a partition range; a Source in the range but not selected is not
-    materialized, and a failing Source gets an observation, not a materialization."""
+    """A collection's runs cover only the partitions they check: a Source between the
+    selected ones keeps its own status (here materialized by an earlier run) although a
+    Source of the collection fails; a failing Source gets an observation and FAILED."""
     from radar_pipeline.core.config import RadarPaths
     from radar_pipeline.definitions import defs
     from radar_pipeline.defs.collection.launch import launch_collection
@@ -86,44 +88,55 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
     from datetime import UTC, datetime
 
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
-        report = launch_collection(
-            defs,
-            instance,
-            RadarPaths.from_env(),
-            "explicit",
-            ("a-fix", "c-fix", "d-down"),
-            datetime.now(UTC),
-            "test",
-        )
+
+        def launch(*ids: str) -> dict[str, Any]:
+            return launch_collection(
+                defs, instance, RadarPaths.from_env(), "explicit", ids, datetime.now(UTC), "test"
+            )
+
+        assert launch("b-fix")["passed"] == 1
+        report = launch("a-fix", "c-fix", "d-down")
         assert {s["id"]: s["outcome"] for s in report["sources"]} == {
             "a-fix": "passed",
             "c-fix": "passed",
             "d-down": "failed",
         }
-        assert instance.get_materialized_partitions(dg.AssetKey("signals")) == {"a-fix", "c-fix"}
-        runs = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))
-        assert len(runs) == 1
-        # A run that checked a failing Source is a failed run naming it; the report is back.
-        assert runs[0].status == dg.DagsterRunStatus.FAILURE
+        assert (report["passed"], report["failed"], report["created"]) == (2, 1, 2)
+        # Two blocks of the partition order (a-fix; c-fix..d-down), so two runs, one report.
+        runs = [instance.get_run_by_id(run_id) for run_id in report["dagsterRunIds"]]
+        assert [
+            (
+                r.tags["dagster/asset_partition_range_start"],
+                r.tags["dagster/asset_partition_range_end"],
+            )
+            for r in runs
+            if r is not None
+        ] == [
+            ("a-fix", "a-fix"),
+            ("c-fix", "d-down"),
+        ]
+        statuses = [r.status for r in runs if r is not None]
+        assert statuses == [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE]
         assert report["dagsterRunStatus"] == "FAILURE"
-        [failure] = instance.all_logs(runs[0].run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+        failed_run = report["dagsterRunIds"][1]
+        # A run that checked a failing Source is a failed run naming it; the report is back.
+        [failure] = instance.all_logs(failed_run, of_type=dg.DagsterEventType.STEP_FAILURE)
         assert failure.dagster_event is not None
         error = failure.dagster_event.step_failure_data.error
         assert error is not None and "1 Source(s) failed: d-down (network)" in error.message
         status = instance.get_status_by_partition(
-            dg.AssetKey("signals"), ["a-fix", "c-fix", "d-down"], signals.partitions_def
+            dg.AssetKey("signals"), ["a-fix", "b-fix", "c-fix", "d-down"], signals.partitions_def
         )
         assert {k: v.value for k, v in status.items()} == {
             "a-fix": "MATERIALIZED",
+            "b-fix": "MATERIALIZED",
             "c-fix": "MATERIALIZED",
             "d-down": "FAILED",
         }
         # Each Source at a glance on its partition page.
         [observed] = [
             e.asset_observation
-            for e in instance.all_logs(
-                runs[0].run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION
-            )
+            for e in instance.all_logs(failed_run, of_type=dg.DagsterEventType.ASSET_OBSERVATION)
             if e.asset_observation is not None and e.asset_observation.partition == "d-down"
         ]
         glance = {k: getattr(v, "value", v) for k, v in observed.metadata.items()}
@@ -136,7 +149,7 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
         [passed] = [
             e.asset_materialization
             for e in instance.all_logs(
-                runs[0].run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+                report["dagsterRunIds"][0], of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
             )
             if e.asset_materialization is not None and e.asset_materialization.partition == "a-fix"
         ]
@@ -145,9 +158,63 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
             "deferred": 0,
             "next_due_at": "manual",
         }
-        # Known limit (docs/operations.md): b-fix lies inside the run's partition range without
-        # being selected; Dagster marks every planned partition of a failed run that got no
-        # materialization as failed, so it shows FAILED too until its next success.
+
+
+def test_skipped_and_ineligible_sources_stay_out_of_a_failed_runs_range(
+    radar_env: dict[str, Path],
+) -> None:
+    """`radar collect --all` with a failing Source: an ineligible Source (pending legal
+    review) and one in backoff lie between the checked ones in partition order; neither becomes
+    FAILED, the one in backoff is still reported as skipped, and `radar report` shows the
+    collection's runs as one `lastCollection`."""
+    from datetime import UTC, datetime, timedelta
+
+    from radar_pipeline.core.audit.evidence import evidence_snapshot
+    from radar_pipeline.core.config import RadarPaths
+    from radar_pipeline.definitions import defs
+    from radar_pipeline.defs.collection.launch import launch_collection
+
+    vault = radar_env["vault"]
+    item = [{"title": "t", "guid": "g", "link": "https://example.com/t"}]
+    write_fixture_source(vault, "a-fix", rss(item))
+    write_fixture_source(vault, "b-pending", rss(item), legalAssessment="pending")
+    write_source(vault, "c-down", "http://127.0.0.1:9/feed.xml")
+    write_fixture_source(vault, "d-fix", rss(item))
+    write_source(vault, "e-down", "http://127.0.0.1:9/feed.xml")
+    paths = RadarPaths.from_env()
+    now = datetime.now(UTC)
+    with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
+        first = launch_collection(defs, instance, paths, "all", (), now, "test")
+        assert {s["id"]: s["outcome"] for s in first["sources"]} == {
+            "a-fix": "passed",
+            "c-down": "failed",
+            "d-fix": "passed",
+            "e-down": "failed",
+        }
+        # c-down and e-down are in backoff now: the second collection checks a-fix and d-fix
+        # (two runs: b-pending and c-down lie between them) and reports the two in backoff as
+        # skipped, without a partition, so they stay FAILED, not MATERIALIZED.
+        later = now + timedelta(minutes=1)
+        second = launch_collection(defs, instance, paths, "all", (), later, "test")
+        outcomes = {s["id"]: s["outcome"] for s in second["sources"]}
+        assert outcomes["c-down"] == outcomes["e-down"] == "skipped"
+        assert outcomes["a-fix"] == outcomes["d-fix"] == "passed"
+        assert "b-pending" not in outcomes
+        status = instance.get_status_by_partition(
+            dg.AssetKey("signals"),
+            ["a-fix", "b-pending", "c-down", "d-fix", "e-down"],
+            signals.partitions_def,
+        )
+        assert {k: v.value if v else None for k, v in status.items()} == {
+            "a-fix": "MATERIALIZED",
+            "b-pending": None,  # never run: neither materialized nor failed
+            "c-down": "FAILED",
+            "d-fix": "MATERIALIZED",
+            "e-down": "FAILED",
+        }
+        last = evidence_snapshot(paths, later)["lastCollection"]
+        assert last["collectionIds"] == second["dagsterRunIds"]
+        assert {s["id"] for s in last["sources"]} == set(outcomes)
 
 
 def test_source_registry_asset_reports_issues(radar_env: dict[str, Path]) -> None:

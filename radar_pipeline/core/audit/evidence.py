@@ -16,12 +16,13 @@ from radar_pipeline.core.audit.run import AUDIT_NAMES, run_audits
 from radar_pipeline.core.audit.source_audits import audit_overdue, overdue_sources
 from radar_pipeline.core.audit.stream_audits import silent_sources
 from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.collect.report import merge_reports
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import CleanupRefused
 from radar_pipeline.core.plan.schedule import RECOVERY_CAP
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.closes import last_close
-from radar_pipeline.core.store.collections import last_report
+from radar_pipeline.core.store.collections import last_launch_reports
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.core.vault.cleanup import temporary_inventory
@@ -43,7 +44,8 @@ def evidence_snapshot(paths: RadarPaths, now: datetime) -> dict[str, Any]:
     eligible = [r for r in snapshot.sources if r.source.is_eligible]
     production = {r.source.id for r in eligible if not r.source.is_fixture}
     overdue = overdue_sources(snapshot, states, now)
-    last = last_report(store)
+    launch = last_launch_reports(store)
+    last = merge_reports(launch) if launch else None
     try:
         retained, retained_bytes = temporary_inventory(paths.vault)
         temporary_error = None

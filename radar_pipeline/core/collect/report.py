@@ -50,6 +50,7 @@ def build_report(
     spec = plan.spec
     report: dict[str, Any] = {
         "collectionId": spec.collection_id,
+        "launchId": spec.launch_id or spec.collection_id,
         "asOf": format_utc(spec.as_of),
         "mode": spec.mode,
         "downtimeFrom": format_utc(plan.downtime_from) if plan.downtime_from else None,
@@ -66,6 +67,24 @@ def build_report(
         "sources": sources,
     }
     return report
+
+
+def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One command's report from the reports of its runs, in the order they ran: counts and
+    Sources add up; `downtimeFrom` and `overdue` are the first run's (planned before any of
+    this command's commits moved the state)."""
+    first, *rest = reports
+    if not rest:
+        return first
+    merged = dict(first) | {"collectionIds": [r["collectionId"] for r in reports]}
+    for key in ("due", "passed", "failed", "skipped", *TOTAL_KEYS):
+        merged[key] = sum(r[key] for r in reports)
+    merged["scopes"] = {
+        name: {k: sum(r["scopes"][name][k] for r in reports) for k in counts}
+        for name, counts in first["scopes"].items()
+    }
+    merged["sources"] = [src for r in reports for src in r["sources"]]
+    return merged
 
 
 def _source_report(

@@ -36,6 +36,9 @@ class CollectionSpec:
     source_ids: tuple[str, ...] = ()  # explicit: exactly these; otherwise: restrict to these
     trigger: str = "cli"
     dagster_run_id: str | None = None
+    # One command's collection may take several runs (one per block of partitions it checks);
+    # they share this id, and their reports read as one (core/collect/report.merge_reports).
+    launch_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,7 @@ def plan_collection(
     records = _selected_records(spec, snapshot)
     overdue = sum(1 for t in source_timings(snapshot, states, now) if t.overdue)
     checks: list[PlannedCheck] = []
-    for rec in sorted(
-        records, key=lambda r: (*priority_rank(r.source.priority, r.source.role), r.source.id)
-    ):
+    for rec in _in_priority_order(records):
         check = _plan_one(spec, rec, states.get(rec.source.id), locks, env)
         if check is not None:
             checks.append(check)
@@ -147,6 +148,42 @@ def _last_success(rec: SourceRecord, state: FeedState | None) -> datetime | None
     return state.last_success_at if state and state.last_success_at else rec.source.last_success_at
 
 
+@dataclass(frozen=True)
+class CollectionPreview:
+    """Which selected Sources a collection would check (fetch, or fail before fetching) and
+    which it would skip, decided before any lock is taken: what a launcher needs to give each
+    run only the partitions it will check."""
+
+    checked: tuple[str, ...]  # in recovery priority order
+    skipped: tuple[str, ...]
+
+
+def preview_collection(
+    spec: CollectionSpec,
+    snapshot: RegistrySnapshot,
+    states: Mapping[str, FeedState],
+    environ: Mapping[str, str] | None = None,
+) -> CollectionPreview:
+    """`plan_collection`'s decisions without the locks (a Source another process holds when
+    the run plans is skipped then, not here)."""
+    env = os.environ if environ is None else environ
+    checked: list[str] = []
+    skipped: list[str] = []
+    for rec in _in_priority_order(_selected_records(spec, snapshot)):
+        check = _decide(spec, rec, states.get(rec.source.id), env)
+        if check is not None:
+            (skipped if check.skip_reason is not None else checked).append(check.source_id)
+    if spec.mode == "explicit":
+        skipped += sorted(set(spec.source_ids) - {*checked, *skipped})
+    return CollectionPreview(tuple(checked), tuple(skipped))
+
+
+def _in_priority_order(records: list[SourceRecord]) -> list[SourceRecord]:
+    return sorted(
+        records, key=lambda r: (*priority_rank(r.source.priority, r.source.role), r.source.id)
+    )
+
+
 def _plan_one(
     spec: CollectionSpec,
     rec: SourceRecord,
@@ -154,7 +191,21 @@ def _plan_one(
     locks: LockBook,
     env: Mapping[str, str],
 ) -> PlannedCheck | None:
-    """One Source's check, or None when this collection does not concern it."""
+    """One Source's check, or None when this collection does not concern it; a check to make
+    holds the Source's lock (else it is skipped as locked)."""
+    check = _decide(spec, rec, state, env)
+    if check is None or check.skip_reason is not None:
+        return check
+    if not locks.try_acquire(spec.collection_id, check.source_id):
+        return PlannedCheck(check.source_id, rec, skip_reason="locked")
+    return check
+
+
+def _decide(
+    spec: CollectionSpec, rec: SourceRecord, state: FeedState | None, env: Mapping[str, str]
+) -> PlannedCheck | None:
+    """One Source's check before its lock: None (not concerned), skipped with a reason, failed
+    before fetching, or a request to make."""
     src, now = rec.source, spec.as_of
     sid = src.id
     if not src.is_eligible:
@@ -167,8 +218,6 @@ def _plan_one(
     wait = _wait_reason(spec, rec, state)
     if wait is not None:
         return PlannedCheck(sid, rec, skip_reason=wait)
-    if not locks.try_acquire(spec.collection_id, sid):
-        return PlannedCheck(sid, rec, skip_reason="locked")
     window = coverage_from(last_success, now)
     notes: list[str] = []
     if src.full_text == "page-extraction":

@@ -72,9 +72,19 @@ def record_collection(
     )
 
 
-def last_report(store: Store) -> dict[str, Any] | None:
-    """The report of the collection that finished last, if any."""
-    return _stored_report(store, "ORDER BY finished_at DESC LIMIT 1", [])
+def last_launch_reports(store: Store) -> list[dict[str, Any]]:
+    """The reports of the command that collected last: the runs sharing the `launchId` of the
+    collection that finished last (one, unless its launcher split it), in the order they ran."""
+    last = _stored_report(store, "ORDER BY finished_at DESC LIMIT 1", [])
+    if last is None or "launchId" not in last:
+        return [last] if last is not None else []
+    with store.transaction() as con:
+        rows = con.execute(
+            "SELECT report_json FROM collections "
+            "WHERE json_extract_string(report_json, '$.launchId') = ? ORDER BY finished_at",
+            [last["launchId"]],
+        ).fetchall()
+    return [json.loads(row[0]) for row in rows]
 
 
 def report_for(store: Store, collection_id: str) -> dict[str, Any] | None:

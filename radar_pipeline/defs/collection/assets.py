@@ -51,9 +51,7 @@ def fetch(
     collection: CollectionResource,
 ) -> FetchedBatch:
     """Plan the checks of this run's Sources (gates, cadence, locks), then fetch concurrently."""
-    keys = list(context.partition_keys)
-    if config.sources:
-        keys = [k for k in keys if k in set(config.sources)]
+    keys = config.sources or list(context.partition_keys)
     spec = CollectionSpec(
         collection_id=context.run_id,
         mode=config.mode,
@@ -61,6 +59,7 @@ def fetch(
         source_ids=tuple(keys),
         trigger=config.trigger,
         dagster_run_id=context.run_id,
+        launch_id=config.launch or None,
     )
     collector = collection.collector(radar.paths())
     plan = collector.plan(spec)

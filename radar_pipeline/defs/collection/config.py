@@ -29,17 +29,21 @@ class CollectConfig(dg.Config):
     """How a run collects. Runs launched from the UI check exactly their partitions."""
 
     mode: Literal["due", "all", "explicit"] = "explicit"
-    # Narrows the run's partitions to these Source ids (a selection that is not a range).
+    # The Sources the run concerns, when not exactly its partitions: a launcher narrows a
+    # range to a selection, and adds Sources it expects to be skipped (in backoff, say), which
+    # need no partition of their own to be reported.
     sources: list[str] = Field(default_factory=list)
     as_of: str = ""  # ISO-8601; empty means now
     trigger: str = "dagster"
+    # Set by a launcher that splits one collection into several runs (defs/collection/launch).
+    launch: str = ""
 
     def clock(self) -> datetime:
         return parse_utc(self.as_of) if self.as_of else datetime.now(UTC)
 
 
 def collect_run_config(
-    mode: Mode, sources: list[str], as_of: datetime | None, trigger: str
+    mode: Mode, sources: list[str], as_of: datetime | None, trigger: str, launch: str = ""
 ) -> dict[str, Any]:
     """The run config of a collection run (the graph asset's op path spelled once, here)."""
     config = {
@@ -47,6 +51,7 @@ def collect_run_config(
         "sources": sources,
         "as_of": format_utc(as_of) if as_of else "",
         "trigger": trigger,
+        "launch": launch,
     }
     return {"ops": {SIGNALS_KEY.path[-1]: {"ops": {FETCH_OP: {"config": config}}}}}
 

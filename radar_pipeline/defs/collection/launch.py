@@ -1,5 +1,6 @@
-"""Launching a collection from a command: one run of `collect_signals` in this process, then
-the `signal_checks` run that judges what it left.
+"""Launching a collection from a command: the runs of `collect_signals` in this process (one
+per contiguous block of the Sources it checks, usually one), then the `signal_checks` run that
+judges what they left.
 
 The launcher takes the `Definitions` it runs (the CLI passes `radar_pipeline.definitions.defs`),
 so nothing here imports the module that assembles them.
@@ -7,18 +8,21 @@ so nothing here imports the module that assembles them.
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any
 
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.collect.report import merge_reports
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import CollectionError
-from radar_pipeline.core.plan.collection import Mode
+from radar_pipeline.core.plan.collection import CollectionSpec, Mode, preview_collection
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.collections import COUNT_KEYS, report_for
 from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.defs.collection.checks import (
     AFTER_RUN_TAG,
     CHECKS_BY_LAUNCHER,
@@ -41,48 +45,104 @@ def launch_collection(
     as_of: datetime,
     trigger: str,
 ) -> dict[str, Any]:
-    """Run `collect_signals` over the selected Sources' partitions as ONE run (a partition
-    range plus the exact selection in config), so N Sources cost one Dagster run and are
-    fetched concurrently; then its checks. Returns the report recorded in DuckDB, also when
-    the run failed because some Sources failed (their partitions are then failed)."""
-    valid = [r.source.id for r in load_registry(paths.vault).sources]
+    """Run `collect_signals` over the Sources this collection checks, then its checks.
+
+    Each run covers one partition range (N Sources fetched concurrently cost one run), and its
+    range holds only Sources it checks: Dagster marks every partition a failed run planned but
+    did not materialize as failed, so a Source that is not due, not selected or not eligible
+    must not lie inside the range of a run in which another Source fails. The Sources to check
+    are foreseen with the planner's own rule (as the schedule does); each contiguous block of
+    them in partition order is one run, and Sources foreseen as skipped (in backoff, say) ride
+    in the first run's config to be reported, without a partition. Returns the report of all
+    the runs as one, recorded in DuckDB, also when a run failed because Sources failed (their
+    partitions are then failed)."""
+    snapshot = load_registry(paths.vault)
+    valid = [r.source.id for r in snapshot.sources]
     unknown = [s for s in source_ids if s not in valid]
     if unknown:
         raise CollectionError(
             f"no valid Source with id {', '.join(map(repr, unknown))}; see `radar sources validate`"
         )
     keys = sync_partitions(instance, valid)
-    selected = list(source_ids) or keys
-    if not selected:
+    if not keys:
         return _empty_report(as_of, mode)
-    positions = sorted(keys.index(s) for s in selected)
-    tags = {
-        "dagster/asset_partition_range_start": keys[positions[0]],
-        "dagster/asset_partition_range_end": keys[positions[-1]],
-        "radar/trigger": trigger,
-        "radar/mode": mode,
-        CHECKS_TAG: CHECKS_BY_LAUNCHER,
-    }
-    result = defs.resolve_job_def(COLLECT_JOB_NAME).execute_in_process(
-        run_config=collect_run_config(mode, selected, as_of, trigger) | QUIET_LOGGERS,
-        instance=instance,
-        tags=tags,
-        raise_on_error=False,
-    )
-    # A run in which Sources failed is a failed run, but its commit recorded the report: the
-    # report says which Sources failed (the CLI exits 2). Only a run that recorded no report
-    # (it failed before its commit) is an error of the collection itself.
-    report = report_for(Store(paths.db), result.run_id)
+    store = Store(paths.db)
+    with store.transaction() as con:
+        states = load_states(con)
+    spec = CollectionSpec("preview", mode, as_of, source_ids, trigger)
+    preview = preview_collection(spec, snapshot, states)
+    blocks = partition_blocks(keys, preview.checked)
+    if not blocks:
+        # Nothing to check: one run that cannot fail reports the skipped and the overdue.
+        selected = list(source_ids) or keys
+        blocks = [[k for k in keys if k in set(selected)]]
+    launch = uuid.uuid4().hex
+    runs = [
+        _collect(defs, instance, mode, block, skipped, as_of, trigger, launch)
+        for block, skipped in zip(
+            blocks, [list(preview.skipped)] + [[]] * (len(blocks) - 1), strict=True
+        )
+    ]
+    merged = merge_reports([_recorded_report(store, result) for result in runs])
+    merged["dagsterRunStatus"] = "SUCCESS" if all(r.success for r in runs) else "FAILURE"
+    merged["dagsterRunId"] = runs[0].run_id
+    merged["dagsterRunIds"] = [r.run_id for r in runs]
+    merged["checks"] = _run_checks(defs, instance, runs[-1].run_id, as_of)
+    return merged
+
+
+def _recorded_report(store: Store, result: dg.ExecuteInProcessResult) -> dict[str, Any]:
+    """The report a run's commit recorded. A run in which Sources failed is a failed run, but
+    its commit recorded the report, which says which Sources failed (the CLI exits 2). Only a
+    run that recorded no report (it failed before its commit) is an error of the collection."""
+    report = report_for(store, result.run_id)
     if report is None:
         if not result.success:
             raise CollectionError(f"Dagster run {result.run_id} failed: {_step_failures(result)}")
         raise CollectionError(f"run {result.run_id} finished without recording a report")
     if not result.success and not report["failed"]:
         raise CollectionError(f"Dagster run {result.run_id} failed: {_step_failures(result)}")
-    report["dagsterRunStatus"] = "SUCCESS" if result.success else "FAILURE"
-    report["dagsterRunId"] = result.run_id
-    report["checks"] = _run_checks(defs, instance, result.run_id, as_of)
     return report
+
+
+def partition_blocks(keys: list[str], checked: tuple[str, ...]) -> list[list[str]]:
+    """The Sources to check as contiguous blocks of the partition order, the block holding
+    the most urgent Source (first in `checked`, recovery priority order) first."""
+    position = {key: n for n, key in enumerate(keys)}
+    blocks: list[list[str]] = []
+    for key in sorted(checked, key=position.__getitem__):
+        if blocks and position[blocks[-1][-1]] == position[key] - 1:
+            blocks[-1].append(key)
+        else:
+            blocks.append([key])
+    urgency = {sid: n for n, sid in enumerate(checked)}
+    return sorted(blocks, key=lambda block: min(urgency[s] for s in block))
+
+
+def _collect(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    mode: Mode,
+    block: list[str],
+    skipped: list[str],
+    as_of: datetime,
+    trigger: str,
+    launch: str,
+) -> dg.ExecuteInProcessResult:
+    """One run of `collect_signals` over one contiguous block of partitions."""
+    tags = {
+        "dagster/asset_partition_range_start": block[0],
+        "dagster/asset_partition_range_end": block[-1],
+        "radar/trigger": trigger,
+        "radar/mode": mode,
+        "radar/launch": launch,
+        CHECKS_TAG: CHECKS_BY_LAUNCHER,
+    }
+    sources = list(dict.fromkeys(block + skipped))
+    config = collect_run_config(mode, sources, as_of, trigger, launch)
+    return defs.resolve_job_def(COLLECT_JOB_NAME).execute_in_process(
+        run_config=config | QUIET_LOGGERS, instance=instance, tags=tags, raise_on_error=False
+    )
 
 
 def _run_checks(
