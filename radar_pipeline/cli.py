@@ -347,18 +347,30 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def _collect_text(report: dict[str, Any]) -> str:
+    """The plain report: the totals, then a line per Source with every outcome of its items
+    (they add up to what its feed held) and what needs a look (a possible gap, late items)."""
+    downtime = f", down since {report['downtimeFrom']}" if report["downtimeFrom"] else ""
     lines = [
-        f"collection as of {report['asOf']}: due {report['due']}, overdue {report['overdue']}, "
-        f"passed {report['passed']}, failed {report['failed']}, skipped {report['skipped']}",
-        f"created {report['created']}, reused {report['reused']}, updated {report['updated']}, "
-        f"duplicates {report['duplicates']}, rejected {report['rejected']}",
+        f"collection as of {report['asOf']}{downtime}: due {report['due']}, overdue "
+        f"{report['overdue']}, passed {report['passed']}, failed {report['failed']}, "
+        f"skipped {report['skipped']}",
+        f"items: created {report['created']} (late {report['late']}), reused {report['reused']},"
+        f" updated {report['updated']}, duplicates {report['duplicates']}, rejected "
+        f"{report['rejected']}, deferred {report['deferred']}, outside window "
+        f"{report['outsideWindow']}",
     ]
     for src in report["sources"]:
-        extra = f"  ({src['error']})" if src["error"] else ""
+        flags = [f"late {src['late']}"] if src["late"] else []
+        if src["possibleGap"]:
+            flags.append("possible gap: no item shared with the previous check")
+        if src["error"]:
+            flags.append(src["error"])
+        extra = f"  ({'; '.join(flags)})" if flags else ""
         lines.append(
             f"  {src['id']:<28} {src['outcome']:<13} http {src['httpStatus'] or '-':<4} "
-            f"created {src['created']} reused {src['reused']} updated {src['updated']} "
-            f"duplicates {src['duplicates']} rejected {src['rejected']}{extra}"
+            f"items {src['itemsParsed']}: created {src['created']} reused {src['reused']} "
+            f"updated {src['updated']} duplicates {src['duplicates']} rejected "
+            f"{src['rejected']} deferred {src['deferred']} outside {src['outsideWindow']}{extra}"
         )
     return "\n".join(lines)
 

@@ -33,7 +33,10 @@ from radar_pipeline.defs.collection.checks import (
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, collect_run_config
 from radar_pipeline.defs.partitions import sync_partitions
 
-QUIET_LOGGERS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# The runs' own log stays in the Dagster event log (the UI shows it, stack traces included); the
+# terminal gets the report, and a run that could not collect becomes one CollectionError line.
+# A failing Source is an expected outcome the report names, not a traceback on stderr.
+QUIET_LOGGERS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def launch_collection(
