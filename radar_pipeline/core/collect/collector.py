@@ -268,7 +268,8 @@ def _has_body(check: PlannedCheck, result: FetchResult | None) -> bool:
 
 
 def _parse_job(check: PlannedCheck, result: FetchResult | None, plan: CollectionPlan) -> ParseJob:
-    assert result is not None and result.body is not None
+    assert result is not None and result.body is not None and check.record is not None
+    source = check.record.source
     return ParseJob(
         check.source_id,
         result.body,
@@ -276,6 +277,8 @@ def _parse_job(check: PlannedCheck, result: FetchResult | None, plan: Collection
         result.content_type,
         plan.spec.as_of,
         window_from(plan.spec.as_of),
+        method=source.collection_method,
+        spec=source.extraction_spec,
     )
 
 
