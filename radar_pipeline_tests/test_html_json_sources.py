@@ -14,15 +14,17 @@ from typing import Any
 import pytest
 
 from radar_pipeline.core.collect.collector import Collector, new_collection_id
+from radar_pipeline.core.collect.workers import ParseJob, ParseWorkers, parse_job
 from radar_pipeline.core.config import REPO_ROOT, RadarPaths
 from radar_pipeline.core.frontmatter import split_frontmatter
+from radar_pipeline.core.parse.spec import HtmlSpec, JsonSpec
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline_tests.conftest import CORPUS
 from radar_pipeline_tests.evidencekit import radar_json
 from radar_pipeline_tests.feedserver import FeedServer, conditional
-from radar_pipeline_tests.vaultkit import signal_files, write_source
+from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
 
 T = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PAGES = CORPUS / "pages"
@@ -377,6 +379,36 @@ def test_a_json_document_that_is_no_json_feed_is_not_a_feed(
     write_source(radar_env["vault"], "acme-eng", url, collectionMethod="jsonfeed")
     failed = source(collect(radar_env), "acme-eng")
     assert failed["outcome"] == "failed" and "not-a-feed" in failed["error"]
+
+
+# -- one pipeline ---------------------------------------------------------------------------------
+
+
+def test_parse_workers_read_every_method_as_in_process() -> None:
+    """The method and the selectors/paths travel with the job to a spawned worker: the same
+    ParsedFeed (candidates with their evidence, outside the window, rejections) either way."""
+    window = T - timedelta(days=7, hours=1)
+    html = HtmlSpec("article.changelog-entry", "h2.entry-title", "h2.entry-title", "time")
+    wordpress = JsonSpec("@", "title.rendered", "link", "guid.rendered", "date_gmt")
+    feed = rss([{"title": "t", "guid": "1", "link": "https://example.com/1"}])
+    jobs = [
+        ParseJob("page", page("changelog.html"), "https://acme.example/changelog/", "text/html",
+                 T, window, method="html", spec=html),
+        ParseJob("api", page("wp-posts.json"), "https://blog.acme.example/wp-json/wp/v2/posts",
+                 "application/json", T, window, method="json", spec=wordpress),
+        ParseJob("jf", page("jsonfeed.json"), "https://eng.acme.example/feed.json",
+                 "application/feed+json", T, window, method="jsonfeed"),
+        ParseJob("redesign", page("changelog-redesigned.html"), "https://acme.example/changelog/",
+                 "text/html", T, window, method="html", spec=html),
+        ParseJob("feed", feed, "https://example.com/feed.xml", "application/rss+xml", T, window),
+    ]  # fmt: skip
+    with ParseWorkers(2) as workers:
+        on_workers = workers.parse_all(jobs)
+    in_process = [parse_job(job) for job in jobs]
+    assert on_workers == in_process
+    counts = [len(o.parsed.candidates) if o.parsed else o.error_class for o in on_workers]
+    assert counts == [4, 2, 3, "extraction", 1]
+    assert on_workers[0].parsed is not None and on_workers[0].parsed.candidates[0].evidence
 
 
 # -- registry -------------------------------------------------------------------------------------
