@@ -341,6 +341,16 @@ def test_json_answer_whose_structure_changed_is_an_extraction_failure(
     assert len(signal_files(radar_env["vault"])) == 2
 
 
+def test_items_path_failing_on_the_answer_is_an_extraction_failure() -> None:
+    """A path that compiles but cannot run on this answer (a function given the wrong type)."""
+    spec = JsonSpec("sort(@)", "title.rendered", "link")
+    job = ParseJob("api", page("wp-posts.json"), "https://blog.acme.example/", None, T, None,
+                   method="json", spec=spec)  # fmt: skip
+    outcome = parse_job(job)
+    assert (outcome.error_class, outcome.crashed) == ("extraction", False)
+    assert "sort(@)" in outcome.message
+
+
 # -- JSON Feed ------------------------------------------------------------------------------------
 
 
@@ -370,6 +380,19 @@ def test_json_feed_1_1_becomes_signals_created_then_reused(
     feed_server.add("/feed.json", regenerated(page("jsonfeed.json")), headers=FEED_JSON_TYPE)
     second = source(collect(radar_env, T + timedelta(hours=6)), "acme-eng")
     assert (second["created"], second["reused"]) == (0, 3) and balanced(second)
+
+
+def test_a_json_feed_fixture_is_read_from_the_vault(radar_env: dict[str, Path]) -> None:
+    """`sourceType: fixture` + `collectionMethod: jsonfeed`: the file is read offline."""
+    vault = radar_env["vault"]
+    (vault / "Radar" / "Fixtures").mkdir(parents=True)
+    (vault / "Radar" / "Fixtures" / "eng.json").write_bytes(page("jsonfeed.json"))
+    fixture = {"sourceType": "fixture", "collectionMethod": "jsonfeed", "cadence": "manual"}
+    write_source(vault, "local", "Radar/Fixtures/eng.json", **fixture)
+    local = source(collect(radar_env), "local")
+    # A file has no URL to resolve the feed's one relative link against: rejected, not lost.
+    assert (local["created"], local["rejected"], local["error"]) == (2, 1, None)
+    assert balanced(local)
 
 
 def test_a_json_document_that_is_no_json_feed_is_not_a_feed(

@@ -63,7 +63,8 @@ PAGE_CHALLENGE_MARKERS = (b"just a moment...", b"cf-chl", b"challenge-platform")
 HTML_MEDIA_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 JSON_MEDIA_TYPES = frozenset({"application/json", "text/json", "application/feed+json"})
 # What each collectionMethod asks for. Feeds: RSS, Atom and RDF (an rss/atom Source that turns
-# out to be a JSON Feed is still recognised as a feed); the others: what their parser reads.
+# out to be a JSON Feed passes this stage, and feedparser's verdict stands); the others: what
+# their parser reads.
 ACCEPT = (
     "application/rss+xml, application/atom+xml, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5"
 )

@@ -34,6 +34,8 @@ def parse_body(
     Raises ParseError (a classified failure of this Source) and ValueError for a method or spec
     the registry should have refused (a bug: the collector reports it as a crash).
     """
+    if method == "jsonfeed":
+        return parse_json_feed(source_id, body, base_url=base_url, now=now, window_from=window_from)
     if method in FEED_METHODS:
         return parse_feed(
             source_id,
@@ -43,8 +45,6 @@ def parse_body(
             now=now,
             window_from=window_from,
         )
-    if method == "jsonfeed":
-        return parse_json_feed(source_id, body, base_url=base_url, now=now, window_from=window_from)
     if method == "html" and isinstance(spec, HtmlSpec):
         return parse_html(
             source_id,

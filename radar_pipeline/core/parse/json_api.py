@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from jmespath.exceptions import JMESPathError
+
 from radar_pipeline.core.errors import ParseError
 from radar_pipeline.core.models import FieldEvidence, ParsedFeed, Rejection
 from radar_pipeline.core.parse.dates import parse_date
@@ -52,7 +54,12 @@ def parse_json(
     """
     document = load_json(body)
     paths = _Paths(spec)
-    found = paths.items.search(document)
+    try:
+        found = paths.items.search(document)
+    except JMESPathError as exc:  # e.g. a function given the wrong type by a changed answer
+        raise ParseError(
+            "extraction", f"itemsPath {spec.items_path!r} fails on this answer ({exc})"
+        ) from exc
     if not isinstance(found, list):
         raise ParseError(
             "extraction",
