@@ -124,7 +124,7 @@ def _identify(item: RawItem, base_url: str) -> _Entry | Rejection:
         link = absolute_http(guid, base_url)  # an id that is a permalink (an RSS guid)
     if link is None:
         reason = "no-link" if guid else "unidentifiable"
-        return Rejection(reason, "no http(s) link and no URL id", guid or None, item.position)
+        return Rejection(reason, "no http(s) link and no URL guid", guid or None, item.position)
     canonical = canonicalize_url(link)
     return _Entry(guid or canonical, link, canonical, item)
 
