@@ -27,7 +27,7 @@ run: $(STAMP)
 	  echo "Done: every Source checked passed. The Signals are notes in $(RUN_VAULT)/Radar/Signals."; \
 	elif [ $$code -eq 2 ]; then \
 	  echo "Done, with failed Sources (listed above with their error; offline, every production"; \
-	  echo "Source fails with class network and the fixture Source still yields its Signal)."; \
+	  echo "Source fails with class network and the fixture Sources still yield their Signals)."; \
 	  echo "They are retried after their backoff: run make run again later, or see .venv/bin/radar dlq list."; \
 	else \
 	  echo "The collection did not run: the radar line above says why and what to fix."; exit $$code; \

@@ -98,7 +98,7 @@ def test_to_json_shape_and_inactive_source(vault: Path) -> None:
                 "path": "Radar/Sources/z.md",
                 "code": "invalid-url",
                 "message": "`url` 'ftp://x' must start with http:// or https://: set it to an "
-                "absolute http(s) feed URL (for collectionMethod: fixture, a vault-relative path)",
+                "absolute http(s) URL (for sourceType: fixture, a vault-relative path)",
             }
         ],
     }
@@ -320,6 +320,9 @@ def test_source_aliases_are_the_contract_keys() -> None:
         "minIntervalSeconds", "fullText", "authTokenEnv", "lastAttemptAt", "lastSuccessAt",
         "lastResponseAt", "errorState", "blockedReason", "httpStatus", "etag", "lastModified",
         "permanentRedirect",  # issue 19: where a 301/308 led, for a person to update `url`
+        # issue 21: html selectors and json paths
+        "itemSelector", "titleSelector", "linkSelector", "dateSelector", "summarySelector",
+        "itemsPath", "titlePath", "linkPath", "idPath", "datePath", "summaryPath",
     }  # fmt: skip
 
 

@@ -5,7 +5,8 @@
     ├── RegistryError           a Source file cannot become a Source (stage "registry")
     ├── FetchError              the fetch stage refused or failed (stage "fetch");
     │                           `error_class` is one of FETCH_ERROR_CLASSES
-    ├── ParseError              the bytes are not a usable feed (stage "parse")
+    ├── ParseError              the bytes are not a usable feed, page or answer (stage "parse");
+    │                           `error_class` is one of PARSE_ERROR_CLASSES
     ├── VaultError              a vault path or file is unsafe or unwritable (stage "vault")
     ├── CleanupRefused          the weekly close refuses to touch a path (stage "cleanup")
     ├── StoreError              the DuckDB store failed or stayed locked too long (stage "store")
@@ -27,8 +28,16 @@ FETCH_ERROR_CLASSES = (
     "too-large",
     "not-a-feed",
     "invalid-xml",
+    "not-html",
+    "not-json",
     "policy",
 )
+
+# Why a fetched body yields no items. `not-a-feed`/`invalid-xml`: an RSS, Atom or JSON Feed
+# Source's body; `not-html`/`not-json`: an html/json Source's body is not that format at all;
+# `extraction`: the page or answer is intact but the Source's selectors or paths match nothing
+# (its markup changed), never "0 items, passed".
+PARSE_ERROR_CLASSES = ("not-a-feed", "invalid-xml", "not-html", "not-json", "extraction")
 
 # Failure classes whose backoff is the publisher's own request (Retry-After, a challenge):
 # honoured even by explicit runs, like minIntervalSeconds.
@@ -75,11 +84,13 @@ class FetchError(RadarError):
 
 
 class ParseError(RadarError):
-    """The body is not a usable feed; `error_class` is `not-a-feed` or `invalid-xml`."""
+    """The body yields no items; `error_class` is one of PARSE_ERROR_CLASSES."""
 
     stage = "parse"
 
     def __init__(self, error_class: str, message: str) -> None:
+        if error_class not in PARSE_ERROR_CLASSES:
+            raise ValueError(f"unknown parse error class {error_class!r}")
         super().__init__(message)
         self.error_class = error_class
 

@@ -18,12 +18,13 @@ class FetchRequest:
 
     source_id: str
     url: str  # absolute http(s) URL, or for fixtures a vault-relative path
-    collection_method: str  # rss | atom | fixture
+    collection_method: str  # rss | atom | jsonfeed | html | json | fixture (the parser to use)
     etag: str | None = None  # sent as If-None-Match when `conditional`
     last_modified: str | None = None  # sent as If-Modified-Since when `conditional`
     conditional: bool = True  # False forces the daily unconditional fetch
     auth_token: str | None = None  # bearer token value; never logged or stored
     previous_body_sha256: str | None = None  # a 200 with this hash counts as unchanged
+    from_vault: bool = False  # a fixture Source: `url` is a vault-relative file, read offline
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,16 @@ class FetchResult:
 
 
 @dataclass(frozen=True)
+class FieldEvidence:
+    """Which selector or path produced one field of an item (html, json and jsonfeed Sources):
+    recorded in DuckDB beside the observation, so no field's origin is ever a guess."""
+
+    field: str  # title | link | id | date | summary | content
+    expression: str  # the CSS selector or JMESPath expression that matched
+    origin: str  # what of the match was read: text, attr:href, attr:datetime, value
+
+
+@dataclass(frozen=True)
 class ItemCandidate:
     """One feed item that can be identified, ready for dedupe."""
 
@@ -66,7 +77,7 @@ class ItemCandidate:
     canonical_url: str  # canonicalised (identity input)
     identity: str  # 16 hex: hash(source id, canonical URL, source item id)
     observed_at: datetime | None  # the feed's own date, UTC; None if missing/unparseable
-    observed_field: str | None  # "published" | "updated" | None
+    observed_field: str | None  # "published" | "updated" | "date" (html/json) | None
     future_dated: bool  # observed_at lies beyond the tolerance in the future
     summary: str  # plain text, sanitised and bounded
     content: str | None  # full text from the feed (only used under Temporary Content)
@@ -74,6 +85,7 @@ class ItemCandidate:
     title_key: str  # normalised title (for title + day secondary key)
     simhash: int  # 64-bit simhash of title + summary
     position: int  # index of the item in the feed
+    evidence: tuple[FieldEvidence, ...] = ()  # html/json/jsonfeed: each field's selector or path
 
 
 @dataclass(frozen=True)

@@ -58,11 +58,21 @@ FEED_MEDIA_TYPES = frozenset(
     }
 )
 CHALLENGE_MARKERS = (b"just a moment...", b"cf-chl", b"challenge-platform", b"captcha")
-# JSON Feed is not advertised: the parse stage reads RSS, Atom and RDF (a JSON Feed a server
-# sends anyway is still recognised as a feed and handed to the parser).
+# An html Source's page is HTML, so only markers no changelog page carries count there.
+PAGE_CHALLENGE_MARKERS = (b"just a moment...", b"cf-chl", b"challenge-platform")
+HTML_MEDIA_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+JSON_MEDIA_TYPES = frozenset({"application/json", "text/json", "application/feed+json"})
+# What each collectionMethod asks for. Feeds: RSS, Atom and RDF (an rss/atom Source that turns
+# out to be a JSON Feed passes this stage, and feedparser's verdict stands); the others: what
+# their parser reads.
 ACCEPT = (
     "application/rss+xml, application/atom+xml, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5"
 )
+ACCEPT_BY_METHOD = {
+    "html": "text/html, application/xhtml+xml;q=0.9, */*;q=0.5",
+    "json": "application/json, */*;q=0.5",
+    "jsonfeed": "application/feed+json, application/json;q=0.9, */*;q=0.5",
+}
 PERMANENT_REDIRECTS = frozenset({301, 308})
 # The longest a publisher's Cache-Control max-age or RSS <ttl> may hold the next check back:
 # a day, so the daily unconditional fetch (docs/architecture.md, invariant 6) still happens.
@@ -178,7 +188,7 @@ class Fetcher:
         """Fetch one Source; never raises for publisher, network or policy problems."""
         progress = _Progress(final_url=request.url, started=time.monotonic())
         try:
-            if request.collection_method == "fixture":
+            if request.from_vault or request.collection_method == "fixture":
                 return self._fetch_fixture(request, now, progress)
             with deadline_at(progress.started + self.settings.deadline_s):
                 return self._fetch_http(request, now, progress)
@@ -208,8 +218,8 @@ class Fetcher:
             raise FetchError("too-large", f"fixture larger than {cap} bytes")
         progress.status = 200
         progress.content_type = mimetypes.guess_type(path.name)[0]
-        if not looks_like_feed(body):
-            raise FetchError("not-a-feed", "fixture is not RSS, Atom, RDF or JSON Feed")
+        # A file has no media type of its own: its bytes decide (a .xml that is no feed fails).
+        _validate_body(request.collection_method, None, None, body)
         return _success(request, now, progress, body)
 
     # -- HTTP -------------------------------------------------------------------------------
@@ -253,7 +263,7 @@ class Fetcher:
     def _headers(self, request: FetchRequest) -> dict[str, str]:
         headers = {
             "User-Agent": self.settings.user_agent,
-            "Accept": ACCEPT,
+            "Accept": ACCEPT_BY_METHOD.get(request.collection_method, ACCEPT),
             # Only codings _Inflater can bound; httpx would otherwise also offer br/zstd.
             "Accept-Encoding": "gzip, deflate",
         }
@@ -278,7 +288,8 @@ class Fetcher:
             peek = self._read(response, progress, ERROR_BODY_PEEK, truncate=True)
             raise _classify_status(response, peek, now, self.settings.max_retry_after_s)
         body = self._read(response, progress, self.settings.max_bytes, truncate=False)
-        _validate_feed(response.headers.get("cf-mitigated"), progress.content_type, body)
+        cf_mitigated = response.headers.get("cf-mitigated")
+        _validate_body(request.collection_method, cf_mitigated, progress.content_type, body)
         return _success(request, now, progress, body)
 
     def _read(
@@ -382,15 +393,39 @@ def _classify_status(
     return FetchError("http-4xx", detail)
 
 
-def _validate_feed(cf_mitigated: str | None, content_type: str | None, body: bytes) -> None:
+def _validate_body(
+    method: str, cf_mitigated: str | None, content_type: str | None, body: bytes
+) -> None:
+    """Refuse a 2xx body the Source's parser cannot be meant to read: a challenge page, or
+    (by media type and first bytes) not a feed, not HTML, not JSON."""
     if (cf_mitigated or "").strip().lower() == "challenge":
         raise FetchError("challenge", "2xx with cf-mitigated: challenge")
     media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    shown = media_type or "no content type"
+    peek = body[:ERROR_BODY_PEEK]
+    if method == "html":
+        if any(marker in peek.lower() for marker in PAGE_CHALLENGE_MARKERS):
+            raise FetchError("challenge", f"challenge page served as {shown}")
+        if media_type in HTML_MEDIA_TYPES or (
+            media_type not in JSON_MEDIA_TYPES and _as_utf8_head(body).lstrip()[:1] == b"<"
+        ):
+            return
+        raise FetchError("not-html", f"{shown} body is not an HTML page")
+    if method == "json":
+        if _is_json_type(media_type) or _as_utf8_head(body).lstrip()[:1] in (b"{", b"["):
+            return
+        if _has_challenge_marker(peek):
+            raise FetchError("challenge", f"challenge page served as {shown}")
+        raise FetchError("not-json", f"{shown} body is not JSON")
     if media_type in FEED_MEDIA_TYPES or looks_like_feed(body):
         return
-    if _has_challenge_marker(body[:ERROR_BODY_PEEK]):
-        raise FetchError("challenge", f"challenge page served as {media_type or 'no type'}")
-    raise FetchError("not-a-feed", f"{media_type or 'no content type'} body is not a feed")
+    if _has_challenge_marker(peek):
+        raise FetchError("challenge", f"challenge page served as {shown}")
+    raise FetchError("not-a-feed", f"{shown} body is not a feed")
+
+
+def _is_json_type(media_type: str) -> bool:
+    return media_type in JSON_MEDIA_TYPES or media_type.endswith("+json")
 
 
 _XML_PROLOGUE = re.compile(

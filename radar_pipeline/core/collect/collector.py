@@ -61,6 +61,8 @@ log = logging.getLogger(__name__)
 # Requests in flight at once. A check mostly waits on the publisher (~100 ms a response), so
 # 32 threads finish 200 conditional checks in ~7 round trips; the client caps connections.
 FETCH_THREADS = 32
+# The class of a body whose parser crashed: the format the Source's method could not read.
+UNREADABLE_BODY = {"html": "not-html", "json": "not-json", "jsonfeed": "not-a-feed"}
 
 
 class Collector:
@@ -268,7 +270,8 @@ def _has_body(check: PlannedCheck, result: FetchResult | None) -> bool:
 
 
 def _parse_job(check: PlannedCheck, result: FetchResult | None, plan: CollectionPlan) -> ParseJob:
-    assert result is not None and result.body is not None
+    assert result is not None and result.body is not None and check.record is not None
+    source = check.record.source
     return ParseJob(
         check.source_id,
         result.body,
@@ -276,6 +279,8 @@ def _parse_job(check: PlannedCheck, result: FetchResult | None, plan: Collection
         result.content_type,
         plan.spec.as_of,
         window_from(plan.spec.as_of),
+        method=source.collection_method,
+        spec=source.extraction_spec,
     )
 
 
@@ -298,7 +303,9 @@ def _check_result(
             "parse of %s crashed: %s: %s", check.source_id, outcome.error_class, outcome.message
         )
         message = f"parse: unexpected {outcome.error_class}: {outcome.message}"[:300]
-        return CheckResult(check, result, None, "parse", "invalid-xml", message)
+        method = check.record.source.collection_method if check.record else "rss"
+        error_class = UNREADABLE_BODY.get(method, "invalid-xml")
+        return CheckResult(check, result, None, "parse", error_class, message)
     if outcome.error_class is not None:
         message = f"parse: {outcome.error_class}: {outcome.message}"
         return CheckResult(check, result, None, "parse", outcome.error_class, message)

@@ -48,6 +48,17 @@ OBSERVATION_COLUMN_TYPES = (
     "VARCHAR",  # signal_id
     "VARCHAR",  # reason
 )
+# field_evidence columns in order (migration 9).
+EVIDENCE_COLUMN_TYPES = (
+    "VARCHAR",  # collection_id
+    "VARCHAR",  # source_id
+    "VARCHAR",  # identity
+    "VARCHAR",  # field
+    "VARCHAR",  # method
+    "VARCHAR",  # expression
+    "VARCHAR",  # origin
+    "TIMESTAMPTZ",  # recorded_at
+)
 
 
 @dataclass
@@ -80,16 +91,18 @@ class PendingRows:
     facts: list[tuple[str, FactsKey, SignalFile]] = field(default_factory=list)
     duplicates: list[tuple[Any, ...]] = field(default_factory=list)
     source_items: list[tuple[str, str, datetime | None, datetime]] = field(default_factory=list)
+    evidence: list[tuple[Any, ...]] = field(default_factory=list)
 
     def flush(self, con: duckdb.DuckDBPyConnection) -> None:
         index.insert_signals(con, self.signals)
         insert_rows(con, "item_observations", OBSERVATION_COLUMN_TYPES, self.observations)
+        insert_rows(con, "field_evidence", EVIDENCE_COLUMN_TYPES, self.evidence)
         save_states(con, self.states)
         record_facts(con, self.facts)
         record_duplicates(con, self.duplicates)
         record_source_items(con, self.source_items)
         self.signals, self.observations, self.states, self.facts = [], [], [], []
-        self.duplicates, self.source_items = [], []
+        self.duplicates, self.source_items, self.evidence = [], [], []
 
 
 def commit_source(
@@ -147,6 +160,7 @@ def _commit_items(
         recorded = signal_id or None  # a deferred item has no Signal yet
         pending.observations.append(_observation(spec, source_id, cand, outcome, recorded))
         pending.source_items.append((cand.identity, source_id, cand.observed_at, now))
+        pending.evidence.extend(_evidence(spec, item.result, cand))
 
 
 def _commit_outside_window(spec: CollectionSpec, res: CheckResult, pending: PendingRows) -> None:
@@ -160,6 +174,27 @@ def _commit_outside_window(spec: CollectionSpec, res: CheckResult, pending: Pend
         reason = f"observed {seen} before the recovery cap {floor}"
         pending.observations.append((*row[:7], None, *row[8:10], reason))
         pending.source_items.append((cand.identity, source_id, cand.observed_at, spec.as_of))
+        pending.evidence.extend(_evidence(spec, res, cand))
+
+
+def _evidence(spec: CollectionSpec, res: CheckResult, cand: ItemCandidate) -> list[tuple[Any, ...]]:
+    """One field_evidence row per field of an observed item (html, json, jsonfeed Sources)."""
+    if not cand.evidence or res.check.record is None:
+        return []
+    method = res.check.record.source.collection_method
+    return [
+        (
+            spec.collection_id,
+            res.check.source_id,
+            cand.identity,
+            ev.field,
+            method,
+            ev.expression,
+            ev.origin,
+            spec.as_of,
+        )
+        for ev in cand.evidence
+    ]
 
 
 def _record_revision(

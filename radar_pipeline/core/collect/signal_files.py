@@ -83,6 +83,16 @@ def _write_one(vault: Path, item: SignalWrite) -> WrittenSignal:
     return WrittenSignal(item.identity, doc.signal_id, outcome, facts, written)
 
 
+# What kind of reading produced an item's observedAt (docs/architecture.md, invariant 9): a feed
+# (RSS, Atom, JSON Feed, a feed fixture), a page's selectors, or a JSON answer's paths.
+OBSERVATION_KINDS = {"html": "html-observation", "json": "json-observation"}
+
+
+def observation_kind(collection_method: str) -> str:
+    """`rss-observation` for feeds, `html-observation`, `json-observation`."""
+    return OBSERVATION_KINDS.get(collection_method, "rss-observation")
+
+
 def build_document(
     signal_id: str,
     cand: ItemCandidate,
@@ -125,7 +135,7 @@ def build_document(
         if cand.observed_at
         else None,
         "observedField": cand.observed_field,
-        "observationKind": "rss-observation",
+        "observationKind": observation_kind(res.check.record.source.collection_method),
         "publishedAt": None,
         "contentHash": cand.content_hash,
         "simhash": f"{cand.simhash:016x}",

@@ -1,6 +1,6 @@
-"""Parse workers: the feeds of one collection parsed on every core.
+"""Parse workers: the feeds, pages and JSON answers of one collection parsed on every core.
 
-feedparser and our text extraction are pure-Python CPU work (tens of milliseconds a feed), so
+feedparser, lxml and our text extraction are pure-Python CPU work (tens of milliseconds a feed), so
 threads cannot overlap them; processes can. `ParseWorkers` is an explicit object owned by one
 collection: created closed, started by the collector once a fetch stage has enough bodies ahead
 of it, and shut down (every worker joined) when the collection is closed. Workers are started
@@ -22,7 +22,8 @@ from datetime import datetime
 
 from radar_pipeline.core.errors import ConfigError, ParseError
 from radar_pipeline.core.models import ParsedFeed
-from radar_pipeline.core.parse.feed import parse_feed
+from radar_pipeline.core.parse.dispatch import parse_body
+from radar_pipeline.core.parse.spec import ExtractionSpec
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ class ParseJob:
     content_type: str | None
     now: datetime
     window_from: datetime | None  # the recovery cap: older items are outside the window
+    method: str = "rss"  # the Source's collectionMethod: which parser reads the body
+    spec: ExtractionSpec | None = None  # html/json: the Source's selectors or paths
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,13 @@ class ParseOutcome:
 
 
 def parse_job(job: ParseJob) -> ParseOutcome:
-    """`parse_feed` with its failures as values (exceptions need not survive pickling)."""
+    """`parse_body` with its failures as values (exceptions need not survive pickling)."""
     try:
-        parsed = parse_feed(
+        parsed = parse_body(
             job.source_id,
             job.body,
+            method=job.method,
+            spec=job.spec,
             base_url=job.base_url,
             content_type=job.content_type,
             now=job.now,

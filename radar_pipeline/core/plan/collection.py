@@ -271,6 +271,7 @@ def _fetch_request(
         # A fixture is a local file with no publisher to spare: always parse it, so a repeat
         # run reports its items as reused rather than not-modified.
         previous_body_sha256=None if src.is_fixture or state is None else state.last_body_sha256,
+        from_vault=src.reads_vault,
     )
 
 

@@ -24,12 +24,14 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from radar_pipeline.core.clock import parse_cadence
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import split_frontmatter
+from radar_pipeline.core.parse.spec import ExtractionSpec, HtmlSpec, JsonSpec
+from radar_pipeline.core.registry.extraction import EXTRACTION_KEYS, extraction_issues
 
 SOURCES_DIR = Path("Radar/Sources")
 MAX_SOURCE_FILE_BYTES = 1_000_000  # a Source note is a few hundred bytes; refuse anything absurd
@@ -83,8 +85,8 @@ class Source(BaseModel):
     authority_score: Annotated[float, Strict(), Field(ge=0, le=1)]
     legal_assessment: Literal["approved", "pending", "rejected"]
     priority: Literal["critical", "high", "normal", "low"]
-    collection_method: Literal["rss", "atom", "fixture"]
-    # After collection_method, so the url check can see which kind of url it needs.
+    collection_method: Literal["rss", "atom", "jsonfeed", "html", "json", "fixture"]
+    # After source_type and collection_method, so the url check can see which url it needs.
     url: str
     enabled: Annotated[bool, Strict()]
     cadence: str
@@ -100,6 +102,18 @@ class Source(BaseModel):
     etag: str | None = None
     last_modified: str | None = None
     permanent_redirect: str | None = None  # where a 301/308 led (written by the pipeline)
+    # html: CSS selectors; json: JMESPath paths (checked by registry/extraction.py).
+    item_selector: str | None = None
+    title_selector: str | None = None
+    link_selector: str | None = None
+    date_selector: str | None = None
+    summary_selector: str | None = None
+    items_path: str | None = None
+    title_path: str | None = None
+    link_path: str | None = None
+    id_path: str | None = None
+    date_path: str | None = None
+    summary_path: str | None = None
 
     @property
     def is_eligible(self) -> bool:
@@ -110,6 +124,36 @@ class Source(BaseModel):
     def is_fixture(self) -> bool:
         """A local test Source, counted apart from production Sources."""
         return self.source_type == "fixture" or self.collection_method == "fixture"
+
+    @property
+    def reads_vault(self) -> bool:
+        """A fixture Source: its `url` is a vault-relative file, read without any network, and
+        its collectionMethod still names the parser (`fixture` alone: a feed file)."""
+        return self.is_fixture
+
+    @property
+    def extraction_spec(self) -> ExtractionSpec | None:
+        """The selectors of an html Source or the paths of a json Source (None otherwise)."""
+        if self.collection_method == "html":
+            assert self.item_selector and self.title_selector and self.link_selector
+            return HtmlSpec(
+                self.item_selector,
+                self.title_selector,
+                self.link_selector,
+                self.date_selector,
+                self.summary_selector,
+            )
+        if self.collection_method == "json":
+            assert self.items_path and self.title_path and self.link_path
+            return JsonSpec(
+                self.items_path,
+                self.title_path,
+                self.link_path,
+                self.id_path,
+                self.date_path,
+                self.summary_path,
+            )
+        return None
 
     @field_validator("schema_version", mode="before")
     @classmethod
@@ -133,7 +177,7 @@ class Source(BaseModel):
         if not isinstance(value, str):
             raise PydanticCustomError("invalid_url", "must be text")
         method = info.data.get("collection_method")
-        if method == "fixture":
+        if method == "fixture" or info.data.get("source_type") == "fixture":
             problem = _fixture_path_problem(value)
         elif method is not None:
             problem = _http_url_problem(value)
@@ -157,7 +201,13 @@ class Source(BaseModel):
         )
 
     @field_validator(
-        "auth_token_env", "error_state", "blocked_reason", "etag", "last_modified", mode="before"
+        "auth_token_env",
+        "error_state",
+        "blocked_reason",
+        "etag",
+        "last_modified",
+        *(to_snake(key) for key in EXTRACTION_KEYS),
+        mode="before",
     )
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
@@ -204,13 +254,13 @@ _HINTS = {
     "schemaVersion": "1",
     "id": "a slug such as openai-news (a-z, 0-9, '-', 2-63 characters)",
     "name": "the Source's display name",
-    "url": "an absolute http(s) feed URL (for collectionMethod: fixture, a vault-relative path)",
+    "url": "an absolute http(s) URL (for sourceType: fixture, a vault-relative path)",
     "role": "primary, discovery, engineering-blog or research",
     "sourceType": "official, community or fixture",
     "authorityScore": "a number from 0 to 1",
     "legalAssessment": "approved, pending or rejected",
     "priority": "critical, high, normal or low",
-    "collectionMethod": "rss, atom or fixture",
+    "collectionMethod": "rss, atom, jsonfeed, html, json or fixture",
     "enabled": "true or false",
     "cadence": "an ISO-8601 duration such as PT30M, PT6H, P1D, P7D, or manual",
     "minIntervalSeconds": "a whole number of seconds, 0 or more",
@@ -299,10 +349,15 @@ def validate_source(data: dict[str, Any]) -> tuple[Source | None, list[tuple[str
                 "belong in Radar/Sources; move this note or fix the key",
             )
         ]
+    # The selectors and paths are checked apart, one code per problem (registry/extraction.py);
+    # pydantic's own complaint about the same key would only repeat it.
+    problems = extraction_issues(data)
     try:
-        return Source.model_validate(data), []
+        source = Source.model_validate(data)
     except ValidationError as exc:
-        return None, [_issue_for(error) for error in exc.errors()]
+        errors = [e for e in exc.errors() if not (e["loc"] and e["loc"][0] in EXTRACTION_KEYS)]
+        return None, [_issue_for(error) for error in errors] + problems
+    return (None, problems) if problems else (source, [])
 
 
 @dataclass(frozen=True)

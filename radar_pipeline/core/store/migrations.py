@@ -6,7 +6,7 @@ means, is a new entry (and SCHEMA_VERSION moves with it).
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
@@ -300,6 +300,27 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         # set by every answered check; empty when the publisher said nothing.
         """
         ALTER TABLE feed_state ADD COLUMN polite_until TIMESTAMPTZ;
+        """,
+    ),
+    (
+        9,
+        # Field evidence (issue 21): for an item of an html, json or jsonfeed Source, which CSS
+        # selector or JMESPath expression produced each of its fields, and what of the match
+        # was read (text, attr:href, attr:datetime, value). One row per observed item and
+        # field, written in the commit transaction with the item's observation, so every
+        # title, link and date of such a Signal can be traced to the Source's own markup.
+        """
+        CREATE TABLE field_evidence (
+            collection_id VARCHAR NOT NULL,
+            source_id VARCHAR NOT NULL,
+            identity VARCHAR NOT NULL,
+            field VARCHAR NOT NULL,
+            method VARCHAR NOT NULL,
+            expression VARCHAR NOT NULL,
+            origin VARCHAR NOT NULL,
+            recorded_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE INDEX field_evidence_identity ON field_evidence (identity);
         """,
     ),
 )

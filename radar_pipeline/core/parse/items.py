@@ -1,0 +1,237 @@
+"""From the items a parser found to a ParsedFeed: one path for feeds, pages and JSON answers.
+
+Every parser (feed.py, html_page.py, json_api.py, json_feed.py) only reads its format into
+`RawItem`s (the item's own id, its links, raw title/summary/content, its own date, and the
+evidence of which selector or path produced each field). What makes an item a Signal candidate
+is decided here, the same way for every format: identity (Source id, canonical URL, item id),
+repeated ids, sanitising the text (core/text.py is the one boundary), the recovery cap
+(`outside_window`) and the future-date flag. So a Signal reads the same whatever the method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from urllib.parse import urljoin, urlsplit
+
+from radar_pipeline.core.identity.keys import (
+    canonicalize_url,
+    content_hash,
+    identity_hash,
+    normalize_title,
+    simhash64,
+)
+from radar_pipeline.core.models import FieldEvidence, ItemCandidate, ParsedFeed, Rejection
+from radar_pipeline.core.text import one_line, plain_text
+
+FUTURE_TOLERANCE = timedelta(days=1)
+TITLE_MAX = 300
+SUMMARY_MAX = 2_000
+CONTENT_MAX = 200_000
+UNTITLED = "(untitled)"
+
+
+@dataclass(frozen=True)
+class RawText:
+    """Text as the Source gave it; `html` says whether it is markup (unknown: treat as HTML, so
+    no markup can slip through as text)."""
+
+    value: str
+    html: bool = True
+
+
+@dataclass(frozen=True)
+class RawItem:
+    """One item as a parser found it, before identity and sanitising."""
+
+    position: int  # index of the item in the feed, page or answer
+    item_id: str  # the Source's own id for it (guid, idPath), "" when it has none
+    links: tuple[str, ...]  # candidate links in order of preference; relative ones allowed
+    title: RawText | None = None
+    summary: RawText | None = None
+    content: RawText | None = None
+    observed_at: datetime | None = None  # the Source's own date, UTC; never an invented one
+    observed_field: str | None = None
+    evidence: tuple[FieldEvidence, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One identifiable item before the recovery cap is applied."""
+
+    source_item_id: str
+    link: str
+    canonical_url: str
+    raw: RawItem
+
+
+def build_parsed(
+    source_id: str,
+    items: Iterable[RawItem | Rejection],
+    *,
+    base_url: str,
+    now: datetime,
+    window_from: datetime | None,
+    feed_title: str | None = None,
+    bozo: str | None = None,
+) -> ParsedFeed:
+    """Candidates, items outside the window and reasoned rejections, in the Source's order:
+    every item ends in exactly one of the three.
+
+    Every identifiable item dated at or after `window_from` (the recovery cap), or undated, is
+    a candidate; no count limit applies here (the per-check cap is the dedupe stage's, since
+    only identity says which items still need work). Older items go to `outside_window`.
+    """
+    entries: list[_Entry] = []
+    rejections: list[Rejection] = []
+    seen: dict[str, int] = {}
+    for item in items:
+        if isinstance(item, Rejection):
+            rejections.append(item)
+            continue
+        try:
+            entry = _identify(item, base_url)
+        except Exception as exc:  # one bad item never sinks the check
+            entry = invalid_item(item.position, exc)
+        if isinstance(entry, Rejection):
+            rejections.append(entry)
+            continue
+        entries.append(_disambiguate(entry, seen))
+    candidates, outside, more = _select(source_id, entries, now, window_from)
+    rejections.extend(more)
+    rejections.sort(key=lambda r: -1 if r.position is None else r.position)
+    return ParsedFeed(
+        source_id=source_id,
+        candidates=tuple(candidates),
+        rejections=tuple(rejections),
+        feed_title=feed_title,
+        bozo=bozo,
+        outside_window=tuple(outside),
+    )
+
+
+def invalid_item(position: int, exc: BaseException) -> Rejection:
+    """The rejection of an item a parser could not even read (one never sinks the check)."""
+    return Rejection("invalid-item", one_line(repr(exc), 300, html=False), None, position)
+
+
+def _identify(item: RawItem, base_url: str) -> _Entry | Rejection:
+    """Give the item an id and canonical link, or a reason why it has none."""
+    guid = item.item_id.strip()
+    link = next((a for h in item.links if (a := absolute_http(h, base_url)) is not None), None)
+    if link is None and urlsplit(guid).scheme.lower() in ("http", "https"):
+        link = absolute_http(guid, base_url)  # an id that is a permalink (an RSS guid)
+    if link is None:
+        reason = "no-link" if guid else "unidentifiable"
+        return Rejection(reason, "no http(s) link and no URL guid", guid or None, item.position)
+    canonical = canonicalize_url(link)
+    return _Entry(guid or canonical, link, canonical, item)
+
+
+def absolute_http(href: str, base_url: str) -> str | None:
+    """`href` resolved against `base_url` if it is then an http(s) URL with a host, else None."""
+    href = href.strip()
+    if not href:
+        return None
+    try:
+        canonicalize_url(href, base_url)  # validates scheme and host
+    except ValueError:
+        return None
+    return urljoin(base_url, href)
+
+
+def _disambiguate(entry: _Entry, seen: dict[str, int]) -> _Entry:
+    """Give a repeated id a deterministic suffix: `id#canonical_url`, then `#n`."""
+    base = entry.source_item_id
+    count = seen.get(base, 0) + 1
+    seen[base] = count
+    if count == 1:
+        return entry
+    candidate = f"{base}#{entry.canonical_url}"
+    counter = 2
+    while candidate in seen:
+        counter += 1
+        candidate = f"{base}#{entry.canonical_url}#{counter}"
+    seen[candidate] = 1
+    return replace(entry, source_item_id=candidate)
+
+
+def _select(
+    source_id: str, entries: Sequence[_Entry], now: datetime, window_from: datetime | None
+) -> tuple[list[ItemCandidate], list[ItemCandidate], list[Rejection]]:
+    """Split the entries by the recovery cap, in order: candidates, outside the window, and
+    those whose text could not be read."""
+    candidates: list[ItemCandidate] = []
+    outside: list[ItemCandidate] = []
+    rejections: list[Rejection] = []
+    for entry in entries:
+        observed = entry.raw.observed_at
+        try:
+            if window_from is not None and observed is not None and observed < window_from:
+                outside.append(_outside_candidate(source_id, entry))
+            else:  # text extraction only for items that are decided
+                candidates.append(_candidate(source_id, entry, now))
+        except Exception as exc:  # one bad item never sinks the check
+            detail = one_line(repr(exc), 300, html=False)
+            rejections.append(
+                Rejection("invalid-item", detail, entry.source_item_id, entry.raw.position)
+            )
+    return candidates, outside, rejections
+
+
+def _outside_candidate(source_id: str, entry: _Entry) -> ItemCandidate:
+    """An item older than the cap: its identity, link and date, to be counted and recorded.
+
+    Its text is never read (it is never decided or written), so the text keys stay empty."""
+    raw = entry.raw
+    return ItemCandidate(
+        source_item_id=entry.source_item_id,
+        title="",
+        link=entry.link,
+        canonical_url=entry.canonical_url,
+        identity=identity_hash(source_id, entry.canonical_url, entry.source_item_id),
+        observed_at=raw.observed_at,
+        observed_field=raw.observed_field,
+        future_dated=False,
+        summary="",
+        content=None,
+        content_hash="",
+        title_key="",
+        simhash=0,
+        position=raw.position,
+        evidence=raw.evidence,
+    )
+
+
+def _candidate(source_id: str, entry: _Entry, now: datetime) -> ItemCandidate:
+    raw = entry.raw
+    title = _text(raw.title, TITLE_MAX, single_line=True) or UNTITLED
+    summary = _text(raw.summary, SUMMARY_MAX, single_line=False)
+    content = _text(raw.content, CONTENT_MAX, single_line=False) or None
+    observed_at = raw.observed_at
+    return ItemCandidate(
+        source_item_id=entry.source_item_id,
+        title=title,
+        link=entry.link,
+        canonical_url=entry.canonical_url,
+        identity=identity_hash(source_id, entry.canonical_url, entry.source_item_id),
+        observed_at=observed_at,
+        observed_field=raw.observed_field,
+        future_dated=observed_at is not None and observed_at > now + FUTURE_TOLERANCE,
+        summary=summary,
+        content=content,
+        content_hash=content_hash(content or summary or title),
+        title_key=normalize_title(title),
+        simhash=simhash64(f"{title} {summary}"),
+        position=raw.position,
+        evidence=raw.evidence,
+    )
+
+
+def _text(raw: RawText | None, max_len: int, *, single_line: bool) -> str:
+    if raw is None or not raw.value:
+        return ""
+    if single_line:
+        return one_line(raw.value, max_len, html=raw.html)
+    return plain_text(raw.value, max_len, html=raw.html)
