@@ -194,7 +194,7 @@ def test_skipped_and_ineligible_sources_stay_out_of_a_failed_runs_range(
         # c-down and e-down are in backoff now: the second collection checks a-fix and d-fix
         # (two runs: b-pending and c-down lie between them) and reports the two in backoff as
         # skipped, without a partition, so they stay FAILED, not MATERIALIZED.
-        later = now + timedelta(minutes=1)
+        later = now + timedelta(seconds=30)  # inside the least backoff (1 minute)
         second = launch_collection(defs, instance, paths, "all", (), later, "test")
         outcomes = {s["id"]: s["outcome"] for s in second["sources"]}
         assert outcomes["c-down"] == outcomes["e-down"] == "skipped"
