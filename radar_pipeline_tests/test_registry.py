@@ -320,6 +320,7 @@ def test_source_aliases_are_the_contract_keys() -> None:
         "minIntervalSeconds", "fullText", "authTokenEnv", "lastAttemptAt", "lastSuccessAt",
         "lastResponseAt", "errorState", "blockedReason", "httpStatus", "etag", "lastModified",
         "permanentRedirect",  # issue 19: where a 301/308 led, for a person to update `url`
+        "pageBudget",  # issue 21: pages per check under `fullText: page-extraction`
     }  # fmt: skip
 
 

@@ -40,6 +40,7 @@ from radar_pipeline.core.acquire.address_policy import (
     redact,
     resolve_checked,
 )
+from radar_pipeline.core.acquire.challenge import CHALLENGE_MARKERS, is_challenge
 from radar_pipeline.core.errors import FetchError
 from radar_pipeline.core.models import FetchRequest, FetchResult
 
@@ -57,12 +58,17 @@ FEED_MEDIA_TYPES = frozenset(
         "application/json",
     }
 )
-CHALLENGE_MARKERS = (b"just a moment...", b"cf-chl", b"challenge-platform", b"captcha")
+PAGE_MEDIA_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 # JSON Feed is not advertised: the parse stage reads RSS, Atom and RDF (a JSON Feed a server
 # sends anyway is still recognised as a feed and handed to the parser).
 ACCEPT = (
     "application/rss+xml, application/atom+xml, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5"
 )
+ACCEPT_BY_PURPOSE = {
+    "feed": ACCEPT,
+    "page": "text/html, application/xhtml+xml;q=0.9, */*;q=0.1",
+    "robots": "text/plain, */*;q=0.5",
+}
 PERMANENT_REDIRECTS = frozenset({301, 308})
 # The longest a publisher's Cache-Control max-age or RSS <ttl> may hold the next check back:
 # a day, so the daily unconditional fetch (docs/architecture.md, invariant 6) still happens.
@@ -253,7 +259,7 @@ class Fetcher:
     def _headers(self, request: FetchRequest) -> dict[str, str]:
         headers = {
             "User-Agent": self.settings.user_agent,
-            "Accept": ACCEPT,
+            "Accept": ACCEPT_BY_PURPOSE[request.purpose],
             # Only codings _Inflater can bound; httpx would otherwise also offer br/zstd.
             "Accept-Encoding": "gzip, deflate",
         }
@@ -278,7 +284,11 @@ class Fetcher:
             peek = self._read(response, progress, ERROR_BODY_PEEK, truncate=True)
             raise _classify_status(response, peek, now, self.settings.max_retry_after_s)
         body = self._read(response, progress, self.settings.max_bytes, truncate=False)
-        _validate_feed(response.headers.get("cf-mitigated"), progress.content_type, body)
+        cf_mitigated = response.headers.get("cf-mitigated")
+        if request.purpose == "feed":
+            _validate_feed(cf_mitigated, progress.content_type, body)
+        elif request.purpose == "page":
+            _validate_page(status, cf_mitigated, progress.content_type, body)
         return _success(request, now, progress, body)
 
     def _read(
@@ -366,12 +376,13 @@ def _classify_status(
     retry_header = response.headers.get("retry-after")
     excerpt = _excerpt(peek)
     detail = f"{status}: {excerpt}" if excerpt else str(status)
-    if response.headers.get("cf-mitigated", "").strip().lower() == "challenge":
+    cf_mitigated = response.headers.get("cf-mitigated")
+    if (cf_mitigated or "").strip().lower() == "challenge":
         return FetchError("challenge", f"{status}, cf-mitigated: challenge")
     if status == 429 or (status == 503 and retry_header is not None):
         retry = parse_retry_after(retry_header, now, max_retry_after_s)
         return FetchError("rate-limited", str(status), retry_after_s=retry)
-    if status in (403, 503) and _has_challenge_marker(peek):
+    if is_challenge(status, cf_mitigated, peek):
         return FetchError("challenge", f"{status}, challenge page")
     if status in (404, 410):
         return FetchError("gone", str(status))
@@ -391,6 +402,17 @@ def _validate_feed(cf_mitigated: str | None, content_type: str | None, body: byt
     if _has_challenge_marker(body[:ERROR_BODY_PEEK]):
         raise FetchError("challenge", f"challenge page served as {media_type or 'no type'}")
     raise FetchError("not-a-feed", f"{media_type or 'no content type'} body is not a feed")
+
+
+def _validate_page(
+    status: int, cf_mitigated: str | None, content_type: str | None, body: bytes
+) -> None:
+    """A page must be HTML and no challenge page (a 2xx challenge exists too)."""
+    if is_challenge(status, cf_mitigated, body[:ERROR_BODY_PEEK]):
+        raise FetchError("challenge", f"{status}, challenge page instead of the article")
+    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    if media_type not in PAGE_MEDIA_TYPES:
+        raise FetchError("not-a-page", f"{media_type or 'no content type'} is not an HTML page")
 
 
 _XML_PROLOGUE = re.compile(
@@ -542,7 +564,8 @@ def _base(request: FetchRequest, now: datetime, progress: _Progress) -> FetchRes
 
 def _success(request: FetchRequest, now: datetime, progress: _Progress, body: bytes) -> FetchResult:
     digest = hashlib.sha256(body).hexdigest()
-    result = replace(_base(request, now, progress), body_sha256=digest, feed_ttl_s=feed_ttl(body))
+    ttl = feed_ttl(body) if request.purpose == "feed" else None
+    result = replace(_base(request, now, progress), body_sha256=digest, feed_ttl_s=ttl)
     if request.previous_body_sha256 and digest == request.previous_body_sha256.lower():
         return replace(result, outcome="not-modified", unchanged_body=True)
     return replace(result, outcome="ok", body=body)

@@ -171,8 +171,6 @@ def _plan_one(
         return PlannedCheck(sid, rec, skip_reason="locked")
     window = coverage_from(last_success, now)
     notes: list[str] = []
-    if src.full_text == "page-extraction":
-        notes.append("fullText page-extraction is not implemented yet: no full text kept")
     token: str | None = None
     if src.auth_token_env:
         token = env.get(src.auth_token_env) or None
