@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import pytest
 
 from radar_pipeline.core.acquire.challenge import is_challenge
@@ -292,6 +293,7 @@ def test_page_without_main_text_fails_with_a_reason_and_the_pass_goes_on(
     assert "not-a-page" in reasons[feed_server.url("/articles/1")]
 
 
+@pytest.mark.slow
 def test_weekly_close_empties_extracted_pages(
     radar_env: dict[str, Path], feed_server: FeedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -302,6 +304,11 @@ def test_weekly_close_empties_extracted_pages(
     assert code == 0, err
     assert _source(report)["pages"]["fetched"] == 2
     assert len(_temporary_files(vault)) == 2
+    with dg.DagsterInstance.from_config(str(radar_env["home"])) as instance:
+        [record] = instance.fetch_materializations(dg.AssetKey("signals"), limit=5).records
+    assert record.asset_materialization is not None
+    meta = {k: v.value for k, v in record.asset_materialization.metadata.items()}
+    assert (meta["pages_fetched"], meta["pages_pending"], meta["pages_blocked"]) == (2, 0, "")
 
     code, close, err = radar_json(capsys, "cleanup")
 
@@ -319,7 +326,10 @@ CHALLENGES = [
     (429, None, b"cf-chl-opt", True),
     (200, "challenge", b"<html>ok</html>", True),
     (200, None, b"<html><title>Just a moment...</title>", True),
+    (200, None, b"<script>window._cf_chl_opt={cType: 'managed'}</script>", True),
+    (200, None, b"<script src='/cdn-cgi/challenge-platform/h/g/orchestrate'>", True),
     (200, None, b"<p>Why captcha walls fail users</p>", False),  # an article about them
+    (200, None, b"<p>The cf-chl cookie and the challenge-platform</p>", False),
     (403, None, b"<h1>Forbidden</h1>", False),  # a 403, but no challenge (still stops pages)
     (404, None, b"just a moment...", False),
     (500, None, b"cf-chl", False),
@@ -359,3 +369,66 @@ def test_page_budget_defaults_to_ten(tmp_path: Path) -> None:
     assert _write_registry(tmp_path, fullText="page-extraction") == []
     (record,) = load_registry(tmp_path).sources
     assert record.source.pages_per_check == 10
+
+
+@pytest.mark.parametrize(
+    ("status", "fetched", "pending", "blocked"),
+    [
+        (404, 2, 0, False),  # no robots.txt: every path allowed (RFC 9309)
+        (500, 0, 2, False),  # unreachable: nothing fetched from the origin, pages wait
+        (403, 0, 2, True),  # a refusal: the stop rule
+    ],
+)
+def test_robots_answers_decide_the_origin(
+    radar_env: dict[str, Path],
+    feed_server: FeedServer,
+    status: int,
+    fetched: int,
+    pending: int,
+    blocked: bool,
+) -> None:
+    url, _ = _serve(feed_server, 2, robots=None)
+    feed_server.add("/robots.txt", b"no", status=status, headers=TEXT)
+    write_source(radar_env["vault"], "pages", url, fullText="page-extraction")
+
+    pages = _source(_collect(radar_env))["pages"]
+
+    assert (pages["fetched"], pages["pending"], pages["robotsFetched"]) == (fetched, pending, 1)
+    assert len(_page_requests(feed_server)) == fetched
+    assert (pages["blocked"] is not None) is blocked
+    with Store(radar_env["db"]).transaction() as con:
+        cached = con.execute("SELECT verdict FROM robots_cache").fetchall()
+    assert cached == ([("allow-all",)] if status == 404 else [])
+
+
+def test_page_redirects_are_checked_against_the_address_policy(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    url, _ = _serve(feed_server, 2)
+    feed_server.add("/articles/0", status=302, headers={"Location": "http://10.0.0.1/internal"})
+    write_source(radar_env["vault"], "pages", url, fullText="page-extraction")
+
+    pages = _source(_collect(radar_env))["pages"]
+
+    assert (pages["fetched"], pages["failed"]) == (1, 1)
+    with Store(radar_env["db"]).transaction() as con:
+        (reason,) = con.execute(
+            "SELECT reason FROM page_state WHERE page_url LIKE '%/articles/0'"
+        ).fetchone() or ("",)
+    assert "policy" in reason and "refused" in reason
+    assert len(_temporary_files(radar_env["vault"])) == 1
+
+
+def test_page_larger_than_the_cap_fails_and_writes_nothing(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    url, _ = _serve(feed_server, 1)
+    feed_server.add(
+        "/articles/0", b"<html><body>" + b"<p>word</p>" * 300_000 + b"</body></html>", headers=HTML
+    )
+    write_source(radar_env["vault"], "pages", url, fullText="page-extraction")
+
+    pages = _source(_collect(radar_env))["pages"]
+
+    assert (pages["fetched"], pages["failed"]) == (0, 1)
+    assert _temporary_files(radar_env["vault"]) == []

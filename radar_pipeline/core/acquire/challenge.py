@@ -9,13 +9,12 @@ from __future__ import annotations
 
 # Any of these in a 403/429/503 body marks a challenge.
 CHALLENGE_MARKERS = (b"just a moment...", b"cf-chl", b"challenge-platform", b"captcha")
-# A 2xx body is an article that may well mention captchas: only the interstitial's own
-# machinery counts there.
+# A 2xx body is an article that may well mention captchas or Cloudflare's challenges: only
+# the interstitial's own title and script machinery count there.
 INTERSTITIAL_MARKERS = (
     b"<title>just a moment...</title>",
-    b"cf-chl",
-    b"challenge-platform",
-    b"/cdn-cgi/challenge",
+    b"/cdn-cgi/challenge-platform/",
+    b"window._cf_chl_opt",
 )
 CHALLENGE_STATUSES = frozenset({403, 429, 503})
 

@@ -48,13 +48,18 @@ class RobotsVerdict:
     state: str  # rules | allow-all | unreachable | blocked
     body: str = ""
     blocked_by: FetchResult | None = None  # the answer that refused us (state "blocked")
+    rules: Protego | None = field(default=None, compare=False)  # `body` parsed, state "rules"
+
+    @classmethod
+    def of_rules(cls, origin: str, body: str) -> RobotsVerdict:
+        return cls(origin, "rules", body, rules=Protego.parse(body))
 
     def allows(self, url: str) -> bool:
         if self.state == "allow-all":
             return True
-        if self.state != "rules":
+        if self.rules is None:  # unreachable or blocked: nothing is allowed
             return False
-        return bool(Protego.parse(self.body).can_fetch(url, ROBOTS_AGENT))
+        return bool(self.rules.can_fetch(url, ROBOTS_AGENT))
 
 
 def verdict_of(origin: str, result: FetchResult) -> RobotsVerdict:
@@ -62,7 +67,7 @@ def verdict_of(origin: str, result: FetchResult) -> RobotsVerdict:
     if is_blocking(result):
         return RobotsVerdict(origin, "blocked", blocked_by=result)
     if result.outcome == "ok" and result.body is not None:
-        return RobotsVerdict(origin, "rules", result.body.decode("utf-8", errors="replace"))
+        return RobotsVerdict.of_rules(origin, result.body.decode("utf-8", errors="replace"))
     status = result.status
     if status is not None and 400 <= status < 500:
         return RobotsVerdict(origin, "allow-all")
@@ -90,8 +95,10 @@ class RobotsBook:
         if known is not None:
             return known
         cached = self.load(origin)
-        if cached is not None:
-            verdict = RobotsVerdict(origin, cached.verdict, cached.body)
+        if cached is not None and cached.verdict == "rules":
+            verdict = RobotsVerdict.of_rules(origin, cached.body)
+        elif cached is not None:
+            verdict = RobotsVerdict(origin, cached.verdict)
         else:
             result = self.fetch(f"{origin}/robots.txt")
             self.fetches += 1
