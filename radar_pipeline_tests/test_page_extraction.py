@@ -12,13 +12,15 @@ import dagster as dg
 import pytest
 
 from radar_pipeline.core.acquire.challenge import is_challenge
+from radar_pipeline.core.audit.run import run_audit
 from radar_pipeline.core.collect.collector import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.extract.pages import PageSettings
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.registry.sources import load_registry
+from radar_pipeline.core.store.closes import record_close
 from radar_pipeline.core.store.connection import Store
-from radar_pipeline.core.vault.cleanup import close_temporary_content
+from radar_pipeline.core.vault.cleanup import CleanupResult, close_temporary_content
 from radar_pipeline_tests.conftest import CORPUS
 from radar_pipeline_tests.evidencekit import radar_json
 from radar_pipeline_tests.feedserver import FeedServer
@@ -432,3 +434,23 @@ def test_page_larger_than_the_cap_fails_and_writes_nothing(
 
     assert (pages["fetched"], pages["failed"]) == (0, 1)
     assert _temporary_files(radar_env["vault"]) == []
+
+
+def test_a_page_fetched_after_a_close_waits_for_the_next_one(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    """A Signal from before a weekly close whose page comes later is not a survivor of that
+    close: the retention audit dates the file by its `fetchedAt`, not by its Signal id."""
+    vault = radar_env["vault"]
+    paths = RadarPaths(vault, radar_env["db"])
+    url, _ = _serve(feed_server, 1)
+    write_source(vault, "pages", url, fullText="page-extraction", pageBudget=0)
+    _collect(radar_env)
+    record_close(Store(radar_env["db"]), CleanupResult(0, 0, 0), AS_OF + timedelta(hours=1), None)
+    write_source(vault, "pages", url, fullText="page-extraction")
+
+    assert _source(_collect(radar_env, AS_OF + timedelta(hours=7)))["pages"]["fetched"] == 1
+
+    audit = run_audit("retention", paths, AS_OF + timedelta(hours=8))
+    assert audit.passed, audit.findings
+    assert audit.figures["pending_next_close"] == 1
