@@ -24,7 +24,7 @@ from radar_pipeline.core.vault.cleanup import CleanupResult, close_temporary_con
 from radar_pipeline_tests.conftest import CORPUS
 from radar_pipeline_tests.evidencekit import radar_json
 from radar_pipeline_tests.feedserver import FeedServer
-from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
+from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
 
 AS_OF = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PAGES = CORPUS / "pages"
@@ -454,3 +454,17 @@ def test_a_page_fetched_after_a_close_waits_for_the_next_one(
     audit = run_audit("retention", paths, AS_OF + timedelta(hours=8))
     assert audit.passed, audit.findings
     assert audit.figures["pending_next_close"] == 1
+
+
+def test_a_fixture_source_never_fetches_pages(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    _serve(feed_server, 2)
+    feed = feed_server.routes["/feed.xml"].body
+    write_fixture_source(radar_env["vault"], "pages", feed, fullText="page-extraction")
+
+    report = _collect(radar_env)
+
+    assert _source(report)["created"] == 2 and _source(report)["pages"] is None
+    assert feed_server.requests == []  # not the feed (a file), not a page, not robots.txt
+    assert _page_states(radar_env["db"]) == {}

@@ -50,6 +50,11 @@ log = logging.getLogger(__name__)
 PAGE_EXTRACTION = "page-extraction"
 
 
+def _extracts_pages(rec: SourceRecord) -> bool:
+    """The Source's own policy allows pages; a fixture Source never uses the network."""
+    return rec.source.full_text == PAGE_EXTRACTION and not rec.source.is_fixture
+
+
 def enqueue_new_pages(
     con: duckdb.DuckDBPyConnection,
     spec: CollectionSpec,
@@ -60,7 +65,7 @@ def enqueue_new_pages(
     rows: list[PageRow] = []
     for item, write in zip(deduped, writes, strict=True):
         rec = item.result.check.record
-        if rec is None or rec.source.full_text != PAGE_EXTRACTION or item.result.failed:
+        if rec is None or not _extracts_pages(rec) or item.result.failed:
             continue
         for dec in item.decisions:
             if dec.decision != "new" or not dec.candidate.link.startswith(("http://", "https://")):
@@ -87,7 +92,7 @@ def _page_sources(deduped: Sequence[DedupedCheck]) -> list[SourceRecord]:
         rec
         for item in deduped
         if (rec := item.result.check.record) is not None
-        and rec.source.full_text == PAGE_EXTRACTION
+        and _extracts_pages(rec)
         and item.result.check.skip_reason is None
         and not item.result.failed
     ]
@@ -103,9 +108,7 @@ def run_pages(
     report: dict[str, Any],
 ) -> dict[str, Any]:
     """Run the page pass of each page-extraction Source this collection checked; the report
-    with a `pages` object per Source (None for the others)."""
-    for src in report["sources"]:
-        src["pages"] = None
+    with its `pages` object filled in for those Sources (the others keep None)."""
     records = _page_sources(deduped)
     if not records:
         return report
