@@ -468,3 +468,21 @@ def test_a_fixture_source_never_fetches_pages(
     assert _source(report)["created"] == 2 and _source(report)["pages"] is None
     assert feed_server.requests == []  # not the feed (a file), not a page, not robots.txt
     assert _page_states(radar_env["db"]) == {}
+
+
+def test_robots_txt_is_asked_once_per_host_in_a_collection(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    """Two Sources on one host: one robots.txt request, even for an answer DuckDB does not
+    keep (a 5xx), and the second Source counts none."""
+    url, _ = _serve(feed_server, 2, robots=None)
+    feed_server.add("/robots.txt", b"down", status=503, headers=TEXT)
+    write_source(radar_env["vault"], "pages", url, fullText="page-extraction")
+    write_source(radar_env["vault"], "pages-too", url, fullText="page-extraction")
+
+    report = _collect(radar_env)
+
+    fetched = [_source(report, sid)["pages"]["robotsFetched"] for sid in ("pages", "pages-too")]
+    assert sorted(fetched) == [0, 1]
+    assert len(feed_server.requests_for("/robots.txt")) == 1
+    assert _page_requests(feed_server) == []

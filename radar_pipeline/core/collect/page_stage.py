@@ -25,7 +25,7 @@ from radar_pipeline.core.collect.commit import SourceWrite
 from radar_pipeline.core.collect.results import DedupedCheck
 from radar_pipeline.core.errors import PAGE_BLOCKED
 from radar_pipeline.core.extract.pages import HostPacer, PageSettings, SourcePages, page_pass
-from radar_pipeline.core.extract.robots import RobotsBook
+from radar_pipeline.core.extract.robots import RobotsBook, RobotsVerdict
 from radar_pipeline.core.models import FetchPurpose, FetchRequest, FetchResult
 from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec
 from radar_pipeline.core.plan.schedule import next_backoff, window_from
@@ -126,6 +126,7 @@ def run_pages(
 
     passes: list[SourcePages] = []
     robots_fetched: dict[str, int] = {}
+    verdicts: dict[str, RobotsVerdict] = {}  # per origin, for the whole collection
     with Fetcher(fetch_settings, vault) as fetcher:
         pacer = HostPacer(settings.interval_s)
         for rec in records:
@@ -136,7 +137,7 @@ def run_pages(
                 request = FetchRequest(sid, url, "page", conditional=False, purpose=purpose)
                 return fetcher.fetch(request, now)
 
-            robots = RobotsBook(load, lambda url: fetch(url, "robots"), now)
+            robots = RobotsBook(load, lambda url: fetch(url, "robots"), now, verdicts)
             try:
                 result = page_pass(
                     vault,
@@ -153,7 +154,7 @@ def run_pages(
             passes.append(replace(result, source_id=sid))
             robots_fetched[sid] = robots.fetches
             _save_robots(store, robots)
-    return _record(store, vault, spec, records, passes, expired, robots_fetched, report)
+    return _record(store, spec, records, passes, expired, robots_fetched, report)
 
 
 def _save_robots(store: Store, robots: RobotsBook) -> None:
@@ -165,7 +166,6 @@ def _save_robots(store: Store, robots: RobotsBook) -> None:
 
 def _record(
     store: Store,
-    vault: Path,
     spec: CollectionSpec,
     records: Sequence[SourceRecord],
     passes: Sequence[SourcePages],
