@@ -1,7 +1,7 @@
 """The page pass of one Source in one check: its open pages, oldest Signal first, fetched
 within the Source's `pageBudget` and extracted into Temporary Content.
 
-The rules (docs/operations.md, "Page extraction"; docs/architecture.md, invariant 17):
+The rules (docs/operations.md, "Page extraction"; docs/architecture.md, invariant 15):
 - only Sources whose own policy says `fullText: page-extraction`, never as a fallback;
 - the budget counts page requests; robots.txt requests are counted apart (`robotsFetched`);
 - robots.txt decides first: a disallowed page is settled without a request;
