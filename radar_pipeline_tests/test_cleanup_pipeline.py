@@ -70,7 +70,8 @@ def test_feed_content_lifecycle_through_radar_cleanup(radar_env: dict[str, Path]
     assert by_id["full"]["temporaryBytes"] > 0
     assert by_id["plain"]["temporaryBytes"] == 0  # fullText: none writes no full text
     assert by_id["extract"]["temporaryBytes"] == 0
-    assert any("page-extraction is not implemented" in n for n in by_id["extract"]["notes"])
+    # A fixture Source never uses the network: its policy queues no page and fetches none.
+    assert by_id["extract"]["pages"] is None
 
     temporary = sorted((vault / TEMPORARY).iterdir())
     full_ids = {

@@ -35,6 +35,7 @@ from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, SIMHASH_DISTANCE
 from radar_pipeline.core.identity.keys import hamming64, is_substantive
 from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.migrations import SCHEMA_VERSION
 from radar_pipeline.core.vault import index
 from radar_pipeline.core.vault.facts import (
     FactsUpdate,
@@ -407,15 +408,16 @@ def test_migration_6_keeps_the_facts_of_declared_ids_and_reads_the_rest_again(
             "UPDATE audit_signal_files SET declared_id = NULL WHERE name = ?", [files[1].name]
         )
         con.execute("ALTER TABLE audit_signal_files DROP COLUMN identity")
-        # Migration 7's tables, 8's column and 9's table go too, so 6 to 9 are applied again.
+        # The tables and column of migrations 7 to 10 go too, so 6 to 10 are applied again.
         con.execute("DROP TABLE check_accounting; DROP TABLE duplicate_items")
         con.execute("DROP TABLE source_items")
         con.execute("ALTER TABLE feed_state DROP COLUMN polite_until")
         con.execute("DROP TABLE field_evidence")
+        con.execute("DROP TABLE page_state; DROP TABLE robots_cache")
         con.execute("DELETE FROM schema_migrations WHERE version >= 6")
     Store.forget_migrations()
 
-    assert Store(db).schema_version() == 9
+    assert Store(db).schema_version() == SCHEMA_VERSION
     with Store(db).transaction() as con:
         stored = dict(con.execute("SELECT name, identity FROM audit_signal_files").fetchall())
     # The copy declares its original's id: it keeps its facts; the row that lost its declared

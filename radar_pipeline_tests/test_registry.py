@@ -323,6 +323,7 @@ def test_source_aliases_are_the_contract_keys() -> None:
         # issue 21: html selectors and json paths
         "itemSelector", "titleSelector", "linkSelector", "dateSelector", "summarySelector",
         "itemsPath", "titlePath", "linkPath", "idPath", "datePath", "summaryPath",
+        "pageBudget",  # issue 21: pages per check under `fullText: page-extraction`
     }  # fmt: skip
 
 

@@ -27,6 +27,7 @@ FETCH_ERROR_CLASSES = (
     "gone",
     "too-large",
     "not-a-feed",
+    "not-a-page",
     "invalid-xml",
     "not-html",
     "not-json",
@@ -41,7 +42,10 @@ PARSE_ERROR_CLASSES = ("not-a-feed", "invalid-xml", "not-html", "not-json", "ext
 
 # Failure classes whose backoff is the publisher's own request (Retry-After, a challenge):
 # honoured even by explicit runs, like minIntervalSeconds.
-PUBLISHER_WAITS = frozenset({"rate-limited", "challenge"})
+PUBLISHER_WAITS = frozenset({"rate-limited", "challenge", "page-blocked"})
+# The Source's error state after its page pass met a 403, a 429 or a challenge page: its feed
+# check passed, its backoff holds every check (and so every page fetch) back until it ends.
+PAGE_BLOCKED = "page-blocked"
 
 
 class RadarError(Exception):

@@ -10,6 +10,8 @@ from datetime import datetime
 from typing import Literal
 
 FetchOutcome = Literal["ok", "not-modified", "failed", "skipped"]
+# What a request fetches: a Source's feed, an item's page (page extraction) or a robots.txt.
+FetchPurpose = Literal["feed", "page", "robots"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class FetchRequest:
     auth_token: str | None = None  # bearer token value; never logged or stored
     previous_body_sha256: str | None = None  # a 200 with this hash counts as unchanged
     from_vault: bool = False  # a fixture Source: `url` is a vault-relative file, read offline
+    purpose: FetchPurpose = "feed"  # decides the Accept header and what a 2xx body must be
 
 
 @dataclass(frozen=True)

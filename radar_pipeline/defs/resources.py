@@ -9,6 +9,7 @@ from pydantic import PrivateAttr
 
 from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.extract.pages import DEFAULT_INTERVAL_S, PageSettings
 from radar_pipeline.core.store.connection import Store
 
 
@@ -36,13 +37,19 @@ class CollectionResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     # Parse processes per collection; 0 means RADAR_PARSE_WORKERS or one per core (at most 4).
     parse_workers: int = 0
+    # Seconds between two page-extraction requests to one host (robots.txt included).
+    page_interval_s: float = DEFAULT_INTERVAL_S
 
     _collector: Collector | None = PrivateAttr(default=None)
 
     def collector(self, paths: RadarPaths) -> Collector:
         """This run's Collector over `paths`, created on first use."""
         if self._collector is None:
-            self._collector = Collector(paths, parse_workers=self.parse_workers or None)
+            self._collector = Collector(
+                paths,
+                parse_workers=self.parse_workers or None,
+                page_settings=PageSettings(interval_s=self.page_interval_s),
+            )
         return self._collector
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:

@@ -40,6 +40,7 @@ from radar_pipeline.core.acquire.address_policy import (
     redact,
     resolve_checked,
 )
+from radar_pipeline.core.acquire.challenge import CHALLENGE_MARKERS, is_challenge
 from radar_pipeline.core.errors import FetchError
 from radar_pipeline.core.models import FetchRequest, FetchResult
 
@@ -57,14 +58,11 @@ FEED_MEDIA_TYPES = frozenset(
         "application/json",
     }
 )
-CHALLENGE_MARKERS = (b"just a moment...", b"cf-chl", b"challenge-platform", b"captcha")
-# An html Source's page is HTML, so only markers no changelog page carries count there.
-PAGE_CHALLENGE_MARKERS = (b"just a moment...", b"cf-chl", b"challenge-platform")
 HTML_MEDIA_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 JSON_MEDIA_TYPES = frozenset({"application/json", "text/json", "application/feed+json"})
-# What each collectionMethod asks for. Feeds: RSS, Atom and RDF (an rss/atom Source that turns
-# out to be a JSON Feed passes this stage, and feedparser's verdict stands); the others: what
-# their parser reads.
+# What a Source's check asks for, by its collectionMethod. Feeds: RSS, Atom and RDF (an
+# rss/atom Source that turns out to be a JSON Feed passes this stage, and feedparser's verdict
+# stands); the others: what their parser reads.
 ACCEPT = (
     "application/rss+xml, application/atom+xml, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5"
 )
@@ -72,6 +70,11 @@ ACCEPT_BY_METHOD = {
     "html": "text/html, application/xhtml+xml;q=0.9, */*;q=0.5",
     "json": "application/json, */*;q=0.5",
     "jsonfeed": "application/feed+json, application/json;q=0.9, */*;q=0.5",
+}
+# What the page stage asks for: an article page, or a host's robots.txt.
+ACCEPT_BY_PURPOSE = {
+    "page": "text/html, application/xhtml+xml;q=0.9, */*;q=0.1",
+    "robots": "text/plain, */*;q=0.5",
 }
 PERMANENT_REDIRECTS = frozenset({301, 308})
 # The longest a publisher's Cache-Control max-age or RSS <ttl> may hold the next check back:
@@ -263,7 +266,7 @@ class Fetcher:
     def _headers(self, request: FetchRequest) -> dict[str, str]:
         headers = {
             "User-Agent": self.settings.user_agent,
-            "Accept": ACCEPT_BY_METHOD.get(request.collection_method, ACCEPT),
+            "Accept": _accept(request),
             # Only codings _Inflater can bound; httpx would otherwise also offer br/zstd.
             "Accept-Encoding": "gzip, deflate",
         }
@@ -289,7 +292,10 @@ class Fetcher:
             raise _classify_status(response, peek, now, self.settings.max_retry_after_s)
         body = self._read(response, progress, self.settings.max_bytes, truncate=False)
         cf_mitigated = response.headers.get("cf-mitigated")
-        _validate_body(request.collection_method, cf_mitigated, progress.content_type, body)
+        if request.purpose == "feed":
+            _validate_body(request.collection_method, cf_mitigated, progress.content_type, body)
+        elif request.purpose == "page":
+            _validate_page(status, cf_mitigated, progress.content_type, body)
         return _success(request, now, progress, body)
 
     def _read(
@@ -377,12 +383,13 @@ def _classify_status(
     retry_header = response.headers.get("retry-after")
     excerpt = _excerpt(peek)
     detail = f"{status}: {excerpt}" if excerpt else str(status)
-    if response.headers.get("cf-mitigated", "").strip().lower() == "challenge":
+    cf_mitigated = response.headers.get("cf-mitigated")
+    if (cf_mitigated or "").strip().lower() == "challenge":
         return FetchError("challenge", f"{status}, cf-mitigated: challenge")
     if status == 429 or (status == 503 and retry_header is not None):
         retry = parse_retry_after(retry_header, now, max_retry_after_s)
         return FetchError("rate-limited", str(status), retry_after_s=retry)
-    if status in (403, 503) and _has_challenge_marker(peek):
+    if is_challenge(status, cf_mitigated, peek):
         return FetchError("challenge", f"{status}, challenge page")
     if status in (404, 410):
         return FetchError("gone", str(status))
@@ -404,7 +411,7 @@ def _validate_body(
     shown = media_type or "no content type"
     peek = body[:ERROR_BODY_PEEK]
     if method == "html":
-        if any(marker in peek.lower() for marker in PAGE_CHALLENGE_MARKERS):
+        if is_challenge(200, None, peek):
             raise FetchError("challenge", f"challenge page served as {shown}")
         if media_type in HTML_MEDIA_TYPES or (
             media_type not in JSON_MEDIA_TYPES and _as_utf8_head(body).lstrip()[:1] == b"<"
@@ -424,8 +431,25 @@ def _validate_body(
     raise FetchError("not-a-feed", f"{shown} body is not a feed")
 
 
+def _accept(request: FetchRequest) -> str:
+    if request.purpose == "feed":
+        return ACCEPT_BY_METHOD.get(request.collection_method, ACCEPT)
+    return ACCEPT_BY_PURPOSE[request.purpose]
+
+
 def _is_json_type(media_type: str) -> bool:
     return media_type in JSON_MEDIA_TYPES or media_type.endswith("+json")
+
+
+def _validate_page(
+    status: int, cf_mitigated: str | None, content_type: str | None, body: bytes
+) -> None:
+    """A page must be HTML and no challenge page (a 2xx challenge exists too)."""
+    if is_challenge(status, cf_mitigated, body[:ERROR_BODY_PEEK]):
+        raise FetchError("challenge", f"{status}, challenge page instead of the article")
+    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    if media_type not in HTML_MEDIA_TYPES:
+        raise FetchError("not-a-page", f"{media_type or 'no content type'} is not an HTML page")
 
 
 _XML_PROLOGUE = re.compile(
@@ -577,7 +601,8 @@ def _base(request: FetchRequest, now: datetime, progress: _Progress) -> FetchRes
 
 def _success(request: FetchRequest, now: datetime, progress: _Progress, body: bytes) -> FetchResult:
     digest = hashlib.sha256(body).hexdigest()
-    result = replace(_base(request, now, progress), body_sha256=digest, feed_ttl_s=feed_ttl(body))
+    ttl = feed_ttl(body) if request.purpose == "feed" else None
+    result = replace(_base(request, now, progress), body_sha256=digest, feed_ttl_s=ttl)
     if request.previous_body_sha256 and digest == request.previous_body_sha256.lower():
         return replace(result, outcome="not-modified", unchanged_body=True)
     return replace(result, outcome="ok", body=body)

@@ -9,6 +9,7 @@ itself; the oversized Signal bodies come from the facts (`signal_audits.oversize
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,7 +27,9 @@ TEMPORARY_MARKER = "entityType: temporary-content"
 @dataclass(frozen=True)
 class TemporaryEntry:
     rel_path: str
-    written_at: datetime  # from the Signal id's timestamp, else the file's mtime
+    # The page's `fetchedAt` header (page extraction writes a Signal's text later than the
+    # Signal), else the Signal id's timestamp, else the file's mtime.
+    written_at: datetime
 
 
 def list_temporary(vault: Path) -> tuple[TemporaryEntry, ...]:
@@ -50,8 +53,28 @@ def list_temporary(vault: Path) -> tuple[TemporaryEntry, ...]:
 def _written_at(path: Path, name: str) -> datetime:
     stem = name[:-3] if name.endswith(".md") else ""
     if SIGNAL_ID_RE.fullmatch(stem):
-        return parse_utc(stem.split("-", 1)[0])
+        return _fetched_at(path) or parse_utc(stem.split("-", 1)[0])
     return datetime.fromtimestamp(path.lstat().st_mtime, UTC)
+
+
+_FETCHED_AT = re.compile(r'^fetchedAt: "([0-9TZ:-]+)"$', re.MULTILINE)
+
+
+def _fetched_at(path: Path) -> datetime | None:
+    """The `fetchedAt` of an extracted page's header, if the file is one (a link is not read)."""
+    if path.is_symlink():
+        return None
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(1024).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    header = head.split("\n---", 1)[0]
+    match = _FETCHED_AT.search(header)
+    try:
+        return parse_utc(match.group(1)) if match else None
+    except ValueError:
+        return None
 
 
 def audit_retention(

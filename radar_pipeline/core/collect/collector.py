@@ -1,4 +1,5 @@
-"""The path of one collection, stage by stage: plan -> fetch -> parse -> dedupe -> commit.
+"""The path of one collection, stage by stage: plan -> fetch -> parse -> dedupe -> commit ->
+pages (page extraction for the Sources whose policy allows it, before their locks go).
 
 Each stage is a method the Dagster ops call in turn (whoever launched the run: the CLI, the
 schedule, a backfill, the UI); `run` calls them all for plain tests. A Collector belongs to one
@@ -17,6 +18,7 @@ from typing import Any
 import duckdb
 
 from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings, fetch_many
+from radar_pipeline.core.collect import page_stage
 from radar_pipeline.core.collect.accounting import CheckAccount, account, accounting_row
 from radar_pipeline.core.collect.commit import (
     PendingRows,
@@ -35,6 +37,7 @@ from radar_pipeline.core.collect.workers import (
     default_worker_count,
 )
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.extract.pages import PageSettings
 from radar_pipeline.core.identity.dedupe import DedupeBatch, decide_many, resolve_pending
 from radar_pipeline.core.identity.keys import identity_of, make_signal_id
 from radar_pipeline.core.models import FetchResult
@@ -75,10 +78,12 @@ class Collector:
         fetch_settings: FetchSettings | None = None,
         fetch_threads: int = FETCH_THREADS,
         parse_workers: int | None = None,
+        page_settings: PageSettings | None = None,
     ) -> None:
         self.paths = paths
         self.store = store or Store(paths.db)
         self.fetch_settings = fetch_settings or FetchSettings.from_env()
+        self.page_settings = page_settings or PageSettings()
         self.fetch_threads = fetch_threads
         self.locks = LockBook(paths.locks_dir)
         count = default_worker_count() if parse_workers is None else parse_workers
@@ -166,7 +171,8 @@ class Collector:
 
     def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> dict[str, Any]:
         """Write the new Signals, then record everything in one transaction, mirror each
-        Source's health into its file and release the Source locks; the report."""
+        Source's health into its file, run the page stage and release the Source locks; the
+        report."""
         spec = plan.spec
         try:
             batches = [self._signal_writes(spec, d) for d in deduped]
@@ -178,6 +184,7 @@ class Collector:
                     state = states.get(item.result.check.source_id)
                     commit_source(con, spec, item, write, state, pending)
                 pending.flush(con)
+                page_stage.enqueue_new_pages(con, spec, deduped, writes)
                 report = build_report(plan, deduped, writes, load_states(con), accounts)
                 record_accounts(
                     con,
@@ -190,9 +197,25 @@ class Collector:
                 record_metrics(con, spec.collection_id, report["sources"])
                 record_collection(con, spec.dagster_run_id, spec.trigger, spec.as_of, report)
             self._mirror_health(spec, deduped)
-            return report
+            return self.pages(plan, deduped, report)
         finally:
             self.locks.release_all(spec.collection_id)
+
+    def pages(
+        self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...], report: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Page extraction for the checked `fullText: page-extraction` Sources, while their
+        locks are still held (so no other check of them overlaps); the report with each
+        Source's `pages` figures, as recorded in DuckDB."""
+        return page_stage.run_pages(
+            self.store,
+            self.paths.vault,
+            self.fetch_settings,
+            self.page_settings,
+            plan,
+            deduped,
+            report,
+        )
 
     def run(self, spec: CollectionSpec) -> dict[str, Any]:
         """All stages in one call (the same code the Dagster ops run, for plain tests)."""

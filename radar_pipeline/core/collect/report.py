@@ -113,6 +113,8 @@ def _source_report(
         "conditional": fetch.conditional if fetch else None,
         "temporaryBytes": write.temporary_bytes,
         "notes": list(check.notes),
+        # Page extraction's figures, filled in by the page stage for the Sources it ran for.
+        "pages": None,
         # Metrics per attempt (also in fetch_attempts): what came back and what it held.
         "errorStage": res.error_stage,
         "bodySha256": fetch.body_sha256 if fetch else None,

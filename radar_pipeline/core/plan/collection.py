@@ -220,8 +220,6 @@ def _decide(
         return PlannedCheck(sid, rec, skip_reason=wait)
     window = coverage_from(last_success, now)
     notes: list[str] = []
-    if src.full_text == "page-extraction":
-        notes.append("fullText page-extraction is not implemented yet: no full text kept")
     token: str | None = None
     if src.auth_token_env:
         token = env.get(src.auth_token_env) or None

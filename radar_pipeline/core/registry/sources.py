@@ -69,6 +69,9 @@ def _fixture_path_problem(url: str) -> str | None:
     return None
 
 
+DEFAULT_PAGE_BUDGET = 10
+
+
 class Source(BaseModel):
     """One Source file's frontmatter, validated. Aliases are the contract's camelCase keys."""
 
@@ -92,6 +95,8 @@ class Source(BaseModel):
     cadence: str
     min_interval_seconds: Annotated[int, Strict(), Field(ge=0)] = 0
     full_text: Literal["none", "feed-content", "page-extraction"] = "none"
+    # Pages fetched per check for `fullText: page-extraction` (None: DEFAULT_PAGE_BUDGET).
+    page_budget: Annotated[int, Strict(), Field(ge=0)] | None = None
     auth_token_env: str | None = None
     last_attempt_at: datetime | None = None
     last_success_at: datetime | None = None
@@ -119,6 +124,11 @@ class Source(BaseModel):
     def is_eligible(self) -> bool:
         """Enabled, not blocked and legally approved (cadence is the gate's business)."""
         return self.enabled and not self.blocked_reason and self.legal_assessment == "approved"
+
+    @property
+    def pages_per_check(self) -> int:
+        """At most this many page requests per check (page extraction's budget)."""
+        return DEFAULT_PAGE_BUDGET if self.page_budget is None else self.page_budget
 
     @property
     def is_fixture(self) -> bool:
@@ -269,7 +279,10 @@ _HINTS = {
     "lastSuccessAt": "an ISO-8601 UTC time such as 2026-01-01T00:00:00Z, or empty",
     "lastResponseAt": "an ISO-8601 UTC time such as 2026-01-01T00:00:00Z, or empty",
     "httpStatus": "an HTTP status code such as 200, or empty",
+    "pageBudget": "a whole number of pages per check, 0 or more (default 10), or remove the key",
 }
+# Keys whose bad value has an issue code of its own.
+_KEY_CODES = {"pageBudget": "invalid-page-budget"}
 _USERINFO_RE = re.compile(r"(//)[^/@\s]*@")
 
 
@@ -335,7 +348,8 @@ def _issue_for(error: ErrorDetails) -> tuple[str, str]:
     if kind == "invalid_url":
         return "invalid-url", f"`{key}` {value} {error['msg']}: set it to {hint}"
     reason = error["msg"][:1].lower() + error["msg"][1:]
-    return "invalid-value", f"`{key}` is {value} ({reason}): set it to {hint}"
+    code = _KEY_CODES.get(key, "invalid-value")
+    return code, f"`{key}` is {value} ({reason}): set it to {hint}"
 
 
 def validate_source(data: dict[str, Any]) -> tuple[Source | None, list[tuple[str, str]]]:
@@ -357,7 +371,23 @@ def validate_source(data: dict[str, Any]) -> tuple[Source | None, list[tuple[str
     except ValidationError as exc:
         errors = [e for e in exc.errors() if not (e["loc"] and e["loc"][0] in EXTRACTION_KEYS)]
         return None, [_issue_for(error) for error in errors] + problems
-    return (None, problems) if problems else (source, [])
+    if problems:
+        return None, problems
+    return source, _policy_issues(source)
+
+
+def _policy_issues(source: Source) -> list[tuple[str, str]]:
+    """Problems of a valid Source that do not stop it: a key its policy makes meaningless."""
+    if source.page_budget is not None and source.full_text != "page-extraction":
+        return [
+            (
+                "page-budget-unused",
+                f"`pageBudget` is {source.page_budget} but `fullText` is {source.full_text}: "
+                "pages are fetched only under `fullText: page-extraction`; remove `pageBudget` "
+                "or set that policy if the publisher allows it",
+            )
+        ]
+    return []
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ means, is a new entry (and SCHEMA_VERSION moves with it).
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
@@ -321,6 +321,41 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             recorded_at TIMESTAMPTZ NOT NULL
         );
         CREATE INDEX field_evidence_identity ON field_evidence (identity);
+        """,
+    ),
+    (
+        10,
+        # Page extraction (issue 21): the page of each Signal of a `fullText: page-extraction`
+        # Source, from pending to its end state, and robots.txt per origin with its expiry. No
+        # page text is stored here: it lives only in Temporary Content.
+        """
+        CREATE TABLE page_state (
+            signal_id VARCHAR PRIMARY KEY,
+            source_id VARCHAR NOT NULL,
+            page_url VARCHAR NOT NULL,
+            title VARCHAR NOT NULL,
+            signal_created_at TIMESTAMPTZ NOT NULL,
+            observed_at TIMESTAMPTZ,
+            status VARCHAR NOT NULL,
+            reason VARCHAR,
+            attempts INTEGER NOT NULL,
+            last_attempt_at TIMESTAMPTZ,
+            collection_id VARCHAR,
+            final_url VARCHAR,
+            http_status INTEGER,
+            bytes BIGINT,
+            text_bytes BIGINT,
+            extractor VARCHAR
+        );
+        CREATE INDEX page_state_source ON page_state (source_id);
+        CREATE TABLE robots_cache (
+            origin VARCHAR PRIMARY KEY,
+            fetched_at TIMESTAMPTZ NOT NULL,
+            expires_at TIMESTAMPTZ NOT NULL,
+            http_status INTEGER,
+            verdict VARCHAR NOT NULL,
+            body VARCHAR NOT NULL
+        );
         """,
     ),
 )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from radar_pipeline.core.errors import VaultError
@@ -13,8 +15,17 @@ from radar_pipeline.core.vault.signals import SIGNAL_ID_RE, temp_prefix
 TEMPORARY_DIR = Path("Radar") / "Temporary Content"
 
 
-def write_temporary_text(vault: Path, signal_id: str, title: str, text: str) -> int:
+def write_temporary_text(
+    vault: Path,
+    signal_id: str,
+    title: str,
+    text: str,
+    provenance: Mapping[str, str] | None = None,
+) -> int:
     """Write one Signal's full text to Temporary Content; returns bytes written.
+
+    `provenance`: more header keys saying where the text came from (page extraction names the
+    page URL, the fetch time and the extractor); each value is written as a quoted string.
 
     Refuses when the folder is a symlink or resolves outside the vault, so full text can never
     land anywhere else.
@@ -25,8 +36,9 @@ def write_temporary_text(vault: Path, signal_id: str, title: str, text: str) -> 
     folder.mkdir(parents=True, exist_ok=True)
     if folder.is_symlink() or not folder.resolve().is_relative_to(vault.resolve()):
         raise VaultError(f"{folder} is a link or lies outside the vault; no full text written")
+    extra = "".join(f"{key}: {json.dumps(value)}\n" for key, value in (provenance or {}).items())
     data = (
-        f"---\nentityType: temporary-content\nsignal: {signal_id}\n---\n\n"
+        f"---\nentityType: temporary-content\nsignal: {signal_id}\n{extra}---\n\n"
         f"# {inert_markdown(title)}\n\n{inert_markdown(text)}\n"
     ).encode()
     fd, tmp = tempfile.mkstemp(prefix=temp_prefix(".tmp-"), suffix=".md", dir=folder)

@@ -94,7 +94,8 @@ def signal_materialize(
     collection: CollectionResource,
     deduped: DedupedBatch,
 ) -> Iterator[Any]:
-    """Write new Signal files, commit the index and feed state, and report per Source.
+    """Write new Signal files, commit the index and feed state, run the page stage of the
+    page-extraction Sources (their locks still held), and report per Source.
 
     Each Source that passed gets a materialization of its partition; each that failed an
     observation with the same figures. Then, if any Source failed, the step fails naming them

@@ -30,8 +30,10 @@ def collection_markdown(report: dict[str, Any]) -> str:
 
 def source_metadata(src: dict[str, Any], next_due: str = "") -> dict[str, Any]:
     """One Source at a glance on its partition page (figures the UI also plots over time):
-    last outcome, HTTP status, counts, next due time, backoff and last error class."""
+    last outcome, HTTP status, counts, next due time, backoff and last error class (and, for
+    a page-extraction Source, its page figures)."""
     return {
+        **_page_metadata(src.get("pages")),
         "outcome": src["outcome"],
         "http_status": src["httpStatus"] if src["httpStatus"] is not None else -1,
         "created": src["created"],
@@ -59,4 +61,15 @@ def source_metadata(src: dict[str, Any], next_due: str = "") -> dict[str, Any]:
         "items_parsed": int(src.get("itemsParsed") or 0),
         "items_new": int(src.get("itemsNew") or 0),
         "consecutive_failures": int(src.get("consecutiveFailures") or 0),
+    }
+
+
+def _page_metadata(pages: dict[str, Any] | None) -> dict[str, Any]:
+    """Page extraction's figures of one check (none for a Source without the policy)."""
+    if not pages:
+        return {}
+    figures = ("fetched", "pending", "disallowed", "stopped", "failed", "requests")
+    return {
+        **{f"pages_{key}": int(pages.get(key) or 0) for key in figures},
+        "pages_blocked": pages.get("blocked") or "",
     }
