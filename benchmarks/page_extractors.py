@@ -1,5 +1,5 @@
 """Measure the two candidate main-text extractors (trafilatura, readability-lxml) on article
-pages built from real feed bodies (radar_pipeline_tests/corpus/pages/, see its README).
+pages built from real feed bodies (radar_pipeline_tests/corpus/articles/, see its README).
 
 Run: `.venv/bin/python benchmarks/page_extractors.py [--build]` (`--build` rewrites the pages
 from the real feeds first). Needs both libraries installed; only the chosen one is pinned, so
@@ -23,7 +23,7 @@ import lxml.html
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "radar_pipeline_tests" / "corpus" / "real"
-PAGES = ROOT / "radar_pipeline_tests" / "corpus" / "pages"
+PAGES = ROOT / "radar_pipeline_tests" / "corpus" / "articles"
 PICKS = {"cloudflare-1.xml": 4, "go-blog-1.xml": 2, "rust-blog-1.xml": 3, "research-rsc-1.xml": 3}
 # Phrases of the page chrome: an extractor that keeps any of them kept boilerplate.
 CHROME = (

@@ -1,5 +1,5 @@
 """Page extraction on real parts: a loopback server with a feed of one-line excerpts, article
-pages built from real articles (corpus/pages/) and a robots.txt; a real vault and DuckDB."""
+pages built from real articles (corpus/articles/) and a robots.txt; a real vault and DuckDB."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
 
 AS_OF = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-PAGES = CORPUS / "pages"
+PAGES = CORPUS / "articles"
 ARTICLES = sorted(p.stem for p in PAGES.glob("*.html"))
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 TEXT = {"Content-Type": "text/plain"}
