@@ -51,8 +51,9 @@ def collect_run_config(
         "sources": sources,
         "as_of": format_utc(as_of) if as_of else "",
         "trigger": trigger,
-        "launch": launch,
     }
+    if launch:  # only a launcher that splits a collection into several runs sets it
+        config["launch"] = launch
     return {"ops": {SIGNALS_KEY.path[-1]: {"ops": {FETCH_OP: {"config": config}}}}}
 
 
