@@ -1,23 +1,25 @@
 """`make bench` (`python -m benchmarks.run`): every scenario in one invocation, one table.
 
     python -m benchmarks.run [--n 50,100,200] [--latency-ms 100] [--scenarios 1,2,...,8]
-                             [--signals 100000] [--temp-files 10000] [--quick] [--repeat 3]
+                             [--signals 100000] [--huge-signals 1000000] [--temp-files 10000]
+                             [--quick] [--repeat 3]
                              [--radar PATH] [--workdir DIR] [--keep] [--results DIR]
 
 Scenarios (numbers or names): 1 cold (Radar vs the naive loop at each N), 2 rerun (an
-unchanged re-run at each N vs Dagster's floor), 3 scale (per-item cost with 100,000 Signals,
-smallest N), 4 rss (largest N), 5 rebuild, 6 close, 7 slope (extra wall per extra Source, cold
-and re-run, smallest to largest N), 8 workers (default parse pool vs RADAR_PARSE_WORKERS=1 at
-the largest N).
+unchanged re-run at each N vs Dagster's floor), 3 scale (cold and re-run with 1,000 vs 100,000
+Signals, and 1,000,000 in full mode; smallest N), 4 rss (largest N), 5 rebuild, 6 close,
+7 slope (extra wall per extra Source, cold and re-run, smallest to largest N), 8 workers
+(default parse pool vs RADAR_PARSE_WORKERS=1 at the largest N), 9 scheduled (see
+benchmarks/scheduled.py).
 `--radar PATH` (default: this repository's .venv/bin/radar) times another checkout's `radar`;
 the naive loop and Dagster's floor always run with this interpreter.
 `--quick` (about a minute): N=10,20, 10,000 Signals, 2,000 temporary files, one run each; its
 results go to `latest-quick.*` so the committed full run (`latest.*`) is not overwritten.
 `--repeat K`: every measurement is K runs and the median wall counts (peak RSS: the highest);
 Radar alternates with its baseline (naive, floor, workers=1) and every cold run has a fresh
-vault; every run's wall is listed. Scenario 3 measures K cold/re-run pairs per vault, each in a
-newly built vault (empty and big pairs alternate), and counts the median per-item cost. On a
-shared machine one sample swings by a third (see docs/performance.md).
+vault; every run's wall is listed. Scenario 3 measures K cold/re-run pairs per vault size,
+each vault generated once and reused (each pair collects Sources of its own ids), sizes
+alternating. On a shared machine one sample swings by a third (see docs/performance.md).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ NAMES = {
     "6": "close",
     "7": "slope",
     "8": "workers",
+    "9": "scheduled",
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -62,6 +65,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--scenarios", default=",".join(NAMES), help="numbers or names, comma list")
     p.add_argument("--signals", type=int, default=None, help="existing Signals (100000)")
     p.add_argument("--temp-files", type=int, default=None, help="temporary files (10000)")
+    p.add_argument(
+        "--huge-signals",
+        type=int,
+        default=None,
+        help="scenario 3's extra vault, generated on disk (1000000; quick: 0, none)",
+    )
     p.add_argument("--quick", action="store_true", help="small sizes; about a minute")
     p.add_argument(
         "--repeat",
@@ -84,6 +93,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     )
     args.signals = args.signals or (10_000 if args.quick else 100_000)
     args.temp_files = args.temp_files or (2_000 if args.quick else 10_000)
+    if args.huge_signals is None:
+        args.huge_signals = 0 if args.quick else 1_000_000
     args.repeat = args.repeat or (1 if args.quick else 3)
     chosen = [NAMES.get(s.strip(), s.strip()) for s in args.scenarios.split(",") if s.strip()]
     unknown = [c for c in chosen if c not in NAMES.values()]
@@ -122,7 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     _say(f"radar: {args.radar}")
     ctx = scenarios.Context(
-        farm, workdir, args.signals, args.temp_files, args.repeat, radar=args.radar
+        farm,
+        workdir,
+        args.signals,
+        args.temp_files,
+        args.repeat,
+        radar=args.radar,
+        huge=args.huge_signals,
     )
     small, large = min(args.ns), max(args.ns)
     plan: dict[str, Callable[[], scenarios.Outcome]] = {
@@ -134,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         "close": lambda: scenarios.close(ctx),
         "slope": lambda: scenarios.slope(ctx, args.ns),
         "workers": lambda: scenarios.workers(ctx, large),
+        "scheduled": lambda: scenarios.scheduled(ctx, large),
     }
     outcomes: list[scenarios.Outcome] = []
     try:
@@ -157,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             "latencyMs": args.latency_ms,
             "scenarios": args.chosen,
             "signals": args.signals,
+            "hugeSignals": args.huge_signals,
             "tempFiles": args.temp_files,
             "repeat": args.repeat,
         },

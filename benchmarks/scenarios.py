@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import time
@@ -119,6 +120,7 @@ class Context:
         temp_files: int,
         repeat: int = 1,
         radar: Path = RADAR,
+        huge: int = 0,
     ) -> None:
         self.farm = farm
         self.workdir = workdir
@@ -129,6 +131,8 @@ class Context:
         self.cold: dict[int, ColdRun] = {}
         self.cold_runs: dict[int, list[ColdRun]] = {}
         self.reruns: dict[int, Run] = {}
+        self.huge = huge  # scenario 3's extra vault size (full mode: 1,000,000); 0: none
+        self.vaults: dict[int, Workspace] = {}  # scenario 3's other vaults, by Signal count
         self._big: Workspace | None = None
         self._rebuild: tuple[Measured, dict[str, Any], float] | None = None
         self._serial = 0
@@ -239,11 +243,13 @@ def source_id(i: int) -> str:
     return f"bench-{i:03d}"
 
 
-def write_sources(vault: Path, urls: list[str]) -> None:
+def write_sources(vault: Path, urls: list[str], prefix: str = "") -> None:
+    """One Source file per feed; `prefix` gives the Sources ids of their own (scenario 3)."""
     folder = vault / "Radar" / "Sources"
     folder.mkdir(parents=True, exist_ok=True)
     for i, url in enumerate(urls):
-        (folder / f"{source_id(i)}.md").write_text(source_text(source_id(i), url), "utf-8")
+        sid = prefix + source_id(i)
+        (folder / f"{sid}.md").write_text(source_text(sid, url), "utf-8")
 
 
 def naive_collect(out: Path, urls: list[str], farm: FeedFarm) -> tuple[Measured, dict[str, Any]]:
@@ -373,74 +379,86 @@ def _check_rerun(out: Outcome, name: str, n: int, runs: list[Run]) -> None:
 
 
 def scale(ctx: Context, n: int) -> Outcome:
-    """3. Per-item cost with `ctx.signals` existing Signals vs an empty vault: ratio <= 1.3.
+    """3. Cost that stays flat as the vault grows: a cold collection of N new Sources and the
+    unchanged re-run after it, in a vault of `SMALL_VAULT` Signals and one of `ctx.signals`,
+    side by side; big / small wall <= 1.2 for each (medians of `repeat` pairs). In full mode a
+    vault of `ctx.huge` Signals (1,000,000) is measured the same way, reported as info.
 
-    Per-item cost = (cold wall - unchanged re-run wall) / items created: the re-run pays the
-    same start-up, planning, fetching and index repair scan but handles no item, so the
-    difference is what the items cost. A difference of two walls swings widely on a shared
-    machine (single pairs gave ratios of 0.87 to 2.0 within one hour), so with `repeat` > 1
-    each vault gets `repeat` pairs, each starting from its own new vault built the same way;
-    empty and big pairs alternate, so drift hits both alike, and medians count (for an even
-    `repeat`, the mean of the middle two). The plain wall ratio is reported beside.
+    Each vault is generated and indexed once (`radar index rebuild`) and reused: pair k
+    collects N Sources of its own ids (`pair_source_id`), so its cold run creates N x 20 new
+    Signals and has no validators to send, and the Sources of pair k - 1 are removed first. The
+    vaults' pairs alternate, so drift on a shared machine hits each alike.
     """
     out = Outcome()
-    name = f"3 per-item cost, {ctx.signals:,} Signals vs empty, N={n}"
-    # A fresh starting vault per pair: an empty one, or `ctx.signals` generated Signals indexed
-    # by `radar index rebuild` (a copy would not do: new inodes and ctimes void the audit facts
-    # the index keeps per file, and the copy's first collection would re-read every file).
-    vaults: list[tuple[str, Callable[[int], Workspace]]] = [
-        ("empty vault", lambda k: ctx.workspace(f"scale-empty-{n}-{k + 1}")),
-        (f"{ctx.signals:,} Signals", lambda k: big_vault(ctx) if k == 0 else new_big_vault(ctx)[0]),
-    ]
-    pairs: dict[str, list[_Pair]] = {label: [] for label, _ in vaults}
+    sizes = [SMALL_VAULT, ctx.signals] + ([ctx.huge] if ctx.huge else [])
+    name = f"3 scale, {' vs '.join(f'{c:,}' for c in sizes)} Signals, N={n}"
+    vaults = {count: vault_of(ctx, count) for count in sizes}
+    pairs: dict[int, list[_Pair]] = {count: [] for count in sizes}
     for k in range(ctx.repeat):
-        for label, fresh in vaults:
-            ws = fresh(k)
-            write_sources(ws.vault, ctx.farm.urls(n))
-            os.sync()  # the new vault's writeback is not the collection's to wait for
+        for count, ws in vaults.items():
+            sources = ws.vault / "Radar" / "Sources"
+            if sources.is_dir():
+                shutil.rmtree(sources)
+            write_sources(ws.vault, ctx.farm.urls(n), prefix=f"p{k}-")
+            os.sync()  # the vault's writeback is not the collection's to wait for
             cold_m, report = ctx.collect(ws)
             re_m, re_report = ctx.collect(ws)
-            what = label if ctx.repeat == 1 else f"{label}, run {k + 1}"
+            what = f"{count:,} Signals, pair {k + 1}"
             _expect(out, name, f"created ({what})", report.get("created", 0), n * ITEMS_PER_FEED)
             _expect(out, name, f"created by the re-run ({what})", re_report.get("created", 0), 0)
-            pairs[label].append(_Pair(cold_m, report, re_m, re_report))
-    medians: dict[str, tuple[float, float, float, float]] = {}
-    for label, runs in pairs.items():
-        shown = median_run(runs, lambda p: p.per_item_wall)
-        suffix = "" if ctx.repeat == 1 else f", the median pair of {ctx.repeat}"
-        every = " ".join(f"{p.per_item_wall * 1000:.2f}" for p in runs)
-        extra = {} if ctx.repeat == 1 else {"per_item_ms": every}
-        out.row(
-            name,
-            f"radar cold, {label}{suffix}",
-            shown.cold,
-            **_radar_summary(shown.report),
-            **extra,
-        )
-        out.row(
-            name, f"radar re-run, {label}{suffix}", shown.rerun, **_radar_summary(shown.re_report)
-        )
-        medians[label] = (
-            statistics.median(p.per_item_wall for p in runs),
-            statistics.median(p.per_item_cpu for p in runs),
+            pairs[count].append(_Pair(cold_m, report, re_m, re_report))
+    medians: dict[int, tuple[float, float, float, float]] = {}
+    for count, runs in pairs.items():
+        suffix = "" if ctx.repeat == 1 else f", median of {ctx.repeat}"
+        for what, pick in (("cold", _cold_wall), ("re-run", _rerun_wall)):
+            shown = median_run(runs, pick)
+            m, report = (
+                (shown.cold, shown.report) if what == "cold" else (shown.rerun, shown.re_report)
+            )
+            out.row(
+                name,
+                f"radar {what}, {count:,} Signals{suffix}",
+                m,
+                **_radar_summary(report),
+                runs_wall_s=" ".join(f"{pick(p):.2f}" for p in runs),
+            )
+        medians[count] = (
             statistics.median(p.cold.wall_s for p in runs),
             statistics.median(p.rerun.wall_s for p in runs),
+            statistics.median(p.cold.cpu_s for p in runs),
+            statistics.median(p.rerun.cpu_s for p in runs),
         )
-    (e_per, e_cpu, e_cold, e_re), (b_per, b_cpu, b_cold, b_re) = medians.values()
-    out.notes.append(
-        f"per-item cost: empty {e_per * 1000:.2f} ms, with {ctx.signals:,} Signals "
-        f"{b_per * 1000:.2f} ms; plain wall {e_cold:.2f} s vs {b_cold:.2f} s; "
-        f"re-run (fixed cost) {e_re:.2f} s vs {b_re:.2f} s"
-        + ("" if ctx.repeat == 1 else f" (medians of {ctx.repeat} pairs each)")
-    )
-    out.check(name, "per-item cost ratio (big / empty)", _ratio(b_per, e_per), 1.3, "<=")
-    out.check(name, "cold wall ratio (big / empty), info", _ratio(b_cold, e_cold), 1.3, "<=")
-    # What each collection pays whatever it collects (start-up, plan, fetch, checks): the issue
-    # wants the cost per Source flat as the vault grows, too.
-    out.check(name, "re-run wall ratio (big / empty), info", _ratio(b_re, e_re), 1.3, "<=")
-    # The same per-item figure from CPU time: steadier than wall on a shared machine.
-    out.check(name, "per-item CPU ratio (big / empty), info", _ratio(b_cpu, e_cpu), 1.3, "<=")
+    small_cold, small_re, small_cold_cpu, small_re_cpu = medians[SMALL_VAULT]
+    for count in sizes[1:]:
+        big_cold, big_re, big_cold_cpu, big_re_cpu = medians[count]
+        info = "" if count == ctx.signals else ", info"
+        label = f"{count:,} / {SMALL_VAULT:,}"
+        out.check(name, f"cold wall ratio ({label}){info}", _ratio(big_cold, small_cold), 1.2, "<=")
+        out.check(name, f"re-run wall ratio ({label}){info}", _ratio(big_re, small_re), 1.2, "<=")
+        # The same from CPU time: steadier than wall on a shared machine.
+        cold_cpu = _ratio(big_cold_cpu, small_cold_cpu)
+        out.check(name, f"cold CPU ratio ({label}), info", cold_cpu, 1.2, "<=")
+        out.check(
+            name, f"re-run CPU ratio ({label}), info", _ratio(big_re_cpu, small_re_cpu), 1.2, "<="
+        )
+        out.notes.append(
+            f"scale: {count:,} vs {SMALL_VAULT:,} Signals: cold {big_cold:.2f} s vs "
+            f"{small_cold:.2f} s, re-run {big_re:.2f} s vs {small_re:.2f} s"
+            + ("" if ctx.repeat == 1 else f" (medians of {ctx.repeat} pairs each)")
+        )
     return out
+
+
+SMALL_VAULT = 1_000
+
+
+def vault_of(ctx: Context, count: int) -> Workspace:
+    """The reused vault of `count` Signals (the `ctx.signals` one is scenario 5's)."""
+    if count == ctx.signals:
+        return big_vault(ctx)
+    if count not in ctx.vaults:
+        ctx.vaults[count] = new_big_vault(ctx, count)[0]
+    return ctx.vaults[count]
 
 
 @dataclass(frozen=True)
@@ -452,22 +470,17 @@ class _Pair:
     rerun: Measured
     re_report: dict[str, Any]
 
-    @property
-    def items(self) -> int:
-        return max(int(self.report.get("created", 0)), 1)
 
-    @property
-    def per_item_wall(self) -> float:
-        return (self.cold.wall_s - self.rerun.wall_s) / self.items
+def _cold_wall(pair: _Pair) -> float:
+    return pair.cold.wall_s
 
-    @property
-    def per_item_cpu(self) -> float:
-        return (self.cold.cpu_s - self.rerun.cpu_s) / self.items
+
+def _rerun_wall(pair: _Pair) -> float:
+    return pair.rerun.wall_s
 
 
 def _ratio(value: float, base: float) -> float:
-    """value / base; infinite (so the check fails) when the base is not positive (a re-run
-    slower than its cold run leaves no per-item cost to compare against)."""
+    """value / base; infinite (so the check fails) when the base is not positive."""
     return value / base if base > 0 else float("inf")
 
 
@@ -519,6 +532,45 @@ def workers(ctx: Context, n: int) -> Outcome:
             _expect(out, name, f"created ({label})", each.get("created", 0), n * ITEMS_PER_FEED)
     one, default = medians
     out.check(name, "default wall / workers=1 wall, info", default.wall_s / one.wall_s, 1.0, "<=")
+    return out
+
+
+def scheduled(ctx: Context, n: int) -> Outcome:
+    """9. N due Sources launched by the schedule through a real dagster-daemon
+    (DefaultRunLauncher, one run per Source) vs one `radar collect --all` of the same N:
+    wall and CPU per Source of each, reported (benchmarks/scheduled.py says what counts)."""
+    from benchmarks.scheduled import run_daemon_until_collected
+
+    out = Outcome()
+    name = f"9 scheduled N={n}"
+    ws = ctx.workspace(f"scheduled-{n}")
+    write_sources(ws.vault, ctx.farm.urls(n))
+    ctx.farm.take_counts()
+    m, figures = run_daemon_until_collected(ws.env(), n)
+    files = sum(1 for _ in (ws.vault / SIGNALS_DIR).glob("*.md"))
+    out.row(
+        name,
+        "schedule + dagster-daemon, a run per Source",
+        m,
+        items=files,
+        farm=ctx.farm.take_counts(),
+        **{k: v for k, v in figures.items() if k != "wall_s"},
+    )
+    _expect(out, name, "Signals written by the scheduled runs", files, n * ITEMS_PER_FEED)
+    _expect(out, name, "scheduled runs succeeded", figures["succeeded"], n)
+    one = ctx.workspace(f"scheduled-cli-{n}")
+    write_sources(one.vault, ctx.farm.urls(n))
+    cm, report = ctx.collect(one)
+    out.row(name, "radar collect --all (one range run)", cm, **_radar_summary(report))
+    _expect(out, name, "created by radar collect", report.get("created", 0), n * ITEMS_PER_FEED)
+    for label, measured in (("scheduled", m), ("radar collect", cm)):
+        out.info(name, f"{label}: wall per Source, ms", measured.wall_s / n * 1000)
+        out.info(name, f"{label}: CPU per Source, ms", measured.cpu_s / n * 1000)
+    out.notes.append(
+        f"scheduled N={n}: {m.wall_s:.1f} s wall, {m.cpu_s:.1f} s CPU (daemon, code server, "
+        f"{figures['runs']} run workers, {figures['checks_runs']} checks runs by the stop); "
+        f"radar collect: {cm.wall_s:.1f} s wall, {cm.cpu_s:.1f} s CPU"
+    )
     return out
 
 
@@ -615,12 +667,15 @@ def big_vault(ctx: Context) -> Workspace:
     return ctx._big
 
 
-def new_big_vault(ctx: Context) -> tuple[Workspace, Measured, dict[str, Any], float]:
-    """Generate `ctx.signals` Signal files in a new workspace and index them with `radar index
-    rebuild`; with the rebuild's measurement and the generation time."""
-    ws = ctx.workspace(f"big-{ctx.signals}")
+def new_big_vault(
+    ctx: Context, count: int | None = None
+) -> tuple[Workspace, Measured, dict[str, Any], float]:
+    """Generate `count` (default `ctx.signals`) Signal files in a new workspace and index them
+    with `radar index rebuild`; with the rebuild's measurement and the generation time."""
+    count = ctx.signals if count is None else count
+    ws = ctx.workspace(f"big-{count}")
     started = time.perf_counter()
-    generate_signals(ws.vault, ctx.signals)
+    generate_signals(ws.vault, count)
     gen_s = time.perf_counter() - started
     m, payload = ctx.rebuild(ws)
     return ws, m, payload, gen_s

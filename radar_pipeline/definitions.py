@@ -13,6 +13,8 @@ from radar_pipeline.defs.cleanup.checks import retention_check
 from radar_pipeline.defs.collection.assets import MEM_IO, signals
 from radar_pipeline.defs.collection.checks import (
     SIGNAL_CHECKS,
+    signal_audit_job,
+    signal_audit_schedule,
     signal_checks_after_collection,
     signal_checks_after_failed_collection,
     signal_checks_job,
@@ -42,8 +44,8 @@ defs = dg.Definitions(
         registry_check,
         retention_check,
     ],
-    jobs=[collect_job, cadence_check_job, weekly_cleanup_job, signal_checks_job],
-    schedules=[due_sources_schedule, weekly_cleanup_schedule],
+    jobs=[collect_job, cadence_check_job, weekly_cleanup_job, signal_checks_job, signal_audit_job],
+    schedules=[due_sources_schedule, weekly_cleanup_schedule, signal_audit_schedule],
     sensors=[
         source_registry_sensor,
         source_freshness_sensor,

@@ -29,4 +29,5 @@ def _metadata(audit: AuditResult) -> dict[str, Any]:
         "report": dg.MetadataValue.md(audit.markdown()),
         "findings": len(audit.findings),
         **dict(audit.figures),
+        **dict(audit.scan),
     }

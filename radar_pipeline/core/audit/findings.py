@@ -33,6 +33,9 @@ class AuditResult:
     columns: tuple[str, ...]
     findings: tuple[Finding, ...]
     figures: Mapping[str, int] = field(default_factory=dict)
+    # How the Signals folder was read for this verdict (vault.facts.FolderScan.metadata):
+    # shown in the check's metadata, so a narrowed read is never silent.
+    scan: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:

@@ -18,6 +18,7 @@ checks and `radar report` both call it, so the UI and the command line can never
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import datetime
 
 import duckdb
@@ -63,30 +64,36 @@ _QUERY_AUDITS: dict[str, Callable[[duckdb.DuckDBPyConnection], AuditResult]] = {
 }
 
 
-def run_audit(name: str, paths: RadarPaths, now: datetime) -> AuditResult:
-    """One audit by name, reading what it needs."""
-    return run_audits(paths, now, (name,))[name]
+def run_audit(name: str, paths: RadarPaths, now: datetime, full: bool = True) -> AuditResult:
+    """One audit by name, reading what it needs (`full`: see `run_audits`)."""
+    return run_audits(paths, now, (name,), full)[name]
 
 
 def run_audits(
-    paths: RadarPaths, now: datetime, names: Iterable[str] = AUDIT_NAMES
+    paths: RadarPaths, now: datetime, names: Iterable[str] = AUDIT_NAMES, full: bool = True
 ) -> dict[str, AuditResult]:
-    """The named audits over the vault and DuckDB as they are now."""
+    """The named audits over the vault and DuckDB as they are now.
+
+    `full` (the default: `radar report`, the daily full audit, a check run by hand): every
+    Signal file is stat'ed. Not `full` (the checks after a collection): the Signals folder is
+    read incrementally (vault.facts.gather_facts), which misses a file rewritten in place
+    until the next full audit; each verdict's `scan` says which read it judged.
+    """
     wanted = tuple(names)
     unknown = set(wanted) - set(AUDIT_NAMES)
     if unknown:
         raise ValueError(f"unknown audits: {sorted(unknown)}")
-    return _run_audits(paths, now, wanted)
+    return _run_audits(paths, now, wanted, full)
 
 
 def _run_audits(
-    paths: RadarPaths, now: datetime, wanted: tuple[str, ...]
+    paths: RadarPaths, now: datetime, wanted: tuple[str, ...], full: bool
 ) -> dict[str, AuditResult]:
     store = Store(paths.db)
     # Everything read from the vault is read before the transaction, which holds the DuckDB
     # file only for the facts' update and the queries.
     judged = {"idempotency", "provenance", "retention", "agreement"} & set(wanted)
-    update = gather_facts(paths.vault, store) if judged else None
+    update = gather_facts(paths.vault, store, full) if judged else None
     snapshot = load_registry(paths.vault) if {"registry", "overdue"} & set(wanted) else None
     retention = "retention" in wanted
     close = last_close(store) if retention else None
@@ -112,4 +119,8 @@ def _run_audits(
         out["registry"] = audit_registry(snapshot)
     if retention:
         out["retention"] = audit_retention(paths.vault, oversized, close, temporary)
+    if update is not None:
+        scan = update.scan.metadata()
+        for name in judged & out.keys():
+            out[name] = replace(out[name], scan=scan)
     return {name: out[name] for name in wanted}

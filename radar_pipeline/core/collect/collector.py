@@ -56,8 +56,16 @@ from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.core.store.fetch_attempts import record_attempts, with_uncommitted_fetches
 from radar_pipeline.core.vault import index
+from radar_pipeline.core.vault.folder_state import (
+    dir_mtime_ns,
+    folder_of,
+    holds_no_temp_files,
+    journal_created,
+    judge,
+    list_names,
+)
 from radar_pipeline.core.vault.health import HealthUpdate, write_health
-from radar_pipeline.core.vault.signals import list_signal_ids, remove_stale_temp_files
+from radar_pipeline.core.vault.signals import SIGNAL_ID_RE, remove_stale_temp_files
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +96,9 @@ class Collector:
         self.locks = LockBook(paths.locks_dir)
         count = default_worker_count() if parse_workers is None else parse_workers
         self.workers = ParseWorkers(count)
+        # How each dedupe found the Signals folder (folder_state.Verdict): what tests and the
+        # materialization metadata read to tell the fast path from a listing.
+        self.folder_scans: list[str] = []
 
     def __enter__(self) -> Collector:
         return self
@@ -108,7 +119,9 @@ class Collector:
         self, spec: CollectionSpec, snapshot: RegistrySnapshot | None = None
     ) -> CollectionPlan:
         """Every selected Source's check: gates, cadence, backoff, validators, its lock."""
-        removed = remove_stale_temp_files(self.paths.vault)
+        with self.store.transaction() as con:
+            clean = holds_no_temp_files(con, folder_of(self.paths.vault))
+        removed = remove_stale_temp_files(self.paths.vault, skip_signals=clean)
         if removed:
             log.info("removed %d temp files a killed collection left behind", removed)
         if snapshot is None:
@@ -152,21 +165,35 @@ class Collector:
         )
 
     def dedupe(self, results: tuple[CheckResult, ...]) -> tuple[DedupedCheck, ...]:
-        """Repair the index from the vault (invariant 5), then classify every candidate."""
+        """Repair the index from the vault (invariant 5), then classify every candidate.
+
+        The Signals folder is listed only when it changed since its recorded state
+        (vault/folder_state.py): while it is as recorded, its files are the names the stored
+        facts hold, and the unindexed ones and the candidates' files are set queries."""
         batch = DedupeBatch()  # new items of earlier Sources in this collection count too
+        checks = [
+            (res.check.source_id, res.parsed.candidates if res.parsed else ()) for res in results
+        ]
+        covered = [res.check.coverage_from for res in results]
         with self.store.transaction() as con:
-            repair = index.reconcile(con, self.paths.vault)
+            judgement = judge(con, folder_of(self.paths.vault))
+            if judgement.unchanged:
+                repair = index.reconcile_known(con, self.paths.vault)
+                wanted = sorted({c.identity for _, cands in checks for c in cands})
+                on_disk = index.files_of_identities(con, wanted)
+            else:
+                listing = judgement.listing or list_names(folder_of(self.paths.vault))
+                ids = {n[:-3] for n in listing.names} if listing else set()
+                ids = {i for i in ids if SIGNAL_ID_RE.fullmatch(i)}
+                repair = index.reconcile(con, self.paths.vault, ids)
+                # Every item inside the cap is looked at again, so a Signal file the index
+                # cannot hold (unreadable) must still count as known: its name carries the
+                # identity.
+                on_disk = {identity_of(sid): sid for sid in ids}
             if repair.indexed:
                 log.info("index: %d Signal files had no index row; indexed", repair.indexed)
-            checks = [
-                (res.check.source_id, res.parsed.candidates if res.parsed else ())
-                for res in results
-            ]
-            covered = [res.check.coverage_from for res in results]
-            # Every item inside the cap is looked at again, so a Signal file the index cannot
-            # hold (unreadable) must still count as known: its name carries the identity.
-            on_disk = {identity_of(sid): sid for sid in list_signal_ids(self.paths.vault)}
             decisions = decide_many(con, checks, batch, ITEM_CAP, covered, on_disk)
+        self.folder_scans.append(judgement.verdict)
         return tuple(DedupedCheck(res, d) for res, d in zip(results, decisions, strict=True))
 
     def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> dict[str, Any]:
@@ -176,8 +203,16 @@ class Collector:
         spec = plan.spec
         try:
             batches = [self._signal_writes(spec, d) for d in deduped]
-            writes = [SourceWrite.of(w) for w in write_signals(self.paths.vault, batches)]
+            folder = folder_of(self.paths.vault)
+            before = dir_mtime_ns(folder) if any(batches) else None
+            written = write_signals(self.paths.vault, batches)
+            writes = [SourceWrite.of(w) for w in written]
+            created = [
+                f"{s.signal_id}.md" for batch in written for s in batch if s.outcome == "created"
+            ]
             with self.store.transaction() as con:
+                # Our own new files, journaled with their index rows (folder_state.py).
+                journal_created(con, before, created, folder)
                 states, pending = load_states(con), PendingRows()
                 accounts = self._accounts(con, spec.collection_id, deduped, writes)
                 for item, write in zip(deduped, writes, strict=True):

@@ -6,7 +6,7 @@ means, is a new entry (and SCHEMA_VERSION moves with it).
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
@@ -355,6 +355,23 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             http_status INTEGER,
             verdict VARCHAR NOT NULL,
             body VARCHAR NOT NULL
+        );
+        """,
+    ),
+    (
+        11,
+        # The Signals folder as the last full listing saw it, plus the names the pipeline's
+        # own commits added since (core/vault/folder_state.py): what lets a collection and the
+        # per-collection checks trust the index and the stored facts without listing the
+        # folder when its directory mtime has not moved.
+        """
+        CREATE TABLE vault_folder_state (
+            folder VARCHAR PRIMARY KEY,
+            mtime_ns BIGINT NOT NULL,
+            entries BIGINT NOT NULL,
+            fingerprint UBIGINT NOT NULL,
+            verified_at_ns BIGINT NOT NULL,
+            temp_files BIGINT NOT NULL
         );
         """,
     ),

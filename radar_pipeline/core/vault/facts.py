@@ -18,6 +18,7 @@ import json
 import os
 import re
 import stat
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,15 @@ import duckdb
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.identity.keys import identity_of
 from radar_pipeline.core.store.connection import Store, insert_rows
+from radar_pipeline.core.vault.folder_state import (
+    FolderState,
+    dir_mtime_ns,
+    fingerprint,
+    forget_state,
+    is_signal_entry,
+    judge,
+    save_state,
+)
 from radar_pipeline.core.vault.signals import (
     PROVENANCE_FIELDS,
     SIGNAL_ID_RE,
@@ -74,6 +84,24 @@ class SignalFile:
 
 
 @dataclass(frozen=True)
+class FolderScan:
+    """How a check read the Signals folder: `full` (a stat per file), or incremental, where
+    `trusted` (directory mtime as recorded: no listing), `verified` (a names-only listing
+    matched the recorded name set) and `rescanned` (the folder had changed: a full scan)."""
+
+    mode: str
+    files_stat: int  # files stat'ed (every file in a full scan; only unreadable ones else)
+    names_listed: int  # entries a listing read (0 when the folder was trusted)
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "folder_scan": self.mode,
+            "files_stat": self.files_stat,
+            "names_listed": self.names_listed,
+        }
+
+
+@dataclass(frozen=True)
 class FactsUpdate:
     """What the checks change in `audit_signal_files` before judging the Signals folder
     (`gather_facts`), and the facts of the files it cannot hold."""
@@ -82,28 +110,63 @@ class FactsUpdate:
     listed: Mapping[str, FactsKey]  # every file DuckDB can name, as the listing saw it
     fresh: tuple[tuple[str, FactsKey, SignalFile], ...] = ()  # new, changed or unreadable
     unstored: tuple[SignalFile, ...] = ()  # files whose names are not UTF-8 (DuckDB: UTF-8)
+    # The folder is as its recorded state says: the stored facts stand for every file, and
+    # `listed` is empty (only `fresh` is applied).
+    trusted: bool = False
+    state: FolderState | None = None  # what a full scan saw, recorded with the facts
+    scan: FolderScan = FolderScan("full", 0, 0)
 
 
-def gather_facts(vault: Path, store: Store) -> FactsUpdate:
+def gather_facts(vault: Path, store: Store, full: bool = True) -> FactsUpdate:
     """The Signals folder's `*.md` files (copies under other names included, temp files not)
-    against their stored facts, outside any transaction: a stat per file; only files that are
-    new or changed since their facts were taken (name, inode, size, mtime or ctime differ) are
-    opened and parsed, and files that could not be read are read again each time (the cause
-    may pass: an I/O error, a file being written by a person). Collections and `radar index
-    rebuild` record the facts of the files they write or read (`record_facts`), so the checks
-    after a collection parse no file at all.
+    against their stored facts, outside any transaction.
+
+    `full`: a stat per file; only files that are new or changed since their facts were taken
+    (name, inode, size, mtime or ctime differ) are opened and parsed, and files that could not
+    be read are read again each time (the cause may pass: an I/O error, a file being written
+    by a person). Collections and `radar index rebuild` record the facts of the files they
+    write or read (`record_facts`), so the checks after a collection parse no file at all.
+
+    Not `full` (the checks after a collection): when the folder is as its recorded state says
+    (folder_state.judge: same directory mtime, settled or verified by a names-only listing),
+    the stored facts stand and only unreadable files are read again; else the full scan. What
+    this does not see, a file rewritten in place, the next full scan does.
     """
     folder = vault / SIGNALS_DIR
-    if not folder.is_dir():
-        return FactsUpdate(False, {})
+    if not full:
+        with store.transaction() as con:
+            judgement = judge(con, folder)
+            errored = (
+                [r[0] for r in con.execute(_ERRORED).fetchall()] if judgement.unchanged else []
+            )
+        if judgement.unchanged:
+            listing = judgement.listing
+            fresh = [
+                (n, key, _read_one(folder / n, n)) for n in errored if (key := _key(folder / n))
+            ]
+            return FactsUpdate(
+                True,
+                {},
+                tuple(fresh),
+                trusted=True,
+                scan=FolderScan(
+                    judgement.verdict, len(errored), len(listing.names) if listing else 0
+                ),
+            )
+    started = time.time_ns()
+    mtime = dir_mtime_ns(folder)
+    if mtime is None or not folder.is_dir():
+        return FactsUpdate(False, {}, scan=FolderScan("full" if full else "rescanned", 0, 0))
     listed: dict[str, FactsKey] = {}
     unstorable: list[str] = []
+    temps = 0
     for entry in os.scandir(folder):
+        if entry.name.startswith(TEMP_PREFIX):
+            temps += 1
+            continue
+        if not is_signal_entry(entry):
+            continue
         name = entry.name
-        if not name.endswith(".md") or name.startswith(TEMP_PREFIX):
-            continue
-        if not entry.is_file(follow_symlinks=False):
-            continue
         try:
             info = entry.stat(follow_symlinks=False)
         except FileNotFoundError:
@@ -118,12 +181,28 @@ def gather_facts(vault: Path, store: Store) -> FactsUpdate:
         ).fetchall()
     known = {row[0]: (row[1], row[2], row[3], row[4]) if row[5] else None for row in rows}
     stale = sorted(name for name, key in listed.items() if known.get(name) != key)
+    # A name the facts cannot hold keeps the folder from ever being trusted (no state).
+    state = (
+        None if unstorable else FolderState(mtime, len(listed), fingerprint(listed), started, temps)
+    )
     return FactsUpdate(
         True,
         listed,
         tuple((name, listed[name], _read_one(folder / name, name)) for name in stale),
         tuple(_read_one(folder / name, _escaped(name)) for name in sorted(unstorable)),
+        state=state,
+        scan=FolderScan("full" if full else "rescanned", len(listed) + len(unstorable), 0),
     )
+
+
+_ERRORED = "SELECT name FROM audit_signal_files WHERE error IS NOT NULL ORDER BY name"
+
+
+def _key(path: Path) -> FactsKey | None:
+    try:
+        return facts_key(path.lstat())
+    except OSError:
+        return None
 
 
 def open_facts(
@@ -145,8 +224,16 @@ def open_facts(
     if update is not None and not update.folder_present:
         con.execute("CREATE TEMP VIEW audit_files AS FROM audit_unstored")
         return
-    if update is not None:
+    if update is not None and update.trusted:
+        if update.fresh:
+            _write_facts(con, update.fresh, ())
+    elif update is not None:
         _apply_facts(con, vault / SIGNALS_DIR, update)
+        # The listing's folder state, recorded with the facts it produced (folder_state.py).
+        if update.state is None:
+            forget_state(con)
+        else:
+            save_state(con, update.state)
     con.execute(
         "CREATE TEMP VIEW audit_files AS FROM audit_signal_files UNION ALL FROM audit_unstored"
     )

@@ -24,7 +24,9 @@ from radar_pipeline.core.vault.facts import (
     facts_of_written,
     record_facts,
 )
+from radar_pipeline.core.vault.folder_state import forget_state
 from radar_pipeline.core.vault.signals import (
+    SIGNAL_ID_RE,
     SIGNALS_DIR,
     link_target,
     list_signal_ids,
@@ -159,13 +161,51 @@ def _identity_version(value: Any) -> int:
     return 1 if value is None or value == "" else int(value)
 
 
-def reconcile(con: duckdb.DuckDBPyConnection, vault: Path) -> IndexRepair:
-    """Index every Signal file that has no row (a crash between file and record leaves one)."""
-    on_disk = list_signal_ids(vault)
+def reconcile(
+    con: duckdb.DuckDBPyConnection, vault: Path, on_disk: set[str] | None = None
+) -> IndexRepair:
+    """Index every Signal file that has no row (a crash between file and record leaves one).
+
+    `on_disk`: the Signal ids of the folder's files, from a listing the caller already made
+    (None: list the folder here)."""
+    on_disk = list_signal_ids(vault) if on_disk is None else on_disk
     if not on_disk:
         return IndexRepair(0, ())
     indexed = {str(r[0]) for r in con.execute("SELECT signal_id FROM signals").fetchall()}
-    missing = sorted(on_disk - indexed)
+    return _index_files(con, vault, sorted(on_disk - indexed))
+
+
+# The Signal ids that the stored facts name (every file of the folder while its recorded
+# state holds: folder_state.py) and that have no index row: a set query, no listing.
+_UNINDEXED_FILES = """
+    SELECT stem FROM (SELECT left(name, -3) AS stem FROM audit_signal_files) f
+    ANTI JOIN signals s ON s.signal_id = f.stem
+"""
+
+
+def reconcile_known(con: duckdb.DuckDBPyConnection, vault: Path) -> IndexRepair:
+    """`reconcile` for a folder that is as its recorded state says: its files are the names
+    the stored facts hold, so the unindexed ones come from one query, not a listing."""
+    stems = (str(r[0]) for r in con.execute(_UNINDEXED_FILES).fetchall())
+    return _index_files(con, vault, sorted(s for s in stems if SIGNAL_ID_RE.fullmatch(s)))
+
+
+def files_of_identities(con: duckdb.DuckDBPyConnection, identities: list[str]) -> dict[str, str]:
+    """identity -> Signal id of the folder's files (as the stored facts name them, readable or
+    not) whose name carries one of `identities`."""
+    rows = con.execute(
+        "SELECT stem FROM (SELECT left(name, -3) AS stem FROM audit_signal_files) "
+        "WHERE right(stem, 16) IN (SELECT unnest(?::VARCHAR[])) "
+        f"AND regexp_full_match(stem, '{SIGNAL_ID_RE.pattern[1:-1]}')",
+        [identities],
+    ).fetchall()
+    return {identity_of(str(r[0])): str(r[0]) for r in rows}
+
+
+def _index_files(con: duckdb.DuckDBPyConnection, vault: Path, missing: list[str]) -> IndexRepair:
+    """Read and index the Signal files `missing` names (unreadable ones are skipped, named)."""
+    if not missing:
+        return IndexRepair(0, (), rekey(con))
     rows, unreadable = [], []
     facts: list[tuple[str, FactsKey, SignalFile]] = []
     for done, signal_id in enumerate(missing, 1):
@@ -201,9 +241,11 @@ def rebuild(store: Store, vault: Path) -> IndexRepair:
     """Drop the Signal index and derive it again from the vault files, re-keying every Signal
     indexed under another identity version (its aliases are derived data too)."""
     with store.transaction() as con:
-        # The audits' per-file facts too: reconcile records them again from the same reads.
+        # The audits' per-file facts too: reconcile records them again from the same reads;
+        # they no longer name every file, so the folder's recorded state goes with them.
         for table in ("signals", "identity_aliases", "simhash_bands", "audit_signal_files"):
             con.execute(f"DELETE FROM {table}")
+        forget_state(con)
         return reconcile(con, vault)
 
 

@@ -203,17 +203,22 @@ def _writer_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_temp_files(vault: Path, now: float | None = None) -> int:
+def remove_stale_temp_files(
+    vault: Path, now: float | None = None, skip_signals: bool = False
+) -> int:
     """Delete temp files killed writers left in Signals, Temporary Content and Sources.
 
     A temp file is stale when the process named in its name is gone, or when it is older than
     STALE_TEMP_AGE_S; a live writer's file in flight is kept (removing it would make that
-    writer fail). Returns how many were removed.
+    writer fail). Returns how many were removed. `skip_signals`: the Signals folder is known
+    to hold none (folder_state.holds_no_temp_files), so it is not listed.
     """
     now = time.time() if now is None else now
     removed = 0
     for sub, pattern in _TEMP_PATTERNS:
         folder = vault / sub
+        if skip_signals and sub == SIGNALS_DIR:
+            continue
         if not folder.is_dir():
             continue
         for entry in os.scandir(folder):

@@ -12,6 +12,14 @@ for every other collection run (schedule, backfill, UI) a run status sensor requ
 after a run that failed only because some of its Sources failed (its commit went through, so
 the vault and DuckDB changed). A run that died before its commit changed nothing to judge.
 From the UI, any check can also be run alone.
+
+How far the checks after a collection read the Signals folder: incrementally
+(`AuditScope.full = False`, set by `checks_run_config`). They stat no file when the folder's
+directory mtime is as recorded (core/vault/folder_state.py), so a Signal rewritten in place
+outside the pipeline is not seen by them; it is seen by the next full read: the daily
+`signal_audit` run (`signal_audit_schedule`), `radar report`, or any check run by hand (a
+check's default is the full read). Each result's metadata says which read it judged
+(`folder_scan`, `files_stat`, `names_listed`).
 """
 
 from datetime import UTC, datetime
@@ -31,24 +39,53 @@ CHECKS_BY_LAUNCHER = "by-launcher"
 AFTER_RUN_TAG = "radar/after_run"
 
 
+# The daily full read of the Signals folder (UTC): what finds a Signal rewritten in place.
+SIGNAL_AUDIT_JOB_NAME = "signal_audit"
+SIGNAL_AUDIT_CRON = "17 3 * * *"
+INCREMENTAL_NOTE = (
+    " After a collection it reads the Signals folder incrementally (a file rewritten in place is"
+    " found by the daily full `signal_audit`); run by hand or by that schedule it stats every"
+    " file. Metadata `folder_scan` says which."
+)
+
+
 class CheckClock(dg.Config):
     """The clock of the collection the checks follow (`as_of`); empty means now."""
 
     as_of: str = ""
 
 
-@dg.asset_check(asset=SIGNALS_KEY, name="idempotency", blocking=False)
-def idempotency_check(radar: RadarResource) -> dg.AssetCheckResult:
+class AuditScope(dg.Config):
+    """`full`: stat every Signal file (the default); false: the incremental read the checks
+    after a collection use (core/vault/folder_state.py says what it trusts)."""
+
+    full: bool = True
+
+
+@dg.asset_check(
+    asset=SIGNALS_KEY,
+    name="idempotency",
+    blocking=False,
+    description="One Signal file and one index row per identity, over the whole vault."
+    + INCREMENTAL_NOTE,
+)
+def idempotency_check(config: AuditScope, radar: RadarResource) -> dg.AssetCheckResult:
     """Every identity has exactly one Signal file and one index row; no two files share an
     identity. Judges the whole vault and DuckDB."""
-    return check_result(run_audit("idempotency", radar.paths(), datetime.now(UTC)))
+    return check_result(run_audit("idempotency", radar.paths(), datetime.now(UTC), config.full))
 
 
-@dg.asset_check(asset=SIGNALS_KEY, name="provenance", blocking=False)
-def provenance_check(radar: RadarResource) -> dg.AssetCheckResult:
+@dg.asset_check(
+    asset=SIGNALS_KEY,
+    name="provenance",
+    blocking=False,
+    description="Every Signal carries its full provenance, over the whole vault."
+    + INCREMENTAL_NOTE,
+)
+def provenance_check(config: AuditScope, radar: RadarResource) -> dg.AssetCheckResult:
     """Every Signal carries every provenance field of the contract, and `publishedAt` is empty
     unless verified evidence exists. Judges every Signal file."""
-    return check_result(run_audit("provenance", radar.paths(), datetime.now(UTC)))
+    return check_result(run_audit("provenance", radar.paths(), datetime.now(UTC), config.full))
 
 
 @dg.asset_check(asset=SIGNALS_KEY, name="overdue", blocking=False)
@@ -59,11 +96,16 @@ def overdue_check(config: CheckClock, radar: RadarResource) -> dg.AssetCheckResu
     return check_result(run_audit("overdue", radar.paths(), now))
 
 
-@dg.asset_check(asset=SIGNALS_KEY, name="agreement", blocking=False)
-def agreement_check(radar: RadarResource) -> dg.AssetCheckResult:
+@dg.asset_check(
+    asset=SIGNALS_KEY,
+    name="agreement",
+    blocking=False,
+    description="The vault and the DuckDB index hold the same Signal ids." + INCREMENTAL_NOTE,
+)
+def agreement_check(config: AuditScope, radar: RadarResource) -> dg.AssetCheckResult:
     """The vault and the DuckDB index hold the same Signal ids (an index row without a file is
     an ERROR; a file not indexed yet a WARN)."""
-    return check_result(run_audit("agreement", radar.paths(), datetime.now(UTC)))
+    return check_result(run_audit("agreement", radar.paths(), datetime.now(UTC), config.full))
 
 
 SIGNAL_CHECKS = [idempotency_check, provenance_check, overdue_check, agreement_check]
@@ -76,9 +118,35 @@ signal_checks_job = dg.define_asset_job(
 )
 
 
+signal_audit_job = dg.define_asset_job(
+    SIGNAL_AUDIT_JOB_NAME,
+    selection=dg.AssetSelection.checks(*SIGNAL_CHECKS),
+    executor_def=dg.in_process_executor,
+    description=(
+        "The evidence checks on `signals` with a stat of every Signal file: finds what the "
+        "incremental checks after a collection cannot (a file rewritten in place)."
+    ),
+)
+
+signal_audit_schedule = dg.ScheduleDefinition(
+    name="signal_audit_schedule",
+    job=signal_audit_job,
+    cron_schedule=SIGNAL_AUDIT_CRON,
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="The daily full audit of the Signals folder (every file stat'ed).",
+)
+
+# The checks that read the Signals folder, by op name (`<asset>_<check>`).
+_FOLDER_CHECK_OPS = ("signals_idempotency", "signals_provenance", "signals_agreement")
+
+
 def checks_run_config(as_of: str) -> dict[str, object]:
-    """The checks job's run config: `overdue` judged at the collection's clock."""
-    return {"ops": {"signals_overdue": {"config": {"as_of": as_of}}}}
+    """The checks job's run config after a collection: `overdue` judged at the collection's
+    clock; the Signals folder read incrementally."""
+    ops: dict[str, object] = {"signals_overdue": {"config": {"as_of": as_of}}}
+    ops.update({op: {"config": {"full": False}} for op in _FOLDER_CHECK_OPS})
+    return {"ops": ops}
 
 
 @dg.run_status_sensor(
