@@ -332,6 +332,7 @@ def test_duplicates_decided_under_the_old_rules_stay_duplicates_after_migration_
         con.execute("ALTER TABLE feed_state DROP COLUMN polite_until")  # migration 8's
         con.execute("DROP TABLE field_evidence")  # migration 9's
         con.execute("DROP TABLE page_state; DROP TABLE robots_cache")  # migration 10's
+        con.execute("DROP TABLE vault_folder_state")  # migration 11's
         con.execute("DELETE FROM schema_migrations WHERE version >= 7")
     Store.forget_migrations()
 
