@@ -130,8 +130,14 @@ def test_an_export_round_trips_into_an_empty_registry(
     vault = radar_env["vault"]
     for name in ("alpha-blog", "beta-changelog"):
         write_source(vault, name, f"https://{name}.example.com/feed.xml")
+    page = "https://gamma.example.com/changelog"
+    selectors = {"itemSelector": "article", "titleSelector": "h2", "linkSelector": "a"}
+    write_source(vault, "gamma-page", page, collectionMethod="html", **selectors)
     first = radar_process("sources", "export", env=radar_env)
     assert first.returncode == 0, first.stderr
+    # A page read with selectors is a link outline, not a feed one: import leaves it alone.
+    [link] = [o for o in ET.fromstring(first.stdout).iter("outline") if o.get("type") == "link"]
+    assert (link.get("url"), link.get("xmlUrl"), link.get("text")) == (page, None, "Test gamma-page")
     (tmp_path / "out.opml").write_text(first.stdout, encoding="utf-8")
     for path in (vault / "Radar/Sources").glob("*.md"):
         path.unlink()

@@ -282,10 +282,14 @@ def _tag(folder: str) -> str:
 
 # ---- export -----------------------------------------------------------------------------------
 
+FEED_METHODS = frozenset({"rss", "atom", "jsonfeed"})
+
 
 def export_opml(snapshot: RegistrySnapshot, now: datetime) -> bytes:
-    """OPML 2.0 of every valid Source that has an http(s) feed (fixtures live in the vault),
-    grouped by the Source's role, each outline carrying its Radar id."""
+    """OPML 2.0 of every valid Source with an http(s) URL (fixtures live in the vault), grouped
+    by the Source's role. A feed (rss, atom, jsonfeed) is an `rss` outline with its `xmlUrl`; a
+    page or JSON answer read with selectors or paths is a `link` outline with its `url`, which
+    no feed reader (nor our import) mistakes for a feed."""
     root = ET.Element("opml", version="2.0")
     head = ET.SubElement(root, "head")
     ET.SubElement(head, "title").text = "Radar Sources"
@@ -298,14 +302,10 @@ def export_opml(snapshot: RegistrySnapshot, now: datetime) -> bytes:
         group = groups.get(src.role)
         if group is None:
             group = groups[src.role] = ET.SubElement(body, "outline", text=src.role, title=src.role)
-        ET.SubElement(
-            group,
-            "outline",
-            type="rss",
-            text=src.name,
-            title=src.name,
-            xmlUrl=src.url,
-        )
+        address = {"type": "link", "url": src.url}
+        if src.collection_method in FEED_METHODS:
+            address = {"type": "rss", "xmlUrl": src.url}
+        ET.SubElement(group, "outline", text=src.name, title=src.name, **address)
     ET.indent(root)
     text = ET.tostring(root, encoding="unicode")
     return ('<?xml version="1.0" encoding="UTF-8"?>\n' + text + "\n").encode("utf-8")
