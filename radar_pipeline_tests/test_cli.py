@@ -48,6 +48,21 @@ def test_collect_all_twice_created_then_reused(radar_env: dict[str, Path]) -> No
     assert evidence["lastCollection"]["reused"] == 1
 
 
+def test_collect_on_a_vault_without_sources_reports_nothing_to_do(
+    radar_env: dict[str, Path],
+) -> None:
+    for args in (("collect",), ("collect", "--json")):
+        proc = radar(*args, env=radar_env)
+        assert proc.returncode == 0 and proc.stderr.strip() == "", proc.stderr
+    report = json.loads(proc.stdout)
+    assert (report["due"], report["deferred"], report["outsideWindow"], report["sources"]) == (
+        0,
+        0,
+        0,
+        [],
+    )
+
+
 def test_bad_input_is_one_clear_line(radar_env: dict[str, Path]) -> None:
     bad = radar("collect", "--as-of", "yesterday-ish", env=radar_env)
     assert bad.returncode == 1

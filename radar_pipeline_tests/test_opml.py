@@ -137,7 +137,11 @@ def test_an_export_round_trips_into_an_empty_registry(
     assert first.returncode == 0, first.stderr
     # A page read with selectors is a link outline, not a feed one: import leaves it alone.
     [link] = [o for o in ET.fromstring(first.stdout).iter("outline") if o.get("type") == "link"]
-    assert (link.get("url"), link.get("xmlUrl"), link.get("text")) == (page, None, "Test gamma-page")
+    assert (link.get("url"), link.get("xmlUrl"), link.get("text")) == (
+        page,
+        None,
+        "Test gamma-page",
+    )
     (tmp_path / "out.opml").write_text(first.stdout, encoding="utf-8")
     for path in (vault / "Radar/Sources").glob("*.md"):
         path.unlink()

@@ -239,6 +239,8 @@ def test_pending_pages_beyond_the_recovery_cap_are_never_fetched(
     url, _ = _serve(feed_server, 3)
     write_source(vault, "pages", url, fullText="page-extraction", pageBudget=0)
     assert _source(_collect(radar_env))["pages"]["pending"] == 3
+    # Budget 0 pauses the pages: not even robots.txt is asked for.
+    assert feed_server.requests_for("/robots.txt") == [] and _page_requests(feed_server) == []
 
     write_source(vault, "pages", url, fullText="page-extraction", pageBudget=10)
     late = _source(_collect(radar_env, AS_OF + timedelta(days=8)))["pages"]

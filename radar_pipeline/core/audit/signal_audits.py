@@ -16,7 +16,7 @@ import json
 import duckdb
 
 from radar_pipeline.core.audit.findings import AuditResult, Finding
-from radar_pipeline.core.parse.feed import SUMMARY_MAX
+from radar_pipeline.core.parse.items import SUMMARY_MAX
 from radar_pipeline.core.vault.facts import SIGNALS_PREFIX
 from radar_pipeline.core.vault.signals import PROVENANCE_FIELDS
 

@@ -232,7 +232,11 @@ class Collector:
                 record_metrics(con, spec.collection_id, report["sources"])
                 record_collection(con, spec.dagster_run_id, spec.trigger, spec.as_of, report)
             self._mirror_health(spec, deduped)
-            return self.pages(plan, deduped, report)
+            try:
+                return self.pages(plan, deduped, report)
+            except Exception:  # committed already: the pages stay pending for the next check
+                log.exception("page stage failed after the commit; its pages stay pending")
+                return report
         finally:
             self.locks.release_all(spec.collection_id)
 

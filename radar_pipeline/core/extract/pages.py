@@ -87,6 +87,8 @@ def page_pass(
     results: list[PageResult] = []
     requests = 0
     for position, page in enumerate(pages):
+        if requests >= budget:  # before robots.txt too: a spent budget contacts no one
+            break
         verdict = robots.verdict(page.page_url)
         if verdict.state == "blocked":
             return _stopped(source_id, results, pages[position:], verdict.blocked_by)
@@ -97,8 +99,6 @@ def page_pass(
                 PageResult(page.signal_id, "disallowed", f"robots.txt of {verdict.origin}")
             )
             continue
-        if requests >= budget:
-            break
         requests += 1
         fetched = fetch_page(page.page_url)
         if is_blocking(fetched):

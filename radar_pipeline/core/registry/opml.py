@@ -282,7 +282,7 @@ def _tag(folder: str) -> str:
 
 # ---- export -----------------------------------------------------------------------------------
 
-FEED_METHODS = frozenset({"rss", "atom", "jsonfeed"})
+EXPORTED_AS_FEEDS = frozenset({"rss", "atom", "jsonfeed"})
 
 
 def export_opml(snapshot: RegistrySnapshot, now: datetime) -> bytes:
@@ -303,7 +303,7 @@ def export_opml(snapshot: RegistrySnapshot, now: datetime) -> bytes:
         if group is None:
             group = groups[src.role] = ET.SubElement(body, "outline", text=src.role, title=src.role)
         address = {"type": "link", "url": src.url}
-        if src.collection_method in FEED_METHODS:
+        if src.collection_method in EXPORTED_AS_FEEDS:
             address = {"type": "rss", "xmlUrl": src.url}
         ET.SubElement(group, "outline", text=src.name, title=src.name, **address)
     ET.indent(root)

@@ -178,7 +178,6 @@ def journal_created(
     state = load_state(con)
     if state is None or before_ns is None or state.mtime_ns != before_ns or not names:
         return False
-    now = time.time_ns()
     after = dir_mtime_ns(folder)
     if after is None:
         return False
@@ -188,7 +187,9 @@ def journal_created(
             after,
             state.entries + len(names),
             state.fingerprint ^ fingerprint(names),
-            now,
+            # Unsettled by construction (taken at the mtime itself), however long the commit
+            # took since its writes: an outside change in that window is seen by the listing.
+            after,
             state.temp_files,
         ),
     )

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from radar_pipeline.core.errors import VaultError
-from radar_pipeline.core.text import inert_markdown
+from radar_pipeline.core.text import inert_markdown, inert_property
 from radar_pipeline.core.vault.signals import SIGNAL_ID_RE, temp_prefix
 
 TEMPORARY_DIR = Path("Radar") / "Temporary Content"
@@ -36,7 +36,9 @@ def write_temporary_text(
     folder.mkdir(parents=True, exist_ok=True)
     if folder.is_symlink() or not folder.resolve().is_relative_to(vault.resolve()):
         raise VaultError(f"{folder} is a link or lies outside the vault; no full text written")
-    extra = "".join(f"{key}: {json.dumps(value)}\n" for key, value in (provenance or {}).items())
+    extra = "".join(
+        f"{key}: {json.dumps(inert_property(value))}\n" for key, value in (provenance or {}).items()
+    )
     data = (
         f"---\nentityType: temporary-content\nsignal: {signal_id}\n{extra}---\n\n"
         f"# {inert_markdown(title)}\n\n{inert_markdown(text)}\n"

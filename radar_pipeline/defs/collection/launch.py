@@ -15,12 +15,12 @@ from typing import Any
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.collect.report import merge_reports
+from radar_pipeline.core.collect.report import TOTAL_KEYS, merge_reports
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import CollectionError
 from radar_pipeline.core.plan.collection import CollectionSpec, Mode, preview_collection
 from radar_pipeline.core.registry.sources import load_registry
-from radar_pipeline.core.store.collections import COUNT_KEYS, report_for
+from radar_pipeline.core.store.collections import report_for
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.defs.collection.checks import (
@@ -180,6 +180,6 @@ def _empty_report(as_of: datetime, mode: str) -> dict[str, Any]:
         "passed": 0,
         "failed": 0,
         "skipped": 0,
-        **dict.fromkeys(COUNT_KEYS, 0),
+        **dict.fromkeys(TOTAL_KEYS, 0),
         "sources": [],
     }

@@ -45,7 +45,8 @@ def run_sources(
 ) -> list[str]:
     """The Sources a run covered: its partition, or its partition range (in partition order)
     narrowed to the selection in its config; keys that are not Source partitions are ignored
-    (a run of another asset)."""
+    (a run of another asset). A launcher's config may also name Sources it expected to skip
+    (in backoff), outside the range: they are not the run's to check, so not counted here."""
     if tags.get(PARTITION_TAG):
         keys = [tags[PARTITION_TAG]]
     elif tags.get(RANGE_START_TAG) in partitions and tags.get(RANGE_END_TAG) in partitions:
