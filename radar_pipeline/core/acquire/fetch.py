@@ -18,7 +18,6 @@ import hashlib
 import json
 import logging
 import mimetypes
-import os
 import re
 import time
 import zlib
@@ -41,6 +40,7 @@ from radar_pipeline.core.acquire.address_policy import (
     resolve_checked,
 )
 from radar_pipeline.core.acquire.challenge import CHALLENGE_MARKERS, is_challenge
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.errors import FetchError
 from radar_pipeline.core.models import FetchRequest, FetchResult
 
@@ -80,7 +80,6 @@ PERMANENT_REDIRECTS = frozenset({301, 308})
 # The longest a publisher's Cache-Control max-age or RSS <ttl> may hold the next check back:
 # a day, so the daily unconditional fetch (docs/architecture.md, invariant 6) still happens.
 POLITE_DELAY_CAP_S = 86_400
-USER_AGENT_CONTACT_ENV = "RADAR_USER_AGENT_CONTACT"
 PROJECT_URL = "https://github.com/radar-pipeline/radar-pipeline"
 ERROR_BODY_PEEK = 64 * 1024  # enough of an error page to spot a challenge and quote it
 MESSAGE_MAX = 300
@@ -107,12 +106,11 @@ class FetchSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> FetchSettings:
         """Defaults plus RADAR_ALLOWED_PRIVATE_HOSTS (comma list of hosts or IPs)."""
-        env = os.environ if environ is None else environ
-        raw = env.get("RADAR_ALLOWED_PRIVATE_HOSTS", "")
-        hosts = frozenset(normalise_host(h) for h in raw.split(",") if h.strip())
+        settings = Settings.from_env(environ)
+        hosts = frozenset(normalise_host(h) for h in settings.allowed_private_hosts)
         return cls(
             allowed_private_hosts=hosts,
-            user_agent=user_agent(env.get(USER_AGENT_CONTACT_ENV, "")),
+            user_agent=user_agent(settings.user_agent_contact),
         )
 
 
