@@ -6,8 +6,6 @@ import argparse
 import contextlib
 import json
 import logging
-import os
-import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -16,8 +14,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from radar_pipeline import __version__
 from radar_pipeline.core.clock import format_utc, parse_utc
-from radar_pipeline.core.config import REPO_ROOT, RadarPaths, default_dagster_home
+from radar_pipeline.core.config import REPO_ROOT, RadarPaths, Settings, export_dagster_home
 from radar_pipeline.core.errors import RadarError
+from radar_pipeline.core.files import replace
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -228,10 +227,7 @@ def _progress(stage: str, label: str) -> Iterator[None]:
 
 def _dagster_home() -> Path:
     """DAGSTER_HOME, made absolute in the environment (written only when it changes)."""
-    home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home()).absolute()
-    if os.environ.get("DAGSTER_HOME") != str(home):
-        os.environ["DAGSTER_HOME"] = str(home)
-    return home
+    return export_dagster_home(Settings.from_env())
 
 
 def dagster_definitions() -> dg.Definitions:
@@ -253,8 +249,7 @@ def dagster_instance() -> Any:
     # makes the first one create everything; the others then open what exists.
     with filelock.FileLock(home / ".radar-bootstrap.lock"):
         if not (home / "dagster.yaml").exists():
-            shutil.copyfile(REPO_ROOT / "dagster.yaml", home / ".dagster.yaml.tmp")
-            os.replace(home / ".dagster.yaml.tmp", home / "dagster.yaml")
+            replace(home / "dagster.yaml", (REPO_ROOT / "dagster.yaml").read_bytes())
         return dg.DagsterInstance.get()
 
 
@@ -310,9 +305,7 @@ def cmd_sources_export(args: argparse.Namespace) -> int:
         return EXIT_OK
     target = Path(args.output)
     try:
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_bytes(opml)
-        os.replace(tmp, target)
+        replace(target, opml)
     except OSError as exc:
         raise UsageError(f"sources export: cannot write {args.output}: {exc.strerror}") from exc
     return EXIT_OK

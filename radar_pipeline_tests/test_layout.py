@@ -443,3 +443,98 @@ def test_definitions_assemble_without_import_circles() -> None:
     problems += _layer_offences(edges)
     problems += _definitions_problems()
     assert not problems, _report("import circles, upward imports, definitions", problems)
+
+
+# --- 4. one durable write, one settings module --------------------------------------------
+
+# The durable write (docs/architecture.md, invariant 4) is coded once: a second copy is where
+# an fsync or the temp-name convention gets lost.
+DURABLE_WRITE_MODULE = PACKAGE_DIR / "core" / "files.py"
+DURABLE_WRITE_CALLS = frozenset({"os.link", "os.fsync", "os.fdatasync", "tempfile.mkstemp"})
+# Every environment variable is read by the settings module, so README's table can list them.
+SETTINGS_MODULE = PACKAGE_DIR / "core" / "config.py"
+ENVIRONMENT_NAMES = frozenset({"os.environ", "os.environb", "os.getenv", "os.getenvb"})
+
+
+def _uses(path: Path, wanted: frozenset[str]) -> Iterator[tuple[ast.AST, str]]:
+    """Every use in `path` of a dotted name in `wanted` (`os.fsync`, `from os import fsync`)."""
+    tree = ast.parse(path.read_text(), str(path))
+    bindings = _import_bindings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in wanted:
+                    yield node, f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Attribute) and (parts := _dotted(node)) is not None:
+            root = bindings.get(parts[0], parts[0] if parts[0] == "os" else None)
+            resolved = ".".join([root, *parts[1:]]) if root else None
+            if resolved in wanted:
+                yield node, resolved
+
+
+def test_only_core_files_makes_durable_writes() -> None:
+    offences = [
+        f"{_where(path, node)}: calls {name} outside core/files.py"
+        for path in _package_files()
+        if path != DURABLE_WRITE_MODULE
+        for node, name in _uses(path, DURABLE_WRITE_CALLS)
+    ]
+    assert not offences, _report("durable writes coded outside core/files.py", offences)
+
+
+def test_only_the_settings_module_reads_the_environment() -> None:
+    offences = [
+        f"{_where(path, node)}: uses {name} outside core/config.py"
+        for path in _package_files()
+        if path != SETTINGS_MODULE
+        for node, name in _uses(path, ENVIRONMENT_NAMES)
+    ]
+    assert not offences, _report("environment reads outside the settings module", offences)
+
+
+def _readme_variables() -> dict[str, int]:
+    """The variables of README's environment table, with their line numbers."""
+    lines = (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    start = lines.index("## Environment")
+    found: dict[str, int] = {}
+    for lineno, line in enumerate(lines[start + 1 :], start=start + 2):
+        if line.startswith("#"):
+            break
+        cell = re.match(r"\|\s*`([A-Z][A-Z0-9_]*)`\s*\|", line)
+        if cell:
+            found[cell[1]] = lineno
+    return found
+
+
+def _settings_variables() -> dict[str, int]:
+    """The variable names the settings module defines (`X_ENV = "NAME"`), with their lines."""
+    tree = ast.parse(SETTINGS_MODULE.read_text(), str(SETTINGS_MODULE))
+    found: dict[str, int] = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id.endswith("_ENV")
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            found[node.value.value] = node.lineno
+    return found
+
+
+def test_readme_environment_table_is_the_settings_module() -> None:
+    readme, settings = _readme_variables(), _settings_variables()
+    assert readme, "README.md has no `## Environment` table"
+    settings_file = SETTINGS_MODULE.relative_to(REPO_ROOT)
+    offences = [
+        f"README.md:{line}: {name} is not read by {settings_file}"
+        for name, line in readme.items()
+        if name not in settings
+    ]
+    offences += [
+        f"{settings_file}:{line}: {name} is not in README's environment table"
+        for name, line in settings.items()
+        if name not in readme
+    ]
+    assert not offences, _report("README's environment table against the settings", offences)

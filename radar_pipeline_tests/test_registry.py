@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.registry.sources import (
-    SOURCES_DIR,
     RegistrySnapshot,
     Source,
     load_registry,

@@ -20,8 +20,9 @@ import pytest
 from radar_pipeline.core.collect.collector import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import FETCH_ERROR_CLASSES
+from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.plan.collection import CollectionSpec
-from radar_pipeline.core.vault.signals import SIGNALS_DIR, read_signal_frontmatter
+from radar_pipeline.core.vault.signals import read_signal_frontmatter
 from radar_pipeline_tests.conftest import CORPUS_FEEDPARSER
 from radar_pipeline_tests.faults.farm import FULL, db_rows, record_figures, seeded
 from radar_pipeline_tests.feedserver import FeedServer

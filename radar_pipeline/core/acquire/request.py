@@ -9,7 +9,6 @@ gzip bomb is never inflated past the cap). What the answer means is ``response.p
 
 from __future__ import annotations
 
-import os
 import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from radar_pipeline.core.acquire.address_policy import (
     normalise_host,
     resolve_checked,
 )
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.errors import FetchError
 from radar_pipeline.core.models import FetchRequest
 
@@ -45,7 +45,6 @@ ACCEPT_BY_PURPOSE = {
     "page": "text/html, application/xhtml+xml;q=0.9, */*;q=0.1",
     "robots": "text/plain, */*;q=0.5",
 }
-USER_AGENT_CONTACT_ENV = "RADAR_USER_AGENT_CONTACT"
 PROJECT_URL = "https://github.com/radar-pipeline/radar-pipeline"
 
 
@@ -65,12 +64,11 @@ class FetchSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> FetchSettings:
         """Defaults plus RADAR_ALLOWED_PRIVATE_HOSTS (comma list of hosts or IPs)."""
-        env = os.environ if environ is None else environ
-        raw = env.get("RADAR_ALLOWED_PRIVATE_HOSTS", "")
-        hosts = frozenset(normalise_host(h) for h in raw.split(",") if h.strip())
+        settings = Settings.from_env(environ)
+        hosts = frozenset(normalise_host(h) for h in settings.allowed_private_hosts)
         return cls(
             allowed_private_hosts=hosts,
-            user_agent=user_agent(env.get(USER_AGENT_CONTACT_ENV, "")),
+            user_agent=user_agent(settings.user_agent_contact),
         )
 
 

@@ -23,6 +23,7 @@ from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
 from radar_pipeline.core.collect.signal_files import WrittenSignal
 from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, ItemDecision, resolve_pending
 from radar_pipeline.core.identity.keys import IDENTITY_VERSION
+from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.plan.schedule import next_backoff, window_from
@@ -32,7 +33,6 @@ from radar_pipeline.core.store.feed_state import FeedState, save_states
 from radar_pipeline.core.vault import index
 from radar_pipeline.core.vault.facts import FactsKey, SignalFile, record_facts
 from radar_pipeline.core.vault.health import manners_fields
-from radar_pipeline.core.vault.signals import SIGNALS_DIR
 
 # item_observations columns in order (store/connection.py, migration 1).
 OBSERVATION_COLUMN_TYPES = (

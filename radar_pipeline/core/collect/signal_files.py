@@ -18,11 +18,11 @@ from typing import Any
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult
 from radar_pipeline.core.identity.keys import IDENTITY_VERSION
+from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.text import wikilink
 from radar_pipeline.core.vault.facts import FactsKey, SignalFile, facts_key, facts_of_written
 from radar_pipeline.core.vault.signals import (
-    SIGNALS_DIR,
     CreateOutcome,
     SignalDocument,
     create_signal_file,

@@ -33,8 +33,8 @@ from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.files import create_once
 from radar_pipeline.core.frontmatter import split_frontmatter
+from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.registry.sources import (
-    SOURCES_DIR,
     RegistrySnapshot,
     http_url_problem,
     validate_source,

@@ -30,10 +30,10 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from radar_pipeline.core.clock import parse_cadence
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import split_frontmatter
+from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.parse.spec import ExtractionSpec, HtmlSpec, JsonSpec
 from radar_pipeline.core.registry.extraction import EXTRACTION_KEYS, extraction_issues
 
-SOURCES_DIR = Path("Radar/Sources")
 MAX_SOURCE_FILE_BYTES = 1_000_000  # a Source note is a few hundred bytes; refuse anything absurd
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")

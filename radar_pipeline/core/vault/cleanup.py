@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from radar_pipeline.core.errors import CleanupRefused
-
-TEMPORARY_DIR = Path("Radar/Temporary Content")
+from radar_pipeline.core.layout import TEMPORARY_DIR
 
 # Entries renamed or added by another process mid-walk are picked up by a further pass.
 _MAX_PASSES = 3

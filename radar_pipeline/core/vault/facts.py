@@ -27,7 +27,9 @@ from typing import Any
 import duckdb
 
 from radar_pipeline.core.errors import VaultError
+from radar_pipeline.core.files import is_temp_name
 from radar_pipeline.core.identity.keys import identity_of
+from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.store.connection import Store, insert_rows
 from radar_pipeline.core.vault.folder_state import (
     FolderState,
@@ -41,8 +43,6 @@ from radar_pipeline.core.vault.folder_state import (
 from radar_pipeline.core.vault.signals import (
     PROVENANCE_FIELDS,
     SIGNAL_ID_RE,
-    SIGNALS_DIR,
-    TEMP_PREFIX,
     read_signal_frontmatter,
 )
 
@@ -161,7 +161,7 @@ def gather_facts(vault: Path, store: Store, full: bool = True) -> FactsUpdate:
     unstorable: list[str] = []
     temps = 0
     for entry in os.scandir(folder):
-        if entry.name.startswith(TEMP_PREFIX):
+        if is_temp_name(entry.name):
             temps += 1
             continue
         if not is_signal_entry(entry):

@@ -31,7 +31,8 @@ from typing import Literal
 
 import duckdb
 
-from radar_pipeline.core.vault.signals import SIGNALS_DIR, TEMP_PREFIX
+from radar_pipeline.core.files import is_temp_name
+from radar_pipeline.core.layout import SIGNALS_DIR
 
 # Linux file systems store timestamps from the kernel's coarse clock: one tick (<= 10 ms) of
 # imprecision. A stored time that is a whole multiple of 10 ms may come from a coarser file
@@ -109,11 +110,7 @@ def dir_mtime_ns(folder: Path) -> int | None:
 def is_signal_entry(entry: os.DirEntry[str]) -> bool:
     """A Markdown file of the Signals folder that is not a writer's temp file."""
     name = entry.name
-    return (
-        name.endswith(".md")
-        and not name.startswith(TEMP_PREFIX)
-        and entry.is_file(follow_symlinks=False)
-    )
+    return name.endswith(".md") and not is_temp_name(name) and entry.is_file(follow_symlinks=False)
 
 
 def list_names(folder: Path) -> Listing | None:
@@ -126,7 +123,7 @@ def list_names(folder: Path) -> Listing | None:
     temps = 0
     try:
         for entry in os.scandir(folder):
-            if entry.name.startswith(TEMP_PREFIX):
+            if is_temp_name(entry.name):
                 temps += 1
             elif is_signal_entry(entry):
                 names.append(entry.name)

@@ -16,6 +16,7 @@ from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.identity import keys as identity
 from radar_pipeline.core.identity.dedupe import simhash_band_keys
 from radar_pipeline.core.identity.keys import identity_of, normalize_title
+from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.store.connection import Store, insert_rows
 from radar_pipeline.core.vault.facts import (
     FactsKey,
@@ -27,7 +28,6 @@ from radar_pipeline.core.vault.facts import (
 from radar_pipeline.core.vault.folder_state import forget_state
 from radar_pipeline.core.vault.signals import (
     SIGNAL_ID_RE,
-    SIGNALS_DIR,
     link_target,
     list_signal_ids,
     parse_signal_frontmatter,
