@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from radar_pipeline.core.errors import CleanupRefused
+from radar_pipeline.core.models import CleanupResult
 
 TEMPORARY_DIR = Path("Radar/Temporary Content")
 
@@ -35,16 +36,6 @@ _MAX_PASSES = 3
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CleanupResult:
-    """What one close did: files (links included) deleted, their bytes, files left after."""
-
-    deleted: int
-    bytes: int
-    retained: int
-    refused: tuple[str, ...] = ()  # "<path in Temporary Content>: <reason>" for entries kept
 
 
 @dataclass
