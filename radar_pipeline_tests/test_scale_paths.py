@@ -69,7 +69,9 @@ def test_batched_lookup_equals_a_filter_of_the_whole_table(store: Store, count: 
         wanted = [f"absent-{i}" if i % 3 == 2 else rng.choice(everything)[0] for i in range(count)]
         keys = [rng.choice(bands)[0] if i % 2 else 3 * 65536 + i for i in range(count)]
         got = lookups._select_in(con, "identity, signal_id", "signals", "identity", wanted)
-        got_bands = lookups._select_in(con, "band_key, signal_id", "simhash_bands", "band_key", keys)
+        got_bands = lookups._select_in(
+            con, "band_key, signal_id", "simhash_bands", "band_key", keys
+        )
     assert sorted(got) == sorted(r for r in everything if r[0] in set(wanted))
     assert sorted(got_bands) == sorted(r for r in bands if r[0] in set(keys))
     assert got, "some wanted keys exist: the filter must find them"
