@@ -114,8 +114,8 @@ class Agreement:
     vault: int  # distinct ids the files claim
     index: int  # distinct ids the index holds
     common: int
-    unindexed: list[str]  # claimed by a file, not indexed, by id
-    fileless: list[str]  # indexed, claimed by no file, by id
+    unindexed: tuple[str, ...]  # claimed by a file, not indexed, by id
+    fileless: tuple[str, ...]  # indexed, claimed by no file, by id
 
 
 def agreement(con: duckdb.DuckDBPyConnection) -> Agreement:
@@ -123,7 +123,7 @@ def agreement(con: duckdb.DuckDBPyConnection) -> Agreement:
     row = con.execute(_AGREEMENT).fetchone()
     assert row is not None  # an aggregate without GROUP BY always answers one row
     vault, index, common, unindexed, fileless = row
-    return Agreement(vault, index, common, unindexed, fileless)
+    return Agreement(int(vault), int(index), int(common), tuple(unindexed), tuple(fileless))
 
 
 # ---- the item stream -----------------------------------------------------------------------
