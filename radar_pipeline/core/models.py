@@ -114,3 +114,13 @@ class ParsedFeed:
     # Identifiable items dated before the recovery cap: counted and recorded, never decided
     # (their text is not extracted: only identity, link and date are filled in).
     outside_window: tuple[ItemCandidate, ...] = ()
+
+
+@dataclass(frozen=True)
+class CleanupResult:
+    """What one close did: files (links included) deleted, their bytes, files left after."""
+
+    deleted: int
+    bytes: int
+    retained: int
+    refused: tuple[str, ...] = ()  # "<path in Temporary Content>: <reason>" for entries kept

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from radar_pipeline.core.audit.retention import list_temporary
-from radar_pipeline.core.audit.run import AUDIT_NAMES, run_audits
+from radar_pipeline.core.audit.run import AUDIT_NAMES, AuditInputs, run_audits
 from radar_pipeline.core.audit.source_audits import audit_overdue, overdue_sources
 from radar_pipeline.core.audit.stream_audits import silent_sources
 from radar_pipeline.core.clock import format_utc, parse_utc
@@ -24,38 +24,41 @@ from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.closes import last_close
 from radar_pipeline.core.store.collections import last_launch_reports
 from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.dead_letters import count_open
 from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.core.store.signals import signals_by_source
 from radar_pipeline.core.vault.cleanup import temporary_inventory
 from radar_pipeline.core.vault.signals import list_signal_ids
 
 
 def evidence_snapshot(paths: RadarPaths, now: datetime) -> dict[str, Any]:
-    """What the Radar can show about itself at `now` (the contract's report keys and more)."""
+    """What the Radar can show about itself at `now` (the contract's report keys and more).
+
+    The registry, the feed states, the last close and Temporary Content are read once here
+    and handed to the audits."""
     snapshot = load_registry(paths.vault)
     store = Store(paths.db)
     with store.transaction() as con:
         states = load_states(con)
-        row = con.execute("SELECT count(*) FROM dead_letters WHERE status = 'open'").fetchone()
-        open_dead = int(row[0]) if row else 0
-        indexed = con.execute(
-            "SELECT source_id, count(*) FROM signals GROUP BY source_id ORDER BY source_id"
-        ).fetchall()
+        open_dead = count_open(con)
+        indexed = signals_by_source(con)
         silent = silent_sources(con)
     eligible = [r for r in snapshot.sources if r.source.is_eligible]
     production = {r.source.id for r in eligible if not r.source.is_fixture}
     overdue = overdue_sources(snapshot, states, now)
     launch = last_launch_reports(store)
     last = merge_reports(launch) if launch else None
+    temporary = list_temporary(paths.vault)
     try:
         retained, retained_bytes = temporary_inventory(paths.vault)
         temporary_error = None
     except CleanupRefused as exc:
-        retained, retained_bytes = len(list_temporary(paths.vault)), 0
+        retained, retained_bytes = len(temporary), 0
         temporary_error = str(exc)
     close = last_close(store)
-    audits = run_audits(paths, now)
+    audits = run_audits(paths, now, inputs=AuditInputs(snapshot, states, close, temporary))
     signal_ids = list_signal_ids(paths.vault)
-    by_source = {str(sid): int(n) for sid, n in indexed}
+    by_source = dict(indexed)
     return {
         # ---- the contract's keys
         "asOf": format_utc(now),

@@ -51,7 +51,7 @@ from radar_pipeline.core.plan.locks import LockBook
 from radar_pipeline.core.plan.schedule import ITEM_CAP, window_from
 from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
 from radar_pipeline.core.store.accounting import previous_checks, record_accounts
-from radar_pipeline.core.store.collections import record_collection, record_metrics
+from radar_pipeline.core.store.collections import last_as_of, record_collection, record_metrics
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.core.store.fetch_attempts import record_attempts, with_uncommitted_fetches
@@ -128,8 +128,7 @@ class Collector:
             snapshot = load_registry(self.paths.vault)
         with self.store.transaction() as con:
             states = with_uncommitted_fetches(con, load_states(con))
-            row = con.execute("SELECT max(as_of) FROM collections").fetchone()
-        last = row[0] if row else None
+            last = last_as_of(con)
         first = plan_collection(spec, snapshot, states, last, self.locks)
         if not any(c.request is not None for c in first.checks):
             return first

@@ -30,6 +30,7 @@ from radar_pipeline.core.models import FetchPurpose, FetchRequest, FetchResult
 from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec
 from radar_pipeline.core.plan.schedule import next_backoff, window_from
 from radar_pipeline.core.registry.sources import SourceRecord
+from radar_pipeline.core.store.collections import replace_report
 from radar_pipeline.core.store.connection import Store, to_json_text
 from radar_pipeline.core.store.feed_state import FeedState, load_states, save_state
 from radar_pipeline.core.store.pages import (
@@ -205,10 +206,7 @@ def _record(
                 "robotsFetched": robots_fetched.get(sid, 0),
                 "blocked": blocked.error_message if blocked is not None else None,
             }
-        con.execute(
-            "UPDATE collections SET report_json = ? WHERE collection_id = ?",
-            [to_json_text(report), spec.collection_id],
-        )
+        replace_report(con, spec.collection_id, to_json_text(report))
     for failure in write_health(health):
         log.warning("health of %s not written: %s", failure.source_id, failure.error)
     return report

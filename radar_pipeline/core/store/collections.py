@@ -96,3 +96,17 @@ def _stored_report(store: Store, clause: str, params: list[Any]) -> dict[str, An
     with store.transaction() as con:
         row = con.execute(f"SELECT report_json FROM collections {clause}", params).fetchone()
     return json.loads(row[0]) if row and row[0] else None
+
+
+def last_as_of(con: duckdb.DuckDBPyConnection) -> datetime | None:
+    """The clock of the latest recorded collection, if any."""
+    row = con.execute("SELECT max(as_of) FROM collections").fetchone()
+    return row[0] if row else None
+
+
+def replace_report(con: duckdb.DuckDBPyConnection, collection_id: str, report_json: str) -> None:
+    """Store the collection's report again (the page stage adds its figures after the commit)."""
+    con.execute(
+        "UPDATE collections SET report_json = ? WHERE collection_id = ?",
+        [report_json, collection_id],
+    )

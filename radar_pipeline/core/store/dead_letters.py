@@ -13,10 +13,13 @@ the run-failure sensor calls `record_run_failure` so each of its Sources still g
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import duckdb
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import RadarError
@@ -232,3 +235,36 @@ def record_run_failure(
             )
             added += len(cur.fetchall())
     return added
+
+
+def record_failure(
+    con: duckdb.DuckDBPyConnection,
+    collection_id: str,
+    source_id: str,
+    stage: str,
+    error_class: str | None,
+    message: str,
+    attempt: int,
+    created_at: datetime,
+) -> None:
+    """Open a dead letter for a failed check, in the commit's transaction."""
+    con.execute(
+        "INSERT INTO dead_letters (dead_letter_id, collection_id, source_id, stage, error_class, "
+        "message, attempt, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
+        [
+            uuid.uuid4().hex[:12],
+            collection_id,
+            source_id,
+            stage,
+            error_class,
+            message[:1000],
+            attempt,
+            created_at,
+        ],
+    )
+
+
+def count_open(con: duckdb.DuckDBPyConnection) -> int:
+    """How many dead letters wait for a decision."""
+    row = con.execute("SELECT count(*) FROM dead_letters WHERE status = 'open'").fetchone()
+    return int(row[0]) if row else 0
