@@ -322,7 +322,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     paths = RadarPaths.from_env()
     # Open the store first: a broken or unusable DuckDB file is one clear line, not a failed
     # Dagster run with a stack trace.
-    Store(paths.db).schema_version()
+    Store.of(paths).schema_version()
     from radar_pipeline.core.vault.bases import ensure_bases
 
     # Vault set-up, before the run: the shipped views, created once (docs/obsidian.md).
@@ -402,9 +402,10 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
 
     paths = RadarPaths.from_env()
     now = datetime.now(UTC)
-    store = Store(paths.db)
-    # A file that is not a DuckDB database is kept under another name, never deleted.
-    moved = move_aside_if_not_duckdb(paths.db, now)
+    store = Store.of(paths)
+    # A file that is not a DuckDB database is kept under another name, never deleted (the
+    # team profile's PostgreSQL store has no such file).
+    moved = None if paths.store_url else move_aside_if_not_duckdb(paths.db, now)
     with _progress("index", "indexing Signal files"):
         repair = index.rebuild(store, paths.vault)
     rekey = repair.rekey
@@ -470,7 +471,7 @@ def cmd_dlq_list(args: argparse.Namespace) -> int:
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.dead_letters import list_dead_letters
 
-    letters = [d.to_json() for d in list_dead_letters(Store(RadarPaths.from_env().db))]
+    letters = [d.to_json() for d in list_dead_letters(Store.of(RadarPaths.from_env()))]
     opened = sum(1 for d in letters if d["status"] == "open")
     text = "\n".join([*map(_dlq_line, letters), f"{len(letters)} dead letters, {opened} open"])
     _emit(args, {"deadLetters": letters}, text)
@@ -490,7 +491,7 @@ def cmd_dlq_replay(args: argparse.Namespace) -> int:
             defs, instance, paths, "explicit", (source_id,), now, trigger="dlq-replay"
         )
 
-    done = replay(Store(paths.db), args.id, now, run_check)
+    done = replay(Store.of(paths), args.id, now, run_check)
     letter = done.dead_letter.to_json()
     new = done.new_dead_letter.to_json() if done.new_dead_letter else None
     payload = {"deadLetter": letter, "source": dict(done.source_report), "newDeadLetter": new}
@@ -509,7 +510,7 @@ def cmd_dlq_dismiss(args: argparse.Namespace) -> int:
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.dead_letters import dismiss
 
-    letter = dismiss(Store(RadarPaths.from_env().db), args.id, _as_of(args.as_of)).to_json()
+    letter = dismiss(Store.of(RadarPaths.from_env()), args.id, _as_of(args.as_of)).to_json()
     _emit(args, {"deadLetter": letter}, _dlq_line(letter))
     return EXIT_OK
 

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-import duckdb
-
 from radar_pipeline.core.acquire.fetch import polite_delay_s
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
@@ -27,6 +25,7 @@ from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.plan.schedule import next_backoff, window_from
 from radar_pipeline.core.store.accounting import record_duplicates, record_source_items
+from radar_pipeline.core.store.connection import Connection
 from radar_pipeline.core.store.dead_letters import record_failure
 from radar_pipeline.core.store.feed_state import FeedState, save_states
 from radar_pipeline.core.store.observations import (
@@ -71,7 +70,7 @@ class PendingRows:
     source_items: list[tuple[str, str, datetime | None, datetime]] = field(default_factory=list)
     evidence: list[tuple[Any, ...]] = field(default_factory=list)
 
-    def flush(self, con: duckdb.DuckDBPyConnection) -> None:
+    def flush(self, con: Connection) -> None:
         insert_signals(con, self.signals)
         record_observations(con, self.observations)
         record_evidence(con, self.evidence)
@@ -84,7 +83,7 @@ class PendingRows:
 
 
 def commit_source(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     spec: CollectionSpec,
     item: DedupedCheck,
     write: SourceWrite,
@@ -110,7 +109,7 @@ def commit_source(
 
 
 def _commit_items(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     spec: CollectionSpec,
     item: DedupedCheck,
     write: SourceWrite,
@@ -176,7 +175,7 @@ def _evidence(spec: CollectionSpec, res: CheckResult, cand: ItemCandidate) -> li
 
 
 def _record_revision(
-    con: duckdb.DuckDBPyConnection, spec: CollectionSpec, signal_id: str, cand: ItemCandidate
+    con: Connection, spec: CollectionSpec, signal_id: str, cand: ItemCandidate
 ) -> None:
     """A content change of a known item: a revision row, never a second Signal (invariant 3)."""
     record_revision(
@@ -190,9 +189,7 @@ def _record_revision(
     )
 
 
-def _commit_rejections(
-    con: duckdb.DuckDBPyConnection, spec: CollectionSpec, res: CheckResult
-) -> None:
+def _commit_rejections(con: Connection, spec: CollectionSpec, res: CheckResult) -> None:
     if res.parsed is None:
         return
     for rej in res.parsed.rejections:
@@ -246,7 +243,7 @@ def _state_after_success(
 
 
 def _commit_failure(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     spec: CollectionSpec,
     res: CheckResult,
     state: FeedState,

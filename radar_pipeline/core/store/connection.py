@@ -1,4 +1,8 @@
-"""The DuckDB provenance store: run history, fetch attempts, observations, Signal index, feed state.
+"""The provenance store: run history, fetch attempts, observations, Signal index, feed state.
+
+Embedded profile (the default): the DuckDB file at RADAR_DB. Team profile: the same tables in
+PostgreSQL at RADAR_STORE_URL (core/store/postgres.py holds every dialect difference that is
+not a whole statement). The store modules take a `Connection`, which either backend gives.
 
 DuckDB allows one writing process per file. Every process that touches the file opens it for one
 short transaction at a time and waits, with a bound, while another process holds it
@@ -19,12 +23,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import duckdb
 
+from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import StoreError
 from radar_pipeline.core.store.migrations import MIGRATIONS, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from radar_pipeline.core.store.postgres import PostgresStoreBackend
 
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock")
 # A DuckDB file younger than this that does not open yet is taken to be in creation.
@@ -63,23 +71,59 @@ def _count_connect(wait_s: float | None) -> None:
             _wait_totals["max_wait_s"] = max(_wait_totals["max_wait_s"], wait_s)
 
 
+class Cursor(Protocol):
+    """What a statement's result gives: DuckDB's connection, or a psycopg cursor."""
+
+    @property
+    def description(self) -> Any: ...
+    def fetchone(self) -> tuple[Any, ...] | None: ...
+    def fetchall(self) -> list[tuple[Any, ...]]: ...
+
+
+class Connection(Protocol):
+    """A connection in one transaction, of either backend: `execute` with `?` marks."""
+
+    def execute(self, query: str, parameters: Any = None) -> Cursor: ...
+
+
 @dataclass(frozen=True)
 class StoreSettings:
     lock_timeout_s: float = 120.0  # how long a process waits for another's transaction
 
 
 class Store:
-    """The DuckDB file at `path`. Each `transaction()` opens, commits and closes the file."""
+    """The DuckDB file at `path`, or the PostgreSQL schema at `url` when one is given. Each
+    `transaction()` opens, commits and closes its connection."""
 
     _migrated: ClassVar[set[Path]] = set()
     _migrate_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, path: Path, settings: StoreSettings | None = None) -> None:
+    def __init__(self, path: Path, settings: StoreSettings | None = None, url: str = "") -> None:
         self.path = Path(path)
         self.settings = settings or StoreSettings()
+        self.url = url
         # Threads of one process share the file; DuckDB allows that, but serialise our
         # transactions so one process never conflicts with itself.
         self._local_lock = threading.RLock()
+        self._postgres: PostgresStoreBackend | None = None
+        if url:
+            from radar_pipeline.core.store.postgres import PostgresStoreBackend
+
+            self._postgres = PostgresStoreBackend(url)
+
+    @classmethod
+    def of(cls, paths: RadarPaths) -> Store:
+        """The store the settings name: PostgreSQL at RADAR_STORE_URL, else the DuckDB file."""
+        return cls(paths.db, url=paths.store_url)
+
+    @property
+    def where(self) -> str:
+        """The store's place, for messages (a URL without its password)."""
+        if self._postgres is None:
+            return str(self.path)
+        from radar_pipeline.core.store.postgres import redacted
+
+        return redacted(self.url)
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,8 +166,12 @@ class Store:
                 ) from exc
 
     @contextmanager
-    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def transaction(self) -> Iterator[Connection]:
         """One short read-write transaction; committed on success, rolled back on error."""
+        if self._postgres is not None:
+            with self._postgres.transaction(MIGRATIONS, SCHEMA_VERSION) as pg:
+                yield pg
+            return
         with self._local_lock:
             con = self._connect()
             try:
@@ -167,8 +215,13 @@ class Store:
 
     @classmethod
     def forget_migrations(cls) -> None:
-        """For tests that delete or replace the file within one process."""
+        """For tests that delete or replace the file (or schema) within one process."""
         cls._migrated.clear()
+        import sys
+
+        postgres = sys.modules.get("radar_pipeline.core.store.postgres")
+        if postgres is not None:  # loaded only once a PostgreSQL store was opened
+            postgres.PostgresStoreBackend.forget_migrations()
 
     # ---- reads -----------------------------------------------------------------------------
 
@@ -186,7 +239,7 @@ def _being_created(path: Path) -> bool:
 
 
 def insert_rows(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     table: str,
     column_types: Sequence[str],
     rows: Sequence[Sequence[Any]],
@@ -249,9 +302,7 @@ def move_aside_if_not_duckdb(path: Path, now: datetime) -> Path | None:
     return target
 
 
-def rows_as_dicts(
-    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()
-) -> list[dict[str, Any]]:
+def rows_as_dicts(con: Connection, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
     cur = con.execute(sql, list(params))
     names = [d[0] for d in cur.description or ()]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

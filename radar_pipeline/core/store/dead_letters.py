@@ -19,11 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import duckdb
-
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import RadarError
-from radar_pipeline.core.store.connection import Store, rows_as_dicts
+from radar_pipeline.core.store.connection import Connection, Store, rows_as_dicts
 
 STATUSES = ("open", "replayed", "dismissed")
 RUN_FAILURE_STAGE = "dagster-run"
@@ -238,7 +236,7 @@ def record_run_failure(
 
 
 def record_failure(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     collection_id: str,
     source_id: str,
     stage: str,
@@ -264,7 +262,7 @@ def record_failure(
     )
 
 
-def count_open(con: duckdb.DuckDBPyConnection) -> int:
+def count_open(con: Connection) -> int:
     """How many dead letters wait for a decision."""
     row = con.execute("SELECT count(*) FROM dead_letters WHERE status = 'open'").fetchone()
     return int(row[0]) if row else 0

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import duckdb
-
-from radar_pipeline.core.store.connection import insert_rows
+from radar_pipeline.core.store.connection import Connection, insert_rows
 
 # One stored fact: name, inode, size, mtime_ns, ctime_ns, declared id, error, provenance
 # problems (JSON), body length, identity.
@@ -49,26 +47,24 @@ _UNINDEXED_FILES = """
 """
 
 
-def errored_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+def errored_names(con: Connection) -> list[str]:
     """The names of the stored files that could not be read, in name order."""
     return [str(r[0]) for r in con.execute(_ERRORED).fetchall()]
 
 
-def stored_keys(con: duckdb.DuckDBPyConnection) -> list[StoredKey]:
+def stored_keys(con: Connection) -> list[StoredKey]:
     """Every stored fact's name, stat key and whether it was readable."""
     return con.execute(
         "SELECT name, ino, size, mtime_ns, ctime_ns, error IS NULL FROM audit_signal_files"
     ).fetchall()
 
 
-def stored_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+def stored_names(con: Connection) -> set[str]:
     """Every name the stored facts hold."""
     return {row[0] for row in con.execute("SELECT name FROM audit_signal_files").fetchall()}
 
 
-def write_facts(
-    con: duckdb.DuckDBPyConnection, fresh: Sequence[FactRow], gone: Iterable[str]
-) -> None:
+def write_facts(con: Connection, fresh: Sequence[FactRow], gone: Iterable[str]) -> None:
     """Replace the facts of `fresh`'s files and delete those of `gone`."""
     names = [row[0] for row in fresh] + list(gone)
     if names:
@@ -79,7 +75,7 @@ def write_facts(
     insert_rows(con, "audit_signal_files", _FACT_TYPES, fresh, columns=_FACT_COLUMNS)
 
 
-def open_files_view(con: duckdb.DuckDBPyConnection, unstored: Sequence[FactRow] | None) -> None:
+def open_files_view(con: Connection, unstored: Sequence[FactRow] | None) -> None:
     """Open the view `audit_files`: the stored facts plus `unstored` (the files DuckDB cannot
     hold, in a temp table of this connection); None: an empty view (no Signals folder)."""
     con.execute("CREATE TEMP TABLE audit_unstored AS FROM audit_signal_files LIMIT 0")
@@ -92,14 +88,12 @@ def open_files_view(con: duckdb.DuckDBPyConnection, unstored: Sequence[FactRow] 
     )
 
 
-def unindexed_stems(con: duckdb.DuckDBPyConnection) -> list[str]:
+def unindexed_stems(con: Connection) -> list[str]:
     """The name stems of the stored files that have no index row."""
     return [str(r[0]) for r in con.execute(_UNINDEXED_FILES).fetchall()]
 
 
-def stems_of_identities(
-    con: duckdb.DuckDBPyConnection, identities: list[str], id_pattern: str
-) -> list[str]:
+def stems_of_identities(con: Connection, identities: list[str], id_pattern: str) -> list[str]:
     """The name stems of the stored files (readable or not) that match `id_pattern` (a Signal
     id's regular expression, the caller's constant) and end in one of `identities`."""
     rows = con.execute(

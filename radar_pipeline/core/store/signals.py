@@ -10,9 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import duckdb
-
-from radar_pipeline.core.store.connection import insert_rows
+from radar_pipeline.core.store.connection import Connection, insert_rows
 
 # The signals table's columns in order, with their types (migration 1).
 SIGNAL_COLUMN_TYPES = (
@@ -49,7 +47,7 @@ def simhash_band_keys(simhash: int) -> list[int]:
     return [b << BAND_BITS | (simhash >> (BAND_BITS * b)) & mask for b in range(BANDS)]
 
 
-def insert_signal_rows(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
+def insert_signal_rows(con: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert index rows (SIGNAL_COLUMN_TYPES order), skipping conflicts, in one statement.
 
     A row is skipped when its signal id, identity or (Source, canonical URL) is already indexed
@@ -67,7 +65,7 @@ def insert_signal_rows(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any,
     insert_rows(con, "signals", SIGNAL_COLUMN_TYPES, unique, _NOT_INDEXED)
 
 
-def insert_signals(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
+def insert_signals(con: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert Signal index rows (`SIGNAL_COLUMN_TYPES` order) with their simhash band keys."""
     if not rows:
         return
@@ -91,9 +89,7 @@ def insert_signals(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...
         )
 
 
-def _select_ids(
-    con: duckdb.DuckDBPyConnection, table: str, ids: list[str]
-) -> list[tuple[Any, ...]]:
+def _select_ids(con: Connection, table: str, ids: list[str]) -> list[tuple[Any, ...]]:
     # One semi-join on the unnested ids: IN lists of 100 were index scans per id, growing
     # with the table (lookups._select_in says more).
     return con.execute(
@@ -102,12 +98,12 @@ def _select_ids(
     ).fetchall()
 
 
-def indexed_signal_ids(con: duckdb.DuckDBPyConnection) -> set[str]:
+def indexed_signal_ids(con: Connection) -> set[str]:
     """Every Signal id the index holds."""
     return {str(r[0]) for r in con.execute("SELECT signal_id FROM signals").fetchall()}
 
 
-def signals_by_source(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int]]:
+def signals_by_source(con: Connection) -> list[tuple[str, int]]:
     """(Source id, indexed Signals) per Source, by Source id."""
     rows = con.execute(
         "SELECT source_id, count(*) FROM signals GROUP BY source_id ORDER BY source_id"
@@ -115,14 +111,14 @@ def signals_by_source(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int]]:
     return [(str(sid), int(n)) for sid, n in rows]
 
 
-def clear_derived(con: duckdb.DuckDBPyConnection) -> None:
+def clear_derived(con: Connection) -> None:
     """Empty the index and the audits' file facts (`radar index rebuild` derives them again)."""
     for table in _DERIVED_TABLES:
         con.execute(f"DELETE FROM {table}")
 
 
 def record_revision(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     signal_id: str,
     collection_id: str,
     as_of: datetime,
@@ -140,9 +136,7 @@ def record_revision(
     )
 
 
-def stale_signals(
-    con: duckdb.DuckDBPyConnection, version: int
-) -> list[tuple[str, str, str, str, str]]:
+def stale_signals(con: Connection, version: int) -> list[tuple[str, str, str, str, str]]:
     """(Signal id, identity, Source id, canonical URL, Source item id) of every Signal indexed
     under another identity version and not yet aliased at `version`, oldest first."""
     return con.execute(
@@ -154,7 +148,7 @@ def stale_signals(
     ).fetchall()
 
 
-def taken_identities(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+def taken_identities(con: Connection) -> dict[str, str]:
     """identity -> Signal id of every Signal and alias (an alias wins over a Signal's own)."""
     return {
         str(r[0]): str(r[1])
@@ -164,7 +158,7 @@ def taken_identities(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 
 
 def insert_aliases(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     aliases: Sequence[tuple[str, str, str, str]],
     version: int,
     recorded_at: datetime,

@@ -1,0 +1,312 @@
+"""The team profile's store backend: the same tables in a PostgreSQL schema (`RADAR_STORE_URL`).
+
+Every dialect difference between DuckDB and PostgreSQL that is not a whole statement lives
+here, each one commented: the parameter marks, type names, the UBIGINT columns, the functions
+DuckDB has built in, and the migration runner's lock. The store modules keep one SQL text per
+statement and branch on `is_postgres(con)` only where the dialects truly part (each such
+statement says why). psycopg is imported only when a PostgreSQL store is opened, so the
+embedded default never loads it.
+
+Driver: psycopg 3. Its `Connection.execute()` returns a cursor with `fetchone`/`fetchall`/
+`description`, the shape DuckDB's connection has, so the store modules run unchanged on either;
+it adapts Python lists to PostgreSQL arrays (the store binds whole columns as one array) and
+binds parameters server-side. psycopg2 (which Dagster's own PostgreSQL storage uses) has
+neither the cursor-returning `execute` nor server-side binding.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from radar_pipeline.core.errors import StoreError
+
+if TYPE_CHECKING:
+    import psycopg
+
+SCHEMA = "radar"  # the schema every provenance table lives in, beside Dagster's own tables
+# The key of the session-level advisory lock the migration runner holds (any fixed int8 that
+# no other lock of ours uses; per-Source locks hash their id into the other key space).
+MIGRATION_LOCK_KEY = 0x52414441_52000001
+SOURCE_LOCK_CLASS = 0x52414452  # first key of the two-int4 form: the Source locks' space
+
+# DuckDB type names that PostgreSQL spells differently. UBIGINT (simhash, inode, size) has no
+# PostgreSQL type: NUMERIC(20) holds every unsigned 64-bit value and reads back as int (below).
+_TYPE_NAMES = (
+    (re.compile(r"\bUBIGINT\b"), "NUMERIC(20)"),
+    (re.compile(r"\bDOUBLE\b(?! PRECISION)"), "DOUBLE PRECISION"),
+)
+
+# Functions DuckDB has built in and PostgreSQL lacks, created in the schema (CREATE OR REPLACE,
+# once per process under the migration lock) so the statements that use them read the same on
+# both. arg_max/arg_min keep DuckDB's rule: rows whose value or key is NULL are ignored; the
+# state holds the key and value as text, read back into their own types at the end.
+_COMPAT_FUNCTIONS = f"""
+CREATE OR REPLACE FUNCTION {SCHEMA}.epoch(ts TIMESTAMPTZ) RETURNS DOUBLE PRECISION
+    LANGUAGE SQL IMMUTABLE AS $$ SELECT extract(epoch FROM ts)::DOUBLE PRECISION $$;
+CREATE OR REPLACE FUNCTION {SCHEMA}.regexp_full_match(s TEXT, pattern TEXT) RETURNS BOOLEAN
+    LANGUAGE SQL IMMUTABLE AS $$ SELECT s ~ ('^(?:' || pattern || ')$') $$;
+CREATE OR REPLACE FUNCTION {SCHEMA}.regexp_extract(s TEXT, pattern TEXT, grp INTEGER)
+    RETURNS TEXT LANGUAGE SQL IMMUTABLE AS $$ SELECT (regexp_match(s, pattern))[grp] $$;
+CREATE OR REPLACE FUNCTION {SCHEMA}.arg_max_step(state TEXT[], v ANYELEMENT, k ANYCOMPATIBLE)
+    RETURNS TEXT[] LANGUAGE plpgsql IMMUTABLE AS $$
+    DECLARE best k%TYPE;
+    BEGIN
+        IF v IS NULL OR k IS NULL THEN RETURN state; END IF;
+        IF state IS NULL THEN RETURN ARRAY[k::TEXT, v::TEXT]; END IF;
+        best := state[1];
+        IF k > best THEN RETURN ARRAY[k::TEXT, v::TEXT]; END IF;
+        RETURN state;
+    END $$;
+CREATE OR REPLACE FUNCTION {SCHEMA}.arg_min_step(state TEXT[], v ANYELEMENT, k ANYCOMPATIBLE)
+    RETURNS TEXT[] LANGUAGE plpgsql IMMUTABLE AS $$
+    DECLARE best k%TYPE;
+    BEGIN
+        IF v IS NULL OR k IS NULL THEN RETURN state; END IF;
+        IF state IS NULL THEN RETURN ARRAY[k::TEXT, v::TEXT]; END IF;
+        best := state[1];
+        IF k < best THEN RETURN ARRAY[k::TEXT, v::TEXT]; END IF;
+        RETURN state;
+    END $$;
+CREATE OR REPLACE FUNCTION {SCHEMA}.arg_final(state TEXT[], v ANYELEMENT, k ANYCOMPATIBLE)
+    RETURNS ANYELEMENT LANGUAGE plpgsql IMMUTABLE AS $$
+    DECLARE result v%TYPE;
+    BEGIN
+        IF state IS NULL THEN RETURN NULL; END IF;
+        result := state[2];
+        RETURN result;
+    END $$;
+CREATE OR REPLACE AGGREGATE {SCHEMA}.arg_max(ANYELEMENT, ANYCOMPATIBLE) (
+    SFUNC = {SCHEMA}.arg_max_step, STYPE = TEXT[], FINALFUNC = {SCHEMA}.arg_final,
+    FINALFUNC_EXTRA);
+CREATE OR REPLACE AGGREGATE {SCHEMA}.arg_min(ANYELEMENT, ANYCOMPATIBLE) (
+    SFUNC = {SCHEMA}.arg_min_step, STYPE = TEXT[], FINALFUNC = {SCHEMA}.arg_final,
+    FINALFUNC_EXTRA);
+CREATE OR REPLACE AGGREGATE {SCHEMA}.list(ANYCOMPATIBLE) (
+    SFUNC = array_append, STYPE = ANYCOMPATIBLEARRAY);
+CREATE OR REPLACE FUNCTION {SCHEMA}.median_final(xs DOUBLE PRECISION[])
+    RETURNS DOUBLE PRECISION LANGUAGE SQL IMMUTABLE AS $$
+    SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) FROM unnest(xs) AS x $$;
+CREATE OR REPLACE AGGREGATE {SCHEMA}.median(DOUBLE PRECISION) (
+    SFUNC = array_append, STYPE = DOUBLE PRECISION[], FINALFUNC = {SCHEMA}.median_final);
+"""
+
+
+def postgres_text(sql: str) -> str:
+    """DuckDB-flavoured SQL as PostgreSQL reads it: `?` marks become psycopg's `%s` (a literal
+    `%` doubled), type names translated. Quoted literals are left as they are."""
+    parts = sql.split("'")
+    for i in range(0, len(parts), 2):  # even parts are outside quotes
+        text = parts[i].replace("%", "%%").replace("?", "%s")
+        for pattern, name in _TYPE_NAMES:
+            text = pattern.sub(name, text)
+        parts[i] = text
+    for i in range(1, len(parts), 2):  # a literal `%` inside quotes is doubled too
+        parts[i] = parts[i].replace("%", "%%")
+    return "'".join(parts)
+
+
+class PostgresConnection:
+    """One psycopg connection, with DuckDB's `execute(sql, params) -> cursor` shape."""
+
+    dialect = "postgresql"
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+
+    def execute(self, query: str, parameters: Any = None) -> psycopg.Cursor[Any]:
+        if parameters is None or len(parameters) == 0:
+            # Without parameters psycopg sends the text as it is: only types are translated.
+            return self.raw.execute(_types_only(query))
+        return self.raw.execute(postgres_text(query), parameters)
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def _types_only(sql: str) -> str:
+    parts = sql.split("'")
+    for i in range(0, len(parts), 2):
+        for pattern, name in _TYPE_NAMES:
+            parts[i] = pattern.sub(name, parts[i])
+    return "'".join(parts)
+
+
+def is_postgres(con: object) -> bool:
+    """Whether `con` is a PostgreSQL connection (else DuckDB)."""
+    return isinstance(con, PostgresConnection)
+
+
+def connect(url: str) -> PostgresConnection:
+    """A connection to `url` with the schema on its search path, UTC, NUMERIC read as int."""
+    import psycopg
+    from psycopg.types.numeric import NumericLoader
+
+    class _WholeNumeric(NumericLoader):
+        # NUMERIC columns hold UBIGINT values and sum() of integers: whole numbers, which
+        # DuckDB returns as int; a fraction (none of our statements makes one) stays Decimal.
+        def load(self, data: Any) -> Any:
+            value = super().load(data)
+            return int(value) if value == value.to_integral_value() else value
+
+    try:
+        raw = psycopg.connect(_driver_url(url), autocommit=True, connect_timeout=30)
+    except psycopg.Error as exc:
+        raise StoreError(f"store: cannot connect to the PostgreSQL store: {exc}") from exc
+    raw.adapters.register_loader("numeric", _WholeNumeric)
+    raw.execute(f"SET search_path TO {SCHEMA}; SET TimeZone TO 'UTC'")
+    return PostgresConnection(raw)
+
+
+def _driver_url(url: str) -> str:
+    # SQLAlchemy-style schemes (`postgresql+psycopg2://`) name a driver; libpq wants the plain one.
+    return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", url)
+
+
+def redacted(url: str) -> str:
+    """`url` without its password, for messages."""
+    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+
+
+class PostgresStoreBackend:
+    """Transactions on the schema at `url`; the migrations run once per process and URL."""
+
+    _migrated: ClassVar[set[str]] = set()
+    _migrate_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @contextmanager
+    def transaction(
+        self, migrations: tuple[tuple[int, str], ...], version: int
+    ) -> Iterator[PostgresConnection]:
+        import psycopg
+
+        con = connect(self.url)
+        try:
+            self._ensure_schema(con, migrations, version)
+            with con.raw.transaction():
+                yield con
+        except psycopg.Error as exc:
+            raise StoreError(f"transaction on {redacted(self.url)} failed: {exc}") from exc
+        finally:
+            con.close()
+
+    def _ensure_schema(
+        self, con: PostgresConnection, migrations: tuple[tuple[int, str], ...], version: int
+    ) -> None:
+        if self.url in PostgresStoreBackend._migrated:
+            return
+        with PostgresStoreBackend._migrate_lock:
+            # A session-level advisory lock: workers on other hosts starting at the same time
+            # wait here, and a worker killed mid-migration releases it with its session (its
+            # migration's transaction rolls back).
+            con.raw.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK_KEY])
+            try:
+                apply_migrations(con, migrations, version, redacted(self.url))
+            finally:
+                con.raw.execute("SELECT pg_advisory_unlock(%s)", [MIGRATION_LOCK_KEY])
+            PostgresStoreBackend._migrated.add(self.url)
+
+    @classmethod
+    def forget_migrations(cls) -> None:
+        cls._migrated.clear()
+
+
+# Migrations whose DuckDB text PostgreSQL cannot run. A PostgreSQL schema starts empty (this
+# backend appeared at version 11), so the old migrations' backfills have nothing to read; what
+# they create is the same. New migrations need no entry while they stick to SQL both dialects
+# read (type names are translated by `postgres_text`).
+POSTGRES_MIGRATIONS: dict[int, str] = {
+    3: """
+        CREATE TABLE identity_aliases (
+            identity VARCHAR PRIMARY KEY,
+            signal_id VARCHAR NOT NULL,
+            identity_version INTEGER NOT NULL,
+            source_id VARCHAR NOT NULL,
+            canonical_url VARCHAR NOT NULL,
+            recorded_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE INDEX identity_aliases_signal ON identity_aliases (signal_id);
+        CREATE INDEX identity_aliases_url ON identity_aliases (canonical_url);
+        CREATE INDEX signals_canonical_url ON signals (canonical_url);
+        CREATE INDEX signals_content_hash ON signals (content_hash);
+        CREATE INDEX signals_title_key ON signals (title_key);
+        CREATE TABLE simhash_bands (
+            band_key INTEGER NOT NULL,
+            signal_id VARCHAR NOT NULL,
+            simhash UBIGINT NOT NULL,
+            first_seen_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE INDEX simhash_bands_key ON simhash_bands (band_key);
+        CREATE INDEX simhash_bands_signal ON simhash_bands (signal_id);
+    """,
+    7: """
+        CREATE TABLE check_accounting (
+            collection_id VARCHAR NOT NULL,
+            source_id VARCHAR NOT NULL,
+            as_of TIMESTAMPTZ NOT NULL,
+            outcome VARCHAR NOT NULL,
+            items_parsed INTEGER NOT NULL,
+            created INTEGER NOT NULL,
+            reused INTEGER NOT NULL,
+            updated INTEGER NOT NULL,
+            duplicates INTEGER NOT NULL,
+            rejected INTEGER NOT NULL,
+            deferred INTEGER NOT NULL,
+            outside_window INTEGER NOT NULL,
+            late INTEGER NOT NULL,
+            possible_gap BOOLEAN NOT NULL,
+            coverage_from TIMESTAMPTZ,
+            window_from TIMESTAMPTZ,
+            newest_observed_at TIMESTAMPTZ,
+            item_ids VARCHAR[],
+            PRIMARY KEY (collection_id, source_id)
+        );
+        CREATE INDEX check_accounting_source ON check_accounting (source_id);
+        CREATE TABLE duplicate_items (
+            identity VARCHAR PRIMARY KEY,
+            signal_id VARCHAR NOT NULL,
+            source_id VARCHAR NOT NULL,
+            canonical_url VARCHAR,
+            recorded_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE TABLE source_items (
+            identity VARCHAR PRIMARY KEY,
+            source_id VARCHAR NOT NULL,
+            observed_at TIMESTAMPTZ,
+            first_seen_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE INDEX source_items_source ON source_items (source_id);
+    """,
+}
+
+
+def apply_migrations(
+    con: PostgresConnection, migrations: tuple[tuple[int, str], ...], version: int, where: str
+) -> None:
+    """The same append-only list DuckDB gets, each migration in its own transaction."""
+    con.raw.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+    con.raw.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations "
+        "(version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+    )
+    row = con.raw.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
+    current = int(row[0]) if row else 0
+    if current > version:
+        raise StoreError(
+            f"{where} has schema version {current}, newer than this code ({version}); "
+            "upgrade radar-pipeline"
+        )
+    with con.raw.transaction():
+        con.raw.execute(_COMPAT_FUNCTIONS)
+    for number, sql in migrations:
+        if number <= current:
+            continue
+        with con.raw.transaction():
+            con.raw.execute(_types_only(POSTGRES_MIGRATIONS.get(number, sql)))
+            con.raw.execute("INSERT INTO schema_migrations (version) VALUES (%s)", [number])
