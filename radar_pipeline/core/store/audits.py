@@ -51,8 +51,8 @@ _AGREEMENT = """
     indexed AS (SELECT DISTINCT signal_id AS sid FROM signals),
     j AS (SELECT v.sid AS v, i.sid AS i FROM vault v FULL JOIN indexed i ON v.sid = i.sid)
     SELECT count(v), count(i), count(v) FILTER (WHERE i IS NOT NULL),
-           coalesce(list(v ORDER BY v) FILTER (WHERE i IS NULL), []),
-           coalesce(list(i ORDER BY i) FILTER (WHERE v IS NULL), [])
+           list(v ORDER BY v) FILTER (WHERE i IS NULL),
+           list(i ORDER BY i) FILTER (WHERE v IS NULL)
     FROM j
 """
 
@@ -123,7 +123,10 @@ def agreement(con: Connection) -> Agreement:
     row = con.execute(_AGREEMENT).fetchone()
     assert row is not None  # an aggregate without GROUP BY always answers one row
     vault, index, common, unindexed, fileless = row
-    return Agreement(int(vault), int(index), int(common), tuple(unindexed), tuple(fileless))
+    # An empty list is NULL (no `[]` literal in the query: PostgreSQL spells it otherwise).
+    return Agreement(
+        int(vault), int(index), int(common), tuple(unindexed or ()), tuple(fileless or ())
+    )
 
 
 # ---- the item stream -----------------------------------------------------------------------

@@ -43,7 +43,7 @@ _ERRORED = "SELECT name FROM audit_signal_files WHERE error IS NOT NULL ORDER BY
 # state holds: vault/folder_state.py) and that have no index row: a set query, no listing.
 _UNINDEXED_FILES = """
     SELECT stem FROM (SELECT left(name, -3) AS stem FROM audit_signal_files) f
-    ANTI JOIN signals s ON s.signal_id = f.stem
+    WHERE NOT EXISTS (SELECT 1 FROM signals s WHERE s.signal_id = f.stem)
 """
 
 
@@ -78,13 +78,16 @@ def write_facts(con: Connection, fresh: Sequence[FactRow], gone: Iterable[str]) 
 def open_files_view(con: Connection, unstored: Sequence[FactRow] | None) -> None:
     """Open the view `audit_files`: the stored facts plus `unstored` (the files DuckDB cannot
     hold, in a temp table of this connection); None: an empty view (no Signals folder)."""
-    con.execute("CREATE TEMP TABLE audit_unstored AS FROM audit_signal_files LIMIT 0")
+    # `SELECT *` spelt out (not DuckDB's `AS FROM t`) and NOT EXISTS above (not ANTI JOIN):
+    # the forms both dialects read; DuckDB plans them the same.
+    con.execute("CREATE TEMP TABLE audit_unstored AS SELECT * FROM audit_signal_files LIMIT 0")
     if unstored is None:
-        con.execute("CREATE TEMP VIEW audit_files AS FROM audit_unstored")
+        con.execute("CREATE TEMP VIEW audit_files AS SELECT * FROM audit_unstored")
         return
     insert_rows(con, "audit_unstored", _FACT_TYPES, unstored, columns=_FACT_COLUMNS)
     con.execute(
-        "CREATE TEMP VIEW audit_files AS FROM audit_signal_files UNION ALL FROM audit_unstored"
+        "CREATE TEMP VIEW audit_files AS SELECT * FROM audit_signal_files "
+        "UNION ALL SELECT * FROM audit_unstored"
     )
 
 
@@ -97,7 +100,7 @@ def stems_of_identities(con: Connection, identities: list[str], id_pattern: str)
     """The name stems of the stored files (readable or not) that match `id_pattern` (a Signal
     id's regular expression, the caller's constant) and end in one of `identities`."""
     rows = con.execute(
-        "SELECT stem FROM (SELECT left(name, -3) AS stem FROM audit_signal_files) "
+        "SELECT stem FROM (SELECT left(name, -3) AS stem FROM audit_signal_files) AS f "
         "WHERE right(stem, 16) IN (SELECT unnest(?::VARCHAR[])) "
         f"AND regexp_full_match(stem, '{id_pattern}')",
         [identities],
