@@ -22,6 +22,7 @@ from radar_pipeline.core.errors import RadarError
 if TYPE_CHECKING:
     import dagster as dg
 
+    from radar_pipeline.core.jsontypes import JsonObject
     from radar_pipeline.core.plan.collection import Mode
     from radar_pipeline.core.reports import CollectionReport
 
@@ -175,7 +176,7 @@ def _as_of(value: str | None) -> datetime:
         raise UsageError(f"--as-of {value!r} is not an ISO-8601 time: {exc}") from exc
 
 
-def _emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
+def _emit(args: argparse.Namespace, payload: JsonObject, text: str) -> None:
     if args.json:
         print(json.dumps(payload, indent=2, sort_keys=False))
     else:
@@ -465,7 +466,7 @@ def _add_dlq_parser(sub: Any) -> None:
         action.set_defaults(handler=handler)
 
 
-def _dlq_line(letter: dict[str, Any]) -> str:
+def _dlq_line(letter: JsonObject) -> str:
     decided = f"  {letter['decision']} {letter['decidedAt']}" if letter["decidedAt"] else ""
     return (
         f"{letter['id']}  {letter['createdAt']}  {letter['status']:<9} {letter['sourceId']:<28} "

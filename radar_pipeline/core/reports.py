@@ -16,12 +16,11 @@ the stages, records and reads it.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal, cast
+from typing import Literal, cast
+
+from radar_pipeline.core.jsontypes import JsonObject
 
 Outcome = Literal["passed", "not-modified", "failed", "skipped"]
-
-# JSON values as the report holds them (the contract object, or one stored in DuckDB).
-JsonObject = dict[str, Any]
 
 
 @dataclass(frozen=True)

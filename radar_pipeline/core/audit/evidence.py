@@ -18,6 +18,7 @@ from radar_pipeline.core.audit.stream_audits import silent_sources
 from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import CleanupRefused
+from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.plan.schedule import RECOVERY_CAP
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.reports import CollectionReport
@@ -29,7 +30,7 @@ from radar_pipeline.core.vault.cleanup import temporary_inventory
 from radar_pipeline.core.vault.signals import list_signal_ids
 
 
-def evidence_snapshot(paths: RadarPaths, now: datetime) -> dict[str, Any]:
+def evidence_snapshot(paths: RadarPaths, now: datetime) -> JsonObject:
     """What the Radar can show about itself at `now` (the contract's report keys and more)."""
     snapshot = load_registry(paths.vault)
     store = Store(paths.db)
@@ -113,7 +114,7 @@ def _source_files(paths: RadarPaths) -> int:
 
 def _recovery(
     paths: RadarPaths, last: CollectionReport | None, snapshot: Any, states: Any
-) -> dict[str, Any] | None:
+) -> JsonObject | None:
     """The last collection's recovery: overdue before it, outcome, and overdue right after it
     (evaluated at that collection's own clock with the state it left)."""
     if last is None:
@@ -135,7 +136,7 @@ def _recovery(
     }
 
 
-def evidence_text(report: dict[str, Any]) -> str:
+def evidence_text(report: JsonObject) -> str:
     """The snapshot as a few readable lines for `radar report`."""
     inv, prod, tmp = report["inventory"], report["production"], report["temporary"]
     rec = report["recovery"]

@@ -20,7 +20,8 @@ from typing import Any
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import RadarError
-from radar_pipeline.core.reports import CollectionReport, JsonObject, SourceReport
+from radar_pipeline.core.jsontypes import JsonObject
+from radar_pipeline.core.reports import CollectionReport, SourceReport
 from radar_pipeline.core.store.connection import Store, rows_as_dicts
 
 STATUSES = ("open", "replayed", "dismissed")
@@ -56,7 +57,7 @@ class DeadLetter:
     decision: str | None = None
     replay_collection_id: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The contract's keys (id, sourceId, stage, errorClass, message, status, createdAt)
         plus the decision's."""
         return {
