@@ -51,7 +51,7 @@ RESOURCES = {
 def collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, Any]:
     mode = "explicit" if sources else "all"
     with Collector(RadarPaths(env["vault"], env["db"])) as collector:
-        return collector.run(CollectionSpec(new_collection_id(), mode, as_of, sources))
+        return collector.run(CollectionSpec(new_collection_id(), mode, as_of, sources)).to_json()
 
 
 def by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -39,7 +39,7 @@ LATER = AS_OF + timedelta(minutes=10)
 
 def collect(env: dict[str, Path], as_of: datetime = AS_OF) -> dict[str, Any]:
     collector = Collector(RadarPaths(env["vault"], env["db"]))
-    return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ()))
+    return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).to_json()
 
 
 def query(env: dict[str, Path], sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:

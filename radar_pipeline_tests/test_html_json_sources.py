@@ -67,7 +67,7 @@ def regenerated(body: bytes) -> bytes:
 
 def collect(env: dict[str, Path], as_of: datetime = T) -> dict[str, Any]:
     with Collector(RadarPaths(env["vault"], env["db"])) as collector:
-        return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ()))
+        return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).to_json()
 
 
 def source(report: dict[str, Any], source_id: str) -> dict[str, Any]:
