@@ -1,4 +1,4 @@
-"""Every item accounted for, and the stream's health visible (issue 17; docs/architecture.md,
+"""Every item accounted for, and the stream's health visible (docs/architecture.md,
 invariant 14): the accounting identity over the whole corpus, the `accounting` check on a row
 altered on purpose, possible gaps and silent Sources, each through the real Collector, the
 `radar` command and the Dagster checks."""

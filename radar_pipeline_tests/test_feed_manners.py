@@ -1,4 +1,4 @@
-"""Feed manners against the loopback server (issue 19): a User-Agent naming a contact, the
+"""Feed manners against the loopback server: a User-Agent naming a contact, the
 publisher's Cache-Control max-age and RSS <ttl> as a lower bound on the next check, permanent
 redirects recorded for a person, 410 as a state that needs a person, no JSON Feed in Accept."""
 

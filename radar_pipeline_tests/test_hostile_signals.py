@@ -152,7 +152,7 @@ def test_hostile_items_become_inert_signals_at_their_normal_paths(
         header = text[4 : text.index("\n---\n", 4) + 1]
         assert yaml.safe_load(header) == fm  # any YAML reader gets the same values
         assert fm["id"] == path.stem
-        # The only links in a Signal's raw text are the two the pipeline makes (issue 19): the
+        # The only links in a Signal's raw text are the two the pipeline makes: the
         # Source note and, when flagged, the earlier Signal; every other line stays inert.
         assert fm["source"] == "[[hostile]]"
         assert fm["duplicateCandidateOf"] in (None, "") or re.fullmatch(
