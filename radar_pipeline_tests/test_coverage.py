@@ -310,8 +310,9 @@ def test_duplicates_decided_under_the_old_rules_stay_duplicates_after_migration_
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
     """Under the earlier secondary-key rule a boilerplate summary made a second item a
-    duplicate. Migration 7 keeps that decision (duplicate_items, seeded from the observations), so the new rules never turn
-    the known item into a new Signal; a known Signal stays `reused`, never `updated`."""
+    duplicate. Migration 7 keeps that decision (duplicate_items, seeded from the observations),
+    so the new rules never turn the known item into a new Signal; a known Signal stays
+    `reused`, never `updated`."""
     vault = radar_env["vault"]
     a = item(1, T - timedelta(hours=1), description="Read more…")
     b = item(2, T - timedelta(hours=1), description="Read more…")
