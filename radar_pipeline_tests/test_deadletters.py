@@ -46,7 +46,11 @@ def run_check(env: dict[str, Path], now: datetime) -> Any:
 def failing_collection(env: dict[str, Path], server: FeedServer) -> dict[str, Any]:
     write_source(env["vault"], "flaky", server.add("/flaky", b"oops", 500, BROKEN))
     write_source(env["vault"], "moved", server.add("/moved", b"no", 404, BROKEN))
-    return Collector(RadarPaths.from_env()).run(CollectionSpec(new_collection_id(), "all", AS_OF))
+    return (
+        Collector(RadarPaths.from_env())
+        .run(CollectionSpec(new_collection_id(), "all", AS_OF))
+        .to_json()
+    )
 
 
 def letter_for(store: Store, source_id: str) -> str:
