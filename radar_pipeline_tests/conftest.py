@@ -81,3 +81,12 @@ def radar_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
 def store(radar_env: dict[str, Path]) -> Store:
     """The store of `radar_env` (DuckDB, or PostgreSQL under RADAR_TEST_STORE_URL)."""
     return Store.of(RadarPaths.from_env())
+
+
+def fresh_store(tmp_path: Path, name: str = "radar.duckdb") -> Store:
+    """An empty store: the DuckDB file `tmp_path/name`, or under RADAR_TEST_STORE_URL the
+    PostgreSQL store with its schema emptied."""
+    url = store_url_under_test()
+    if url:
+        empty_postgres_store(url)
+    return Store(tmp_path / name, url=url)

@@ -91,7 +91,7 @@ class Collector:
         self.fetch_settings = fetch_settings or FetchSettings.from_env()
         self.page_settings = page_settings or PageSettings()
         self.fetch_threads = fetch_threads
-        self.locks = LockBook(paths.locks_dir)
+        self.locks = LockBook(paths.locks_dir, self.store.source_locks())
         count = default_worker_count() if parse_workers is None else parse_workers
         self.workers = ParseWorkers(count)
         # How each dedupe found the Signals folder (folder_state.Verdict): what tests and the

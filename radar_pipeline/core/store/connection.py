@@ -32,7 +32,7 @@ from radar_pipeline.core.errors import StoreError
 from radar_pipeline.core.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from radar_pipeline.core.store.postgres import PostgresStoreBackend
+    from radar_pipeline.core.store.postgres import PostgresStoreBackend, SourceLocks
 
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock")
 # A DuckDB file younger than this that does not open yet is taken to be in creation.
@@ -115,6 +115,15 @@ class Store:
     def of(cls, paths: RadarPaths) -> Store:
         """The store the settings name: PostgreSQL at RADAR_STORE_URL, else the DuckDB file."""
         return cls(paths.db, url=paths.store_url)
+
+    def source_locks(self) -> SourceLocks | None:
+        """Per-Source locks that hold across hosts (the PostgreSQL store's advisory locks);
+        None for the DuckDB file, whose one host the file locks already cover."""
+        if self._postgres is None:
+            return None
+        from radar_pipeline.core.store.postgres import SourceLocks
+
+        return SourceLocks(self.url)
 
     @property
     def where(self) -> str:
@@ -255,16 +264,21 @@ def insert_rows(
     """
     if not rows:
         return
-    select, params = unnested(column_types, rows)
+    select, params = unnested(column_types, rows, con)
     target = f"{table} ({', '.join(columns)})" if columns is not None else table
     con.execute(f"INSERT INTO {target} SELECT * FROM ({select}) AS n {where}", params)
 
 
 def unnested(
-    column_types: Sequence[str], rows: Sequence[Sequence[Any]]
+    column_types: Sequence[str], rows: Sequence[Sequence[Any]], con: Connection | None = None
 ) -> tuple[str, list[list[Any]]]:
     """`SELECT unnest(?::T[]) AS c0, ...` and its parameters: `rows` as one relation, each
     column bound as one typed list (for `insert_rows`, or an UPDATE ... FROM it)."""
+    if con is not None and any(kind.endswith("[]") for kind in column_types):
+        from radar_pipeline.core.store.postgres import is_postgres, unnested_with_lists
+
+        if is_postgres(con):
+            return unnested_with_lists(column_types, rows)
     columns = ", ".join(f"unnest(?::{kind}[]) AS c{i}" for i, kind in enumerate(column_types))
     return f"SELECT {columns}", [list(column) for column in zip(*rows, strict=True)]
 

@@ -16,9 +16,11 @@ neither the cursor-returning `execute` nor server-side binding.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -31,7 +33,13 @@ SCHEMA = "radar"  # the schema every provenance table lives in, beside Dagster's
 # The key of the session-level advisory lock the migration runner holds (any fixed int8 that
 # no other lock of ours uses; per-Source locks hash their id into the other key space).
 MIGRATION_LOCK_KEY = 0x52414441_52000001
-SOURCE_LOCK_CLASS = 0x52414452  # first key of the two-int4 form: the Source locks' space
+# Every store transaction first takes this transaction-level advisory lock: the writers take
+# turns, as they do on the DuckDB file. The store's read-modify-write steps (the Signal
+# index's anti-joins, the facts' delete-then-insert, the folder state) were written for one
+# writer at a time; under READ COMMITTED two of them would race into duplicate keys.
+# Transactions are short (a collection needs a handful), so the turn-taking costs little.
+STORE_TURN_KEY = 0x52414441_52000002
+SOURCE_LOCK_CLASS = 0x52414452  # first int4 key of the two-key form: the Source locks' space
 
 # DuckDB type names that PostgreSQL spells differently. UBIGINT (simhash, inode, size) has no
 # PostgreSQL type: NUMERIC(20) holds every unsigned 64-bit value and reads back as int (below).
@@ -127,6 +135,34 @@ class PostgresConnection:
         self.raw.close()
 
 
+def unnested_with_lists(
+    column_types: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> tuple[str, list[list[Any]]]:
+    """`connection.unnested` for rows with a list-valued column (`VARCHAR[]`). PostgreSQL has
+    no array of arrays (a `VARCHAR[][]` is one rectangular array, unnested to its elements),
+    so such a column is bound as one JSON text per row and made an array again, in order."""
+    inner, outer = [], []
+    for i, kind in enumerate(column_types):
+        if kind.endswith("[]"):
+            inner.append(f"unnest(?::JSONB[]) AS j{i}")
+            outer.append(
+                f"CASE WHEN j{i} IS NULL THEN NULL ELSE ARRAY(SELECT e FROM "
+                f"jsonb_array_elements_text(j{i}) WITH ORDINALITY AS t(e, o) ORDER BY o)"
+                f"::{kind} END AS c{i}"
+            )
+        else:
+            inner.append(f"unnest(?::{kind}[]) AS c{i}")
+            outer.append(f"c{i}")
+    params: list[list[Any]] = []
+    for kind, column in zip(column_types, zip(*rows, strict=True), strict=True):
+        if kind.endswith("[]"):
+            params.append([None if v is None else json.dumps(list(v)) for v in column])
+        else:
+            params.append(list(column))
+    select = f"SELECT {', '.join(outer)} FROM (SELECT {', '.join(inner)}) AS u"
+    return select, params
+
+
 def _types_only(sql: str) -> str:
     parts = sql.split("'")
     for i in range(0, len(parts), 2):
@@ -190,6 +226,7 @@ class PostgresStoreBackend:
         try:
             self._ensure_schema(con, migrations, version)
             with con.raw.transaction():
+                con.raw.execute("SELECT pg_advisory_xact_lock(%s)", [STORE_TURN_KEY])
                 yield con
         except psycopg.Error as exc:
             raise StoreError(f"transaction on {redacted(self.url)} failed: {exc}") from exc
@@ -310,3 +347,60 @@ def apply_migrations(
         with con.raw.transaction():
             con.raw.execute(_types_only(POSTGRES_MIGRATIONS.get(number, sql)))
             con.raw.execute("INSERT INTO schema_migrations (version) VALUES (%s)", [number])
+
+
+def source_lock_key(source_id: str) -> int:
+    """The second int4 key of a Source's advisory lock: a stable hash of its id (the same on
+    every host and Python). Two ids sharing a key only make one wait for the other."""
+    digest = hashlib.blake2b(source_id.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class SourceLocks:
+    """Per-Source locks that hold across hosts: PostgreSQL session-level advisory locks on one
+    connection of their own. The server releases them when the session ends, however the
+    holder dies (killed, host lost: once TCP keepalive gives the session up)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._con: PostgresConnection | None = None
+        self._lock = threading.Lock()  # one connection, used by one thread at a time
+
+    def try_lock(self, source_id: str) -> bool:
+        with self._lock:
+            if self._con is None:
+                self._con = connect(self.url)
+            row = self._con.raw.execute(
+                "SELECT pg_try_advisory_lock(%s, %s)",
+                [SOURCE_LOCK_CLASS, source_lock_key(source_id)],
+            ).fetchone()
+            return bool(row and row[0])
+
+    def unlock(self, source_id: str) -> None:
+        with self._lock:
+            if self._con is not None:
+                self._con.raw.execute(
+                    "SELECT pg_advisory_unlock(%s, %s)",
+                    [SOURCE_LOCK_CLASS, source_lock_key(source_id)],
+                )
+
+    def close(self) -> None:
+        """End the session: every lock it still holds is released with it."""
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+
+
+def held_source_locks(url: str) -> list[int]:
+    """The Source lock keys any session holds now (for tests and operators)."""
+    con = connect(url)
+    try:
+        rows = con.raw.execute(
+            "SELECT objid::INTEGER FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
+            "AND granted",
+            [SOURCE_LOCK_CLASS],
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+    finally:
+        con.close()

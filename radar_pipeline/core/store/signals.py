@@ -83,8 +83,9 @@ def insert_signals(con: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     ]
     if bands:
         con.execute(
-            "INSERT INTO simhash_bands SELECT unnest(?), unnest(?), unnest(?::UBIGINT[]), "
-            "unnest(?::TIMESTAMPTZ[])",
+            # Every list typed: PostgreSQL cannot choose an unnest() for an untyped array.
+            "INSERT INTO simhash_bands SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[]), "
+            "unnest(?::UBIGINT[]), unnest(?::TIMESTAMPTZ[])",
             [list(col) for col in zip(*bands, strict=True)],
         )
 
@@ -167,6 +168,7 @@ def insert_aliases(
     statement."""
     idents, signal_ids, source_ids, urls = (list(c) for c in zip(*aliases, strict=True))
     con.execute(
-        "INSERT INTO identity_aliases SELECT unnest(?), unnest(?), ?, unnest(?), unnest(?), ?",
+        "INSERT INTO identity_aliases SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+        "?::INTEGER, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?::TIMESTAMPTZ",
         [idents, signal_ids, version, source_ids, urls, recorded_at],
     )
