@@ -160,7 +160,32 @@ def _parser() -> argparse.ArgumentParser:
     rebuild.add_argument("--json", action="store_true", help=JSON_HELP)
     rebuild.set_defaults(handler=cmd_index_rebuild)
     _add_dlq_parser(sub)
+
+    store = _command(sub, "store", "the provenance store", "radar store migrate --to URL")
+    store_sub = store.add_subparsers(dest="action", required=True, metavar="ACTION")
+    migrate = _command(
+        store_sub,
+        "migrate",
+        "copy the DuckDB store at RADAR_DB into an empty PostgreSQL store (the team profile)",
+        "radar store migrate --to postgresql://radar@db.example:5432/radar",
+    )
+    migrate.add_argument("--to", required=True, metavar="URL", help="a postgresql:// store")
+    migrate.add_argument("--json", action="store_true", help=JSON_HELP)
+    migrate.set_defaults(handler=cmd_store_migrate)
     return parser
+
+
+def cmd_store_migrate(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.config import STORE_URL_ENV, Settings, environment
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.core.store.transfer import move
+
+    settings = Settings.from_env({**environment(), STORE_URL_ENV: args.to})
+    done = move(Store(settings.db), Store(settings.db, url=settings.store_url))
+    payload = done.to_json()
+    lines = [f"{name}: {rows}" for name, rows in done.tables]
+    _emit(args, payload, f"moved {payload['rows']} rows into {done.target}\n" + "\n".join(lines))
+    return EXIT_OK
 
 
 # ---- helpers -------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ _TYPE_NAMES = (
 
 # Functions DuckDB has built in and PostgreSQL lacks, created in the schema (CREATE OR REPLACE,
 # once per process under the migration lock) so the statements that use them read the same on
-# both. arg_max/arg_min keep DuckDB's rule: rows whose value or key is NULL are ignored; the
+# both (json_extract_string: DuckDB's `$.a.b` paths of plain keys). arg_max/arg_min keep DuckDB's rule: rows whose value or key is NULL are ignored; the
 # state holds the key and value as text, read back into their own types at the end.
 _COMPAT_FUNCTIONS = f"""
 CREATE OR REPLACE FUNCTION {SCHEMA}.epoch(ts TIMESTAMPTZ) RETURNS DOUBLE PRECISION
@@ -59,6 +59,9 @@ CREATE OR REPLACE FUNCTION {SCHEMA}.regexp_full_match(s TEXT, pattern TEXT) RETU
     LANGUAGE SQL IMMUTABLE AS $$ SELECT s ~ ('^(?:' || pattern || ')$') $$;
 CREATE OR REPLACE FUNCTION {SCHEMA}.regexp_extract(s TEXT, pattern TEXT, grp INTEGER)
     RETURNS TEXT LANGUAGE SQL IMMUTABLE AS $$ SELECT (regexp_match(s, pattern))[grp] $$;
+CREATE OR REPLACE FUNCTION {SCHEMA}.json_extract_string(doc TEXT, path TEXT) RETURNS TEXT
+    LANGUAGE SQL IMMUTABLE AS $$
+    SELECT doc::JSONB #>> string_to_array(substr(path, 3), '.') $$;
 CREATE OR REPLACE FUNCTION {SCHEMA}.arg_max_step(state TEXT[], v ANYELEMENT, k ANYCOMPATIBLE)
     RETURNS TEXT[] LANGUAGE plpgsql IMMUTABLE AS $$
     DECLARE best k%TYPE;
@@ -130,6 +133,11 @@ class PostgresConnection:
             # Without parameters psycopg sends the text as it is: only types are translated.
             return self.raw.execute(_types_only(query))
         return self.raw.execute(postgres_text(query), parameters)
+
+    def executemany(self, query: str, parameters: Any = None) -> None:
+        # psycopg sends the rows in one pipeline: one round trip per batch, not per row.
+        with self.raw.cursor() as cur:
+            cur.executemany(postgres_text(query), parameters or [])
 
     def close(self) -> None:
         self.raw.close()
