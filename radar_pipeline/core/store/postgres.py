@@ -50,8 +50,9 @@ _TYPE_NAMES = (
 
 # Functions DuckDB has built in and PostgreSQL lacks, created in the schema (CREATE OR REPLACE,
 # once per process under the migration lock) so the statements that use them read the same on
-# both (json_extract_string: DuckDB's `$.a.b` paths of plain keys). arg_max/arg_min keep DuckDB's rule: rows whose value or key is NULL are ignored; the
-# state holds the key and value as text, read back into their own types at the end.
+# both (json_extract_string: DuckDB's `$.a.b` paths of plain keys). arg_max/arg_min keep
+# DuckDB's rule: rows whose value or key is NULL are ignored; the state holds the key and value
+# as text, read back into their own types at the end.
 _COMPAT_FUNCTIONS = f"""
 CREATE OR REPLACE FUNCTION {SCHEMA}.epoch(ts TIMESTAMPTZ) RETURNS DOUBLE PRECISION
     LANGUAGE SQL IMMUTABLE AS $$ SELECT extract(epoch FROM ts)::DOUBLE PRECISION $$;
