@@ -276,11 +276,14 @@ def unnested(
 ) -> tuple[str, list[list[Any]]]:
     """`SELECT unnest(?::T[]) AS c0, ...` and its parameters: `rows` as one relation, each
     column bound as one typed list (for `insert_rows`, or an UPDATE ... FROM it)."""
-    if con is not None and any(kind.endswith("[]") for kind in column_types):
-        from radar_pipeline.core.store.postgres import is_postgres, unnested_with_lists
+    # A PostgreSQL connection says so (`PostgresConnection.dialect`); DuckDB's has no such
+    # attribute, and the embedded profile never loads the PostgreSQL module.
+    if getattr(con, "dialect", None) == "postgresql" and any(
+        k.endswith("[]") for k in column_types
+    ):
+        from radar_pipeline.core.store.postgres import unnested_with_lists
 
-        if is_postgres(con):
-            return unnested_with_lists(column_types, rows)
+        return unnested_with_lists(column_types, rows)
     columns = ", ".join(f"unnest(?::{kind}[]) AS c{i}" for i, kind in enumerate(column_types))
     return f"SELECT {columns}", [list(column) for column in zip(*rows, strict=True)]
 
