@@ -145,10 +145,12 @@ def _decide(
     replay_collection_id: str | None = None,
 ) -> DeadLetter:
     with store.transaction() as con:
-        # Conditional on `open`: another process may have decided it meanwhile.
+        # Conditional on `open`: another process may have decided it meanwhile. RETURNING
+        # (not DuckDB's count row, which PostgreSQL does not give): a row only if it changed.
         row = con.execute(
             "UPDATE dead_letters SET status = ?, decided_at = ?, decision = ?, "
-            "replay_collection_id = ? WHERE dead_letter_id = ? AND status = 'open'",
+            "replay_collection_id = ? WHERE dead_letter_id = ? AND status = 'open' "
+            "RETURNING dead_letter_id",
             [status, now, decision, replay_collection_id, letter.id],
         ).fetchone()
     if not row or not row[0]:
