@@ -357,7 +357,7 @@ def _collect_text(report: dict[str, Any]) -> str:
         f"items: created {report['created']} (late {report['late']}), reused {report['reused']},"
         f" updated {report['updated']}, duplicates {report['duplicates']}, rejected "
         f"{report['rejected']}, deferred {report['deferred']}, outside window "
-        f"{report['outsideWindow']}",
+        f"{report['outsideWindow']}, filtered {report.get('filtered', 0)}",
     ]
     for src in report["sources"]:
         flags = [f"late {src['late']}"] if src["late"] else []
@@ -370,7 +370,8 @@ def _collect_text(report: dict[str, Any]) -> str:
             f"  {src['id']:<28} {src['outcome']:<13} http {src['httpStatus'] or '-':<4} "
             f"items {src['itemsParsed']}: created {src['created']} reused {src['reused']} "
             f"updated {src['updated']} duplicates {src['duplicates']} rejected "
-            f"{src['rejected']} deferred {src['deferred']} outside {src['outsideWindow']}{extra}"
+            f"{src['rejected']} deferred {src['deferred']} outside {src['outsideWindow']} "
+            f"filtered {src.get('filtered', 0)}{extra}"
         )
     return "\n".join(lines)
 

@@ -20,7 +20,9 @@ MIN_INTERVALS = 4
 # Silent: the newest item is older than this many rhythms at the Source's last passing check.
 SILENCE_FACTOR = 3
 
-_OUTCOME_SUM = "created + reused + updated + duplicates + rejected + deferred + outside_window"
+_OUTCOME_SUM = (
+    "created + reused + updated + duplicates + rejected + deferred + outside_window + filtered"
+)
 
 
 def audit_accounting(con: duckdb.DuckDBPyConnection) -> AuditResult:

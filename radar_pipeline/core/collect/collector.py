@@ -26,6 +26,7 @@ from radar_pipeline.core.collect.commit import (
     commit_source,
     health_fields,
 )
+from radar_pipeline.core.collect.filtering import filter_for
 from radar_pipeline.core.collect.report import build_report
 from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
 from radar_pipeline.core.collect.signal_files import SignalWrite, build_document, write_signals
@@ -371,4 +372,4 @@ def _check_result(
     if outcome.error_class is not None:
         message = f"parse: {outcome.error_class}: {outcome.message}"
         return CheckResult(check, result, None, "parse", outcome.error_class, message)
-    return CheckResult(check, result, outcome.parsed)
+    return CheckResult(check, result, filter_for(check.record, outcome.parsed))

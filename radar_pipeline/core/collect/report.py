@@ -17,7 +17,7 @@ from radar_pipeline.core.store.feed_state import FeedState
 from radar_pipeline.core.store.fetch_attempts import validators_changed
 
 # Summed over Sources at the top level: the collections table's counts, then the accounting's.
-TOTAL_KEYS = (*COUNT_KEYS, "deferred", "outsideWindow", "late")
+TOTAL_KEYS = (*COUNT_KEYS, "deferred", "outsideWindow", "filtered", "late")
 
 
 def build_report(
@@ -104,7 +104,7 @@ def _source_report(
         "id": check.source_id,
         "outcome": outcome,
         "httpStatus": fetch.status if fetch else None,
-        **acc.to_json(),  # itemsParsed = created + ... + deferred + outsideWindow; late; gap
+        **acc.to_json(),  # itemsParsed = created + ... + outsideWindow + filtered; late; gap
         "coverageFrom": format_utc(check.coverage_from) if check.coverage_from else None,
         "error": check.skip_reason or res.error_message,
         "errorClass": res.error_class,

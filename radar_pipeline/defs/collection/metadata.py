@@ -42,9 +42,11 @@ def source_metadata(src: dict[str, Any], next_due: str = "") -> dict[str, Any]:
         "duplicates": src["duplicates"],
         "rejected": src["rejected"],
         # The accounting (invariant 14): items_parsed = created + reused + updated +
-        # duplicates + rejected + deferred + outside_window; .get for older reports.
+        # duplicates + rejected + deferred + outside_window + filtered; .get for older reports.
+        # `filtered`: items the Source's include/exclude rules dropped (the rules: DuckDB).
         "deferred": int(src.get("deferred") or 0),
         "outside_window": int(src.get("outsideWindow") or 0),
+        "filtered": int(src.get("filtered") or 0),
         "late": int(src.get("late") or 0),
         "possible_gap": bool(src.get("possibleGap")),
         "next_due_at": next_due,
