@@ -109,6 +109,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     exp.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
     exp.set_defaults(handler=cmd_sources_export)
+    trial = _command(
+        sources_sub,
+        "try",
+        "dry run: one fetch and every decision a check would take; writes nothing (no Dagster run)",
+        "radar sources try react-blog",
+        "radar sources try Radar/Sources/new-blog.md --json",
+    )
+    trial.add_argument("source", metavar="ID|FILE", help="a registered id, or a Source file")
+    trial.add_argument("--as-of", metavar="TS", help=AS_OF_HELP)
+    trial.add_argument("--json", action="store_true", help=JSON_HELP)
+    trial.set_defaults(handler=cmd_sources_try)
 
     collect = _command(
         sub,
@@ -316,6 +327,32 @@ def cmd_sources_export(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"sources export: cannot write {args.output}: {exc.strerror}") from exc
     return EXIT_OK
+
+
+def cmd_sources_try(args: argparse.Namespace) -> int:
+    """A dry run of one Source: no pipeline work, so no Dagster run (it writes nothing)."""
+    from radar_pipeline.core.acquire.fetch import FetchSettings
+    from radar_pipeline.core.collect.dry_run import source_to_try, try_source
+
+    paths = RadarPaths.from_env()
+    record = source_to_try(paths.vault, args.source)
+    tried = try_source(paths, record, _as_of(args.as_of), FetchSettings.from_env())
+    payload = tried.to_json()
+    lines = [
+        f"{i['decision']:<13} {(i['title'] or '-')[:60]:<60} {i['canonicalUrl'] or '-'}"
+        + (f"\n{'':<14}{i['reason']}" if i["reason"] else "")
+        for i in payload["items"]
+    ]
+    lines.append(
+        f"{tried.source_id}: {tried.outcome}, http {tried.http_status or '-'}, items "
+        f"{tried.items_parsed}"
+        + (f": {tried.error}" if tried.error else "")
+        + " (dry run: nothing was written)"
+    )
+    _emit(args, payload, "\n".join(lines))
+    if tried.error:
+        print(f"radar: sources try: {tried.source_id}: {tried.error}", file=sys.stderr)
+    return EXIT_OK if tried.outcome == "passed" else EXIT_ERROR
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
