@@ -109,6 +109,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     exp.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
     exp.set_defaults(handler=cmd_sources_export)
+    add = _command(
+        sources_sub,
+        "add",
+        "one pending Source note for the feed a site page or feed URL offers (never overwrites)",
+        "radar sources add https://blog.example.com/",
+        "radar sources add https://example.com/feed.xml --id example-blog --json",
+    )
+    add.add_argument("url", metavar="URL", help="a feed URL, or a site page that advertises one")
+    add.add_argument("--id", metavar="ID", help="the new Source's id (default: from its title)")
+    add.add_argument("--json", action="store_true", help=JSON_HELP)
+    add.set_defaults(handler=cmd_sources_add)
     trial = _command(
         sources_sub,
         "try",
@@ -327,6 +338,29 @@ def cmd_sources_export(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"sources export: cannot write {args.output}: {exc.strerror}") from exc
     return EXIT_OK
+
+
+def cmd_sources_add(args: argparse.Namespace) -> int:
+    """Discovery, then one new pending Source note (vault set-up: nothing is collected)."""
+    from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings
+    from radar_pipeline.core.registry.new_source import add_source
+
+    vault = RadarPaths.from_env().vault
+    with Fetcher(FetchSettings.from_env(), vault) as fetcher:
+        result = add_source(vault, args.url, args.id, fetcher, datetime.now(UTC))
+    lines = [
+        f"found    {c.kind:<9} {c.items:>4} items  {c.url}  {c.title}" for c in result.candidates
+    ]
+    if result.added:
+        lines.append(
+            f"added {result.added['id']} ({result.added['kind']}) as {result.added['path']}, "
+            "legalAssessment: pending (not collected until a person approves it)"
+        )
+    if args.json or lines:
+        _emit(args, result.to_json(), "\n".join(lines))
+    if result.problem:
+        print(f"radar: sources add: {result.problem}", file=sys.stderr)
+    return EXIT_OK if result.added else EXIT_ERROR
 
 
 def cmd_sources_try(args: argparse.Namespace) -> int:
