@@ -41,7 +41,8 @@ ATOM_FEED = (
 
 
 def _page(head: str, body: str = "<p>hello</p>") -> bytes:
-    return f"<!doctype html><html><head><title>Example Site</title>{head}</head><body>{body}</body></html>".encode()
+    head = f"<head><title>Example Site</title>{head}</head>"
+    return f"<!doctype html><html>{head}<body>{body}</body></html>".encode()
 
 
 def _radar(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
