@@ -198,6 +198,13 @@ def test_try_an_unknown_id_or_a_broken_file_is_one_line_and_exit_1(
     [line] = proc.stderr.strip().splitlines()
     assert "is not a valid Source" in line and "invalid-url" in line
 
+    rejected = radar_env["root"] / "rejected.md"
+    url = feed_server.add("/feed.xml", _rss(_item(0, "x", "y")))
+    rejected.write_text(source_text("nope", url, legalAssessment="rejected"), encoding="utf-8")
+    proc = _radar("sources", "try", str(rejected))
+    assert proc.returncode == 1 and "legalAssessment: rejected" in proc.stderr
+    assert feed_server.requests == []
+
 
 def test_try_a_failing_fetch_is_exit_1_with_its_error(
     radar_env: dict[str, Path], feed_server: FeedServer

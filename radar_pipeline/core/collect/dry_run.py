@@ -232,7 +232,19 @@ def _evidence(cand: ItemCandidate, method: str) -> tuple[dict[str, str], ...]:
 
 def source_to_try(vault: Path, argument: str) -> SourceRecord:
     """The Source `argument` names: a registered id, or a Source file (in the registry or not
-    yet). RegistryError says why it cannot be tried: not found, or the file's issues."""
+    yet). RegistryError says why it cannot be tried: not found, the file's issues, or a
+    `legalAssessment: rejected` (a pending Source may be tried; a rejected one is never
+    fetched)."""
+    record = _source_named(vault, argument)
+    if record.source.legal_assessment == "rejected":
+        raise RegistryError(
+            f"sources try: {record.source.id} has legalAssessment: rejected and is never "
+            "fetched; set it to pending to try it"
+        )
+    return record
+
+
+def _source_named(vault: Path, argument: str) -> SourceRecord:
     path = Path(argument)
     if not (argument.endswith(".md") or path.is_file()):
         record = load_registry(vault).by_id(argument)
