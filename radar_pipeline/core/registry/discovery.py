@@ -11,8 +11,10 @@ Where the candidates come from, in order:
 
 Bounds: every request is the pipeline's own bounded fetch (timeouts, size cap, the address
 policy on every hop and redirect, so a page cannot point discovery at a private address); the
-page's markup is read up to the end of its head and no further (at most HEAD_MAX_BYTES); and
-beyond the URL itself at most MAX_CANDIDATE_FETCHES candidate URLs are requested.
+page's markup is parsed up to the end of its head and no further (at most HEAD_MAX_BYTES: the
+response itself arrives within the fetch's body cap, and nothing of its body is read, so no
+link in it is followed); and beyond the URL itself at most MAX_CANDIDATE_FETCHES candidate
+URLs are requested.
 """
 
 from __future__ import annotations
