@@ -51,12 +51,14 @@ def _radar(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _hashes(*roots: Path) -> dict[str, str]:
-    """sha256 of every file under the roots (and of each root that is a file), by path."""
+    """sha256 of every file under the roots (and of each root that is a file), by path; every
+    folder too, so a folder created empty (a lock folder, a Signals folder) shows."""
     found: dict[str, str] = {}
     for root in roots:
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-        for path in files:
-            found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        paths = [root] if root.is_file() else sorted(root.rglob("*"))
+        for path in paths:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
+            found[str(path)] = digest
     return found
 
 
