@@ -18,7 +18,9 @@ import pytest
 
 from radar_pipeline.core.audit.run import run_audit
 from radar_pipeline.core.clock import parse_utc
+from radar_pipeline.core.collect.filtering import filter_parsed
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.parse.json_feed import parse_json_feed
 from radar_pipeline.core.registry.filters import ItemFilter, compile_rule
 from radar_pipeline.core.registry.sources import SOURCES_DIR, load_registry
 from radar_pipeline_tests.feedserver import FeedServer
@@ -26,6 +28,7 @@ from radar_pipeline_tests.vaultkit import write_source
 
 RADAR = str(Path(sys.executable).parent / "radar")
 AS_OF = "2026-11-30T12:00:00Z"
+T = parse_utc(AS_OF)
 
 
 def _feed(items: list[tuple[str, str, list[str]]]) -> bytes:
@@ -181,3 +184,23 @@ def test_filtered_items_are_counted_with_their_rule_everywhere(
     assert first is not None and first.partition == "filtered-feed"
     meta: dict[str, Any] = {k: v.value for k, v in first.metadata.items()}
     assert (meta["filtered"], meta["items_parsed"], meta["created"]) == (3, 5, 2)
+
+
+def test_json_feed_tags_are_categories_the_rules_read() -> None:
+    body = json.dumps(
+        {
+            "version": "https://jsonfeed.org/version/1.1",
+            "title": "t",
+            "items": [
+                {"id": "1", "url": "https://example.com/1", "title": "One", "tags": ["Security"]},
+                {"id": "2", "url": "https://example.com/2", "title": "Two", "tags": "Security"},
+            ],
+        }
+    ).encode()
+    parsed = parse_json_feed("jf", body, base_url="https://example.com/", now=T, window_from=None)
+    kept = filter_parsed(parsed, ItemFilter.of(["security"], []))
+    assert [c.title for c in kept.candidates] == ["One"]
+    # A `tags` that is not a list is no category (and no string split into letters).
+    assert [(f.candidate.title, f.rule) for f in kept.filtered] == [
+        ("Two", "include: no rule matched")
+    ]
