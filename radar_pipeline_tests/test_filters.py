@@ -20,9 +20,10 @@ from radar_pipeline.core.audit.run import run_audit
 from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.core.collect.filtering import filter_parsed
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.parse.json_feed import parse_json_feed
 from radar_pipeline.core.registry.filters import ItemFilter, compile_rule
-from radar_pipeline.core.registry.sources import SOURCES_DIR, load_registry
+from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import write_source
 

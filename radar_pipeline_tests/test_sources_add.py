@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.registry.discovery import MAX_CANDIDATE_FETCHES
-from radar_pipeline.core.registry.sources import SOURCES_DIR, load_registry
+from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline_tests.conftest import CORPUS
 from radar_pipeline_tests.feedserver import FeedServer, redirect_to
 from radar_pipeline_tests.vaultkit import rss, write_source

@@ -12,7 +12,6 @@ work; nothing of it shows in the Dagster UI).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -25,17 +24,17 @@ from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.collect.commit import SourceWrite
 from radar_pipeline.core.collect.decisions import by_identity, decide_checks, signal_ids_on_disk
 from radar_pipeline.core.collect.results import DedupedCheck
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import RadarPaths, environment
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import split_frontmatter
 from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, ItemDecision, resolve_pending
 from radar_pipeline.core.identity.keys import make_signal_id
+from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.models import FetchRequest, ItemCandidate
 from radar_pipeline.core.parse.items import UNTITLED
 from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, PlannedCheck
 from radar_pipeline.core.plan.schedule import coverage_from, window_from
 from radar_pipeline.core.registry.sources import (
-    SOURCES_DIR,
     SourceRecord,
     load_registry,
     validate_source,
@@ -99,7 +98,12 @@ class TryReport:
             "itemsParsed": self.items_parsed,
             "items": [i.to_json() for i in self.items],
             "error": self.error,
-            "accounting": self.account.to_json(),
+            "accounting": {
+                "itemsParsed": self.account.items_parsed,
+                **self.account.outcomes,
+                "late": self.account.late,
+                "possibleGap": self.account.possible_gap,
+            },
         }
 
 
@@ -135,7 +139,7 @@ def try_source(
 def _request(record: SourceRecord) -> FetchRequest:
     """The check's request without validators: a dry run wants the body, not a 304."""
     src = record.source
-    token = os.environ.get(src.auth_token_env) if src.auth_token_env else None
+    token = environment().get(src.auth_token_env) if src.auth_token_env else None
     return FetchRequest(
         source_id=src.id,
         url=src.url,

@@ -19,6 +19,7 @@ from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.files import create_once
 from radar_pipeline.core.frontmatter import split_frontmatter
+from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.registry.discovery import (
     COMMON_PATHS,
     WORDPRESS_SPEC,
@@ -27,7 +28,7 @@ from radar_pipeline.core.registry.discovery import (
 )
 from radar_pipeline.core.registry.issues import http_url_problem
 from radar_pipeline.core.registry.opml import slug, url_key
-from radar_pipeline.core.registry.sources import SOURCES_DIR, load_registry, validate_source
+from radar_pipeline.core.registry.sources import load_registry, validate_source
 from radar_pipeline.core.text import inert_markdown, inert_property
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")

@@ -29,6 +29,8 @@ from pydantic_core import PydanticCustomError
 from radar_pipeline.core.clock import parse_cadence
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import split_frontmatter
+from radar_pipeline.core.jsontypes import Frontmatter, JsonObject
+from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.parse.spec import ExtractionSpec, HtmlSpec, JsonSpec
 from radar_pipeline.core.registry.extraction import EXTRACTION_KEYS, extraction_issues
 from radar_pipeline.core.registry.filters import FILTER_KEYS, ItemFilter, filter_issues
@@ -41,7 +43,6 @@ from radar_pipeline.core.registry.issues import (
 # Re-exported: OPML import checks feed URLs with the registry's own rule.
 from radar_pipeline.core.registry.issues import http_url_problem as http_url_problem
 
-SOURCES_DIR = Path("Radar/Sources")
 MAX_SOURCE_FILE_BYTES = 1_000_000  # a Source note is a few hundred bytes; refuse anything absurd
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
@@ -274,7 +275,7 @@ class RegistrySnapshot:
         """The valid Source with this id, or None."""
         return next((r for r in self.sources if r.source.id == source_id), None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The `radar sources validate --json` object."""
         return {
             "sources": [
@@ -285,7 +286,7 @@ class RegistrySnapshot:
         }
 
 
-def validate_source(data: dict[str, Any]) -> tuple[Source | None, list[tuple[str, str]]]:
+def validate_source(data: Frontmatter) -> tuple[Source | None, list[tuple[str, str]]]:
     """A Source from one frontmatter mapping, or the (code, message) of every problem."""
     entity = data.get("entityType")
     if entity is not None and entity != "source":
