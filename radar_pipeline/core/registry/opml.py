@@ -52,6 +52,7 @@ from radar_pipeline.core.text import inert_markdown, inert_property, one_line
 FOLDER_TAG = "radar/folder/"
 # Where import keeps an outline's `htmlUrl` (the site), so that export can write it back.
 SITE_KEY = "siteUrl"
+FOLDERS_KEY = "folders"
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
 
 
@@ -73,6 +74,7 @@ def _merged(outlines: Iterable[FeedOutline]) -> dict[str, FeedOutline]:
             html_url=first.html_url or outline.html_url,
             kind=first.kind or outline.kind,
             folders=tuple(dict.fromkeys(first.folders + outline.folders)),
+            paths=tuple(dict.fromkeys(first.paths + outline.paths)),
         )
     return merged
 
@@ -256,6 +258,9 @@ def source_note(source_id: str, outline: FeedOutline, now: datetime, origin: str
         "minIntervalSeconds": 3600,
         "fullText": "none",
         "tags": list(dict.fromkeys(tags)),
+        # The reader's folders as paths (one per placement, "" the top level): export writes
+        # them back as nested outlines; the tags alone cannot tell a path from two folders.
+        FOLDERS_KEY: _folders(outline.paths),
         SITE_KEY: outline.html_url if site else None,
         "lastAttemptAt": None,
         "lastSuccessAt": None,
@@ -284,7 +289,14 @@ def source_note(source_id: str, outline: FeedOutline, now: datetime, origin: str
     return f"---\n{header}---\n\n" + "\n".join(lines) + "\n"
 
 
-# Obsidian's outline types for a feed, and the collectionMethod each becomes. Readers write
+def _folders(paths: tuple[str, ...]) -> list[str] | None:
+    """The `folders` value: None for a feed only at the top level."""
+    if not any(paths):
+        return None
+    return [inert_property(one_line(p, 300, html=False)) for p in paths]
+
+
+# An OPML outline's `type` for a feed, and the collectionMethod it becomes. Readers write
 # `rss` for every feed (NetNewsWire's JSON Feeds too: the parse stage reads those as JSON Feeds).
 KIND_BY_TYPE = {"atom": "atom", "jsonfeed": "jsonfeed", "json": "jsonfeed"}
 
@@ -325,30 +337,36 @@ def export_opml(snapshot: RegistrySnapshot, now: datetime) -> bytes:
     for record in _exportable(snapshot.sources):
         src = record.source
         fm = _frontmatter(record.path)
-        path = tuple(folder_path(fm.get("tags")))
-        for depth in range(1, len(path) + 1):
-            if path[:depth] not in folders:
-                name = path[depth - 1]
-                parent = folders[path[: depth - 1]]
-                folders[path[:depth]] = ET.SubElement(parent, "outline", text=name, title=name)
         address = {"type": "link", "url": src.url}
         if src.collection_method in EXPORTED_AS_FEEDS:
             address = {"type": src.collection_method, "xmlUrl": src.url}
             site = fm.get(SITE_KEY)
             if isinstance(site, str) and site and not http_url_problem(site):
                 address["htmlUrl"] = site
-        ET.SubElement(folders[path], "outline", text=src.name, title=src.name, **address)
+        for path in placements(fm):
+            for depth in range(1, len(path) + 1):
+                if path[:depth] not in folders:
+                    name = path[depth - 1]
+                    parent = folders[path[: depth - 1]]
+                    folders[path[:depth]] = ET.SubElement(parent, "outline", text=name, title=name)
+            ET.SubElement(folders[path], "outline", text=src.name, title=src.name, **address)
     ET.indent(root)
     text = ET.tostring(root, encoding="unicode")
     return ('<?xml version="1.0" encoding="UTF-8"?>\n' + text + "\n").encode("utf-8")
 
 
-def folder_path(tags: Any) -> list[str]:
-    """The folder names of a Source's `radar/folder/<name>` tags, in the order listed."""
+def placements(fm: dict[str, Any]) -> list[tuple[str, ...]]:
+    """The folder paths a Source is exported in: its `folders` as import wrote them, else one
+    path of its `radar/folder/<name>` tags in the order listed (a hand-written Source)."""
+    listed = fm.get(FOLDERS_KEY)
+    if isinstance(listed, list) and listed and all(isinstance(p, str) for p in listed):
+        paths = [tuple(part for part in p.split("/") if part.strip()) for p in listed]
+        return list(dict.fromkeys(paths))
+    tags = fm.get("tags")
     if not isinstance(tags, list):
-        return []
+        return [()]
     names = (t[len(FOLDER_TAG) :] for t in tags if isinstance(t, str) and t.startswith(FOLDER_TAG))
-    return list(dict.fromkeys(n for n in names if n))
+    return [tuple(dict.fromkeys(n for n in names if n))]
 
 
 def _frontmatter(path: Path) -> dict[str, Any]:

@@ -131,6 +131,9 @@ class FeedOutline:
     html_url: str
     kind: str  # the outline's `type` (rss, atom, ...), lowercased
     folders: tuple[str, ...]  # the folder outlines above it, outermost first, and categories
+    # Where the reader files it: the folder path above it, then each `category` path (slash-
+    # delimited, OPML 2.0); one entry per placement, "" for the top level.
+    paths: tuple[str, ...] = ()
 
 
 def feed_outlines(root: ET.Element) -> Iterator[FeedOutline]:
@@ -145,17 +148,17 @@ def _walk(parent: ET.Element, folders: tuple[str, ...]) -> Iterator[FeedOutline]
         attrs = outline.attrib
         label = (attrs.get("title") or attrs.get("text") or "").strip()
         if "xmlurl" in attrs:
-            categories = tuple(
-                part.strip()
+            groups = [
+                tuple(part.strip() for part in group.split("/") if part.strip())
                 for group in attrs.get("category", "").split(",")
-                for part in group.split("/")
-                if part.strip()
-            )
+            ]
+            groups = [g for g in groups if g]
             yield FeedOutline(
                 url=attrs["xmlurl"].strip(),
                 title=label,
                 html_url=attrs.get("htmlurl", "").strip(),
                 kind=attrs.get("type", "").strip().lower(),
-                folders=folders + categories,
+                folders=folders + tuple(part for group in groups for part in group),
+                paths=tuple(dict.fromkeys("/".join(p) for p in [folders, *groups])),
             )
         yield from _walk(outline, folders + ((label,) if label and "xmlurl" not in attrs else ()))
