@@ -3,7 +3,8 @@
 Bases files are YAML (filters, formulas, properties, views; docs/obsidian.md), read by Obsidian
 1.9 or later. They are vault set-up, not pipeline work: `radar collect` and `radar sources
 import` create the ones that are missing before anything else runs, and never touch one that
-exists, since a person may have edited it. Creation is a temp file linked to its name, so a file is complete or absent.
+exists, since a person may have edited it. Creation is a temp file linked to its name, so a
+file is complete or absent.
 """
 
 from __future__ import annotations
