@@ -280,6 +280,24 @@ def test_a_broken_outline_is_skipped_with_its_reason_and_the_rest_imported(
     go = _source(radar_env, "go-blog")
     assert _folder_tags(go) == ["radar/folder/engineering"]  # the folder after a cut outline
     assert _folder_tags(_source(radar_env, "rust-blog")) == []  # its folder's name was broken
+    # A broken head (its title) is emptied and reported; the outlines are read.
+    head = tmp_path / "head.opml"
+    head.write_text(
+        '<?xml version="1.0"?>\n<opml version="2.0"><head><title>Tom & Jerry</title></head>\n'
+        '<body><outline text="Zig" xmlUrl="https://ziglang.org/news/index.xml"/></body></opml>',
+        encoding="utf-8",
+    )
+    proc = radar_process("sources", "import", str(head), "--json", env=radar_env)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert [i["url"] for i in result["imported"]] == ["https://ziglang.org/news/index.xml"]
+    assert result["skipped"] == [
+        {
+            "url": "",
+            "reason": "broken head (line 2: not well-formed (invalid token)): the head is "
+            "ignored, the outlines are read",
+        }
+    ]
     # Still no DOCTYPE: a broken file that declares one is refused as a whole.
     doctype = tmp_path / "doctype.opml"
     broken = (OPML_CORPUS / "broken-outlines.opml").read_text(encoding="utf-8")

@@ -4,9 +4,10 @@ This is defusedxml's care without the dependency: a document type declaration (w
 entities, and so entity expansion bombs, would live) is refused, no external resource is ever
 read, and the file is bounded in size. Element and attribute names are lowercased (LiveJournal
 writes `xmlURL`). An outline that is not well-formed (an unescaped `&` or `<`) is cut out and
-reported, and the rest is read, as other feed readers do; the file is refused only when the
-broken part lies in no outline start tag (a broken head, a truncated file), or when more than
-MAX_BROKEN_OUTLINES outlines are broken (each costs one more parse).
+reported, and the rest is read, as other feed readers do (a broken head is emptied and
+reported); the file is refused only when the broken part lies in no outline start tag and not
+in the head (a truncated file, text between outlines), or when more than MAX_BROKEN_OUTLINES
+outlines are broken (each costs one more parse).
 """
 
 from __future__ import annotations
@@ -33,9 +34,15 @@ class BrokenOutline:
     url: str  # its xmlUrl as written, or "" (a folder, or no address to be read)
     line: int
     problem: str  # expat's words, such as "not well-formed (invalid token)"
+    head: bool = False  # the broken part was the <head> (its title, owner, dates), not an outline
 
     @property
     def reason(self) -> str:
+        if self.head:
+            return (
+                f"broken head (line {self.line}: {self.problem}): the head is ignored, the "
+                "outlines are read"
+            )
         if self.url:
             return f"broken outline (line {self.line}: {self.problem}): fix it in the OPML"
         return (
@@ -63,6 +70,11 @@ def parse_opml(data: bytes) -> tuple[ET.Element, list[BrokenOutline]]:
             break
         except _Malformed as exc:
             cut = _cut_outline(data, exc.at) if len(broken) < MAX_BROKEN_OUTLINES else None
+            head = None if cut or any(b.head for b in broken) else _cut_head(data, exc.at)
+            if head is not None:
+                data = head
+                broken.append(BrokenOutline("", exc.line, exc.problem, head=True))
+                continue
             if cut is None:
                 where = f"line {exc.line}"
                 raise RegistryError(
@@ -120,6 +132,22 @@ def _cut_outline(data: bytes, at: int) -> tuple[bytes, str] | None:
     match = _XML_URL.search(tag)
     url = match.group(2).decode("utf-8", errors="replace").strip() if match else ""
     return data[:start] + empty + data[end + 1 :], url
+
+
+def _cut_head(data: bytes, at: int) -> bytes | None:
+    """`data` with the <head> element holding byte `at` emptied (the same lines), or None."""
+    lowered = data.lower()
+    start = lowered.rfind(b"<head", 0, at + 1)
+    close = lowered.find(b"</head>", at)
+    after = lowered[start + 5 : start + 6]
+    if start < 0 or close < 0 or not (after.isspace() or after == b">"):
+        return None
+    if lowered.find(b"<body", start, at) >= 0 or lowered.find(b"<outline", start, close) >= 0:
+        return None  # the error is not in the head, or the head holds outlines
+    end = close + len(b"</head>")
+    return (
+        data[:start] + b"<head>" + b"\n" * data.count(b"\n", start, end) + b"</head>" + data[end:]
+    )
 
 
 @dataclass(frozen=True)
