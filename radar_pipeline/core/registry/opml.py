@@ -79,9 +79,6 @@ def _merged(outlines: Iterable[FeedOutline]) -> dict[str, FeedOutline]:
     return merged
 
 
-# ---- import -----------------------------------------------------------------------------------
-
-
 @dataclass
 class ImportResult:
     """The `radar sources import --json` object: what was created and what was skipped."""
