@@ -89,6 +89,7 @@ class ItemCandidate:
     simhash: int  # 64-bit simhash of title + summary
     position: int  # index of the item in the feed
     evidence: tuple[FieldEvidence, ...] = ()  # html/json/jsonfeed: each field's selector or path
+    categories: tuple[str, ...] = ()  # the feed's own categories or tags (include/exclude rules)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,14 @@ class Rejection:
     detail: str
     source_item_id: str | None = None
     position: int | None = None
+
+
+@dataclass(frozen=True)
+class FilteredItem:
+    """A candidate a Source's include/exclude rule dropped: counted `filtered`, with the rule."""
+
+    candidate: ItemCandidate
+    rule: str  # e.g. "exclude: sponsored" or "include: no rule matched"
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,8 @@ class ParsedFeed:
     # Identifiable items dated before the recovery cap: counted and recorded, never decided
     # (their text is not extracted: only identity, link and date are filled in).
     outside_window: tuple[ItemCandidate, ...] = ()
+    # Candidates a Source's include/exclude rule dropped before dedupe (collect/filtering.py).
+    filtered: tuple[FilteredItem, ...] = ()
 
 
 @dataclass(frozen=True)

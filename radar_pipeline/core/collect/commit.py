@@ -101,6 +101,7 @@ def commit_source(
         return
     _commit_items(con, spec, item, write, pending)
     _commit_outside_window(spec, res, pending)
+    _commit_filtered(spec, res, pending)
     _commit_rejections(con, spec, res)
     # Deferred items are not persisted yet: the validators stay where they were, so the next
     # check fetches and parses the feed again instead of ending on a 304 (invariant 6).
@@ -153,6 +154,20 @@ def _commit_outside_window(spec: CollectionSpec, res: CheckResult, pending: Pend
         pending.observations.append((*row[:7], None, *row[8:10], reason))
         pending.source_items.append((cand.identity, source_id, cand.observed_at, spec.as_of))
         pending.evidence.extend(_evidence(spec, res, cand))
+
+
+def _commit_filtered(spec: CollectionSpec, res: CheckResult, pending: PendingRows) -> None:
+    """Items the Source's include/exclude rules dropped: recorded with the rule, never decided."""
+    if res.parsed is None:
+        return
+    source_id = res.check.source_id
+    for dropped in res.parsed.filtered:
+        row = _observation(spec, source_id, dropped.candidate, "filtered", None)
+        pending.observations.append((*row[:10], dropped.rule[:500]))
+        pending.source_items.append(
+            (dropped.candidate.identity, source_id, dropped.candidate.observed_at, spec.as_of)
+        )
+        pending.evidence.extend(_evidence(spec, res, dropped.candidate))
 
 
 def _evidence(spec: CollectionSpec, res: CheckResult, cand: ItemCandidate) -> list[tuple[Any, ...]]:

@@ -134,6 +134,11 @@ def _raw_item(position: int, raw: Mapping[str, Any]) -> RawItem | Rejection:
             content=_content(raw),
             observed_at=observed_at,
             observed_field=observed_field,
+            categories=tuple(
+                str(tag.get("term") or "")
+                for tag in raw.get("tags") or ()
+                if isinstance(tag, Mapping)
+            ),
         )
     except Exception as exc:  # one bad item never sinks the feed
         return invalid_item(position, exc)

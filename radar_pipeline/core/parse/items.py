@@ -30,6 +30,8 @@ TITLE_MAX = 300
 SUMMARY_MAX = 2_000
 CONTENT_MAX = 200_000
 UNTITLED = "(untitled)"
+CATEGORIES_MAX = 20  # categories kept per item (what include/exclude rules read)
+CATEGORY_MAX = 100
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class RawItem:
     observed_at: datetime | None = None  # the Source's own date, UTC; never an invented one
     observed_field: str | None = None
     evidence: tuple[FieldEvidence, ...] = ()
+    categories: tuple[str, ...] = ()  # the item's own categories or tags, as written
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,11 @@ def _candidate(source_id: str, entry: _Entry, now: datetime) -> ItemCandidate:
         simhash=simhash64(f"{title} {summary}"),
         position=raw.position,
         evidence=raw.evidence,
+        categories=tuple(
+            text
+            for value in raw.categories[:CATEGORIES_MAX]
+            if (text := one_line(value, CATEGORY_MAX, html=False))
+        ),
     )
 
 

@@ -6,7 +6,7 @@ means, is a new entry (and SCHEMA_VERSION moves with it).
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
@@ -373,6 +373,14 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             verified_at_ns BIGINT NOT NULL,
             temp_files BIGINT NOT NULL
         );
+        """,
+    ),
+    (
+        12,
+        # Items a Source's include/exclude rule dropped, counted per check (invariant 14); each
+        # one is an item_observations row with outcome `filtered` and the rule as its reason.
+        """
+        ALTER TABLE check_accounting ADD COLUMN filtered INTEGER DEFAULT 0;
         """,
     ),
 )

@@ -46,9 +46,11 @@ def source_metadata(src: SourceReport, next_due: str = "") -> dict[str, Metadata
         "duplicates": src.duplicates,
         "rejected": src.rejected,
         # The accounting (invariant 14): items_parsed = created + reused + updated +
-        # duplicates + rejected + deferred + outside_window.
+        # duplicates + rejected + deferred + outside_window + filtered (items the Source's
+        # include/exclude rules dropped; each rule is in DuckDB's item_observations).
         "deferred": src.deferred,
         "outside_window": src.outside_window,
+        "filtered": src.filtered,
         "late": src.late,
         "possible_gap": src.possible_gap,
         "next_due_at": next_due,
