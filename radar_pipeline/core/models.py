@@ -67,7 +67,9 @@ class FieldEvidence:
 
     field: str  # title | link | id | date | summary | content
     expression: str  # the CSS selector or JMESPath expression that matched
-    origin: str  # what of the match was read: text, attr:href, attr:datetime, value
+    origin: str  # what of the match was read: text, attr:href, attr:datetime, value; for a
+    # feed's date: text, feedparser (its reading alone) or unreadable
+    raw: str | None = None  # the text as written, where it explains the value (a feed's date)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,9 @@ class ItemCandidate:
     simhash: int  # 64-bit simhash of title + summary
     position: int  # index of the item in the feed
     evidence: tuple[FieldEvidence, ...] = ()  # html/json/jsonfeed: each field's selector or path
+    # The identity the rule before ids were read as written gave this item (None: the same),
+    # looked up so an item already in a vault keeps its Signal (invariant 15).
+    legacy_identity: str | None = None
 
 
 @dataclass(frozen=True)
