@@ -46,6 +46,9 @@ class CheckAccount:
     deferred: int = 0
     outside_window: int = 0
     late: int = 0
+    # Eligible items without a date the feed's text states (always inside the window, so
+    # counted: recorded in check_accounting and the partition metadata, not the report keys).
+    undated: int = 0
     possible_gap: bool = False
     newest_observed_at: datetime | None = None
 
@@ -102,6 +105,7 @@ def account(item: DedupedCheck, write: SourceWrite, previous: PreviousCheck | No
         deferred=counts["deferred"],
         outside_window=len(parsed.outside_window),
         late=late,
+        undated=sum(1 for c in parsed.candidates if c.observed_at is None),
         possible_gap=_possible_gap(parsed, parsed_count, previous),
         newest_observed_at=max(
             (
@@ -156,4 +160,5 @@ def accounting_row(
         window_from(spec.as_of),
         acc.newest_observed_at,
         sorted(item_ids(item.result.parsed)) if item.result.parsed is not None else [],
+        acc.undated,
     )

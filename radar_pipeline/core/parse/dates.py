@@ -5,9 +5,10 @@ field, Atom), RFC 2822 / 5322 (RSS `pubDate`, e-mail style), a 12-hour clock wit
 marker ("Sat, Dec 16 2023 02:02:33 PM") and a few written-out forms ("November 28, 2026",
 "28 Nov 2026"). The day-of-week of an RFC 5322 date is redundant and optional, so it is
 ignored whatever its language ("mer, 16 nov 2022 00:38:15 +0100"). Nothing relative ("today",
-"3 days ago") and no partial date (no year) is read, and no date is filled in from the clock. Two readings are documented in
-docs/operations.md: a day without a time is that day at 00:00 UTC, and a date-time without an
-offset is UTC (WordPress's `date_gmt`); point a path at a UTC field, not a local one.
+"3 days ago") and no partial date (no year) is read, and no date is filled in from the clock.
+Two readings are documented in docs/operations.md: a day without a time is that day at 00:00 UTC,
+and a date-time without an offset is UTC (WordPress's `date_gmt`); point a path at a UTC field, not
+a local one.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 feedparser does the format work; parse/items.py turns its entries into candidates, as it does
 for pages and JSON answers. Where feedparser guesses, the bytes decide (docs/architecture.md,
 invariant 15): the item's id and its link texts are read as written (feed_bytes.py), a guid
-feedparser copied into `link` is no link, and a date is taken only as dates.py reads its text. It only ever gets bytes in a BytesIO (a bare bytes/str
+feedparser copied into `link` is no link, and a date is taken only as dates.py reads its text.
+feedparser only ever gets bytes in a BytesIO (a bare bytes/str
 argument may be opened as a file path or fetched as a URL), and any DOCTYPE that declares
 entities is refused first, so no entity bomb expands and no external entity reads a local file.
 """
@@ -219,11 +220,11 @@ def _complete_date_time(text: str) -> bool:
     return bool(_YEAR.search(text) and _CLOCK.search(text)) and not _MERIDIEM.search(text)
 
 
-def _feedparser_date(parsed: object) -> datetime | None:
+def _feedparser_date(parsed: Any) -> datetime | None:
     if parsed is None:
         return None
     try:
-        year, month, day, hour, minute, second = tuple(parsed)[:6]  # type: ignore[call-overload]
+        year, month, day, hour, minute, second = (int(v) for v in tuple(parsed)[:6])
         return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
     except (TypeError, ValueError, OverflowError):
         return None

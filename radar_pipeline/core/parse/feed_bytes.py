@@ -121,10 +121,12 @@ def _items(utf8: bytes, *, recover: bool) -> tuple[ItemBytes, ...] | None:
 
 
 def _is(element: etree._Element, names: frozenset[str]) -> bool:
-    if not isinstance(element.tag, str):
+    tag = element.tag
+    if not isinstance(tag, str):
         return False  # comments, processing instructions, entities
-    qname = etree.QName(element)
-    return qname.localname in names and (qname.namespace or "") in _FEED_NAMESPACES
+    # "{namespace}local", or "local"; recovery keeps an undeclared prefix ("itunes:x"): no match
+    namespace, _, local = tag[1:].partition("}") if tag.startswith("{") else ("", "", tag)
+    return local in names and namespace in _FEED_NAMESPACES
 
 
 def _item(element: etree._Element) -> ItemBytes:

@@ -131,17 +131,19 @@ def _identify(item: RawItem, base_url: str) -> _Entry | Rejection:
 
     The id is the item's own, as written; only an absolute http(s) id may stand in for a
     missing link (never one resolved against the feed's URL). An item without an id is known
-    by its link, fragment included: two items whose links differ only by fragment are two
-    items (docs/architecture.md, "Fragments")."""
+    by its canonical link; a second one on the same page (links differing only by fragment)
+    takes a suffix like any repeated id, and the fragment keeps the two apart in dedupe
+    (docs/architecture.md, "Fragments")."""
     guid = item.item_id.strip()
     link = next((a for h in item.links if (a := absolute_http(h, base_url)) is not None), None)
     if link is None and is_absolute_http(guid):
-        link = guid  # an id that is a permalink (an RSS guid)
+        link = absolute_http(guid, base_url)  # an id that is a permalink (an RSS guid)
     if link is None:
         reason = "no-link" if guid else "unidentifiable"
         detail = "no http(s) link and no absolute http(s) id"
         return Rejection(reason, detail, guid or None, item.position)
-    return _Entry(guid or link, link, canonicalize_url(link), item)
+    canonical = canonicalize_url(link)
+    return _Entry(guid or canonical, link, canonical, item)
 
 
 def is_absolute_http(value: str) -> bool:

@@ -27,6 +27,7 @@ ACCOUNTING_COLUMN_TYPES = (
     "TIMESTAMPTZ",  # window_from
     "TIMESTAMPTZ",  # newest_observed_at
     "VARCHAR[]",  # item_ids
+    "INTEGER",  # undated (migration 12)
 )
 DUPLICATE_COLUMN_TYPES = ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "TIMESTAMPTZ")
 SOURCE_ITEM_COLUMN_TYPES = ("VARCHAR", "VARCHAR", "TIMESTAMPTZ", "TIMESTAMPTZ")
