@@ -1,4 +1,4 @@
-"""What a Signal says is what the bytes said (docs/architecture.md, invariant 15).
+"""What a Signal says is what the bytes said (docs/architecture.md, "Faithful to the bytes").
 
 One minimal feed per case (radar_pipeline_tests/corpus/bytes/), served by the loopback server
 from a deep directory and collected by a real `radar collect` process. Each case is run twice:
@@ -17,11 +17,13 @@ import sys
 import tarfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.identity.keys import distinguishing_fragment
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault.signals import read_signal_frontmatter
@@ -60,9 +62,11 @@ CASES = {
 }
 
 
-def serve(server: FeedServer, name: str) -> str:
+def serve(server: FeedServer, name: str, revision: int = 0) -> str:
+    """Serve the case's feed; each `revision` adds a trailing newline (valid XML and JSON), so
+    a later check parses the same items again instead of ending on an unchanged body."""
     case = CASES[name]
-    body = (CORPUS_BYTES / case.file).read_bytes()
+    body = (CORPUS_BYTES / case.file).read_bytes() + b"\n" * revision
     return server.add(case.path, body, headers={"Content-Type": case.content_type})
 
 
@@ -89,10 +93,12 @@ def radar(
     )
 
 
-def collect(env: dict[str, Path], name: str, code: Path | None = None) -> dict[str, Any]:
-    proc = radar(
-        env, "collect", "--source", name, "--as-of", CASES[name].as_of, "--json", code=code
-    )
+def collect(
+    env: dict[str, Path], name: str, code: Path | None = None, hours_later: int = 0
+) -> dict[str, Any]:
+    """One explicit check of Source `name`, `hours_later` after its case's clock."""
+    as_of = format_utc(parse_utc(CASES[name].as_of) + timedelta(hours=hours_later))
+    proc = radar(env, "collect", "--source", name, "--as-of", as_of, "--json", code=code)
     assert proc.returncode in (0, 2), proc.stdout + proc.stderr
     report: dict[str, Any] = json.loads(proc.stdout)
     [source] = report["sources"]
@@ -226,8 +232,9 @@ def test_signal_says_what_the_bytes_said(
     report = collect(radar_env, name)
     assert report["outcome"] == "passed", report
     EXPECT[name](report, radar_env, url)
-    again = collect(radar_env, name)
-    assert again["created"] == 0, again
+    serve(feed_server, name, revision=1)
+    again = collect(radar_env, name, hours_later=1)
+    assert again["created"] == 0 and again["reused"] == report["created"], again
 
 
 @pytest.mark.slow
@@ -239,10 +246,10 @@ def test_identity_does_not_depend_on_the_feed_path(
     write_source(radar_env["vault"], "opaque-id", first, cadence="manual")
     assert collect(radar_env, "opaque-id")["created"] == 1
     moved = feed_server.add(
-        "/somewhere/else/entirely/feed.xml", body, headers={"Content-Type": ATOM}
+        "/somewhere/else/entirely/feed.xml", body + b"\n", headers={"Content-Type": ATOM}
     )
     write_source(radar_env["vault"], "opaque-id", moved, cadence="manual")
-    report = collect(radar_env, "opaque-id")
+    report = collect(radar_env, "opaque-id", hours_later=1)
     assert (report["created"], report["reused"]) == (0, 1), report
     assert len(signal_files(radar_env["vault"])) == 1
 
@@ -276,7 +283,8 @@ def test_a_vault_collected_before_keeps_its_signals(
     write_source(radar_env["vault"], name, url, cadence="manual")
     collect(radar_env, name, code=old_code)
     before = signals(radar_env)
-    report = collect(radar_env, name)
+    serve(feed_server, name, revision=1)
+    report = collect(radar_env, name, hours_later=1)
     counts = (report["created"], report["reused"], report["rejected"], report["duplicates"])
     assert counts == AFTER_OLD[name], report
     after = signals(radar_env)
@@ -287,6 +295,7 @@ def test_a_vault_collected_before_keeps_its_signals(
     # The index can be rebuilt from that vault and the next check still finds every Signal.
     rebuilt = radar(radar_env, "index", "rebuild", "--json")
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
-    third = collect(radar_env, name)
+    serve(feed_server, name, revision=2)
+    third = collect(radar_env, name, hours_later=2)
     assert third["created"] == 0, third
     assert set(signals(radar_env)) == set(after)

@@ -92,7 +92,7 @@ class ItemCandidate:
     position: int  # index of the item in the feed
     evidence: tuple[FieldEvidence, ...] = ()  # html/json/jsonfeed: each field's selector or path
     # The identity the rule before ids were read as written gave this item (None: the same),
-    # looked up so an item already in a vault keeps its Signal (invariant 15).
+    # looked up so an item already in a vault keeps its Signal ("Faithful to the bytes").
     legacy_identity: str | None = None
 
 

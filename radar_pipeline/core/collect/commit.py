@@ -158,7 +158,7 @@ def _commit_items(
             _record_revision(con, spec, signal_id, cand)
         if dec.by_legacy_identity and not signal_id.startswith(PENDING_PREFIX):
             # Found under the rule before ids were read as written: its identity now is an
-            # alias of that Signal, whatever URL the feed moves to (invariant 15).
+            # alias of that Signal, whatever URL the feed moves to ("Faithful to the bytes").
             pending.aliases.append((cand.identity, signal_id, source_id, cand.canonical_url, now))
         if dec.decision == "duplicate" and not signal_id.startswith(PENDING_PREFIX):
             pending.duplicates.append(

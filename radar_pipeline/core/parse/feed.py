@@ -2,9 +2,9 @@
 
 feedparser does the format work; parse/items.py turns its entries into candidates, as it does
 for pages and JSON answers. Where feedparser guesses, the bytes decide (docs/architecture.md,
-invariant 15): the item's id and its link texts are read as written (feed_bytes.py), a guid
-feedparser copied into `link` is no link, and a date is taken only as dates.py reads its text.
-feedparser only ever gets bytes in a BytesIO (a bare bytes/str
+"Faithful to the bytes"): the item's id and its link texts are read as written
+(feed_bytes.py), a guid feedparser copied into `link` is no link, and a date is taken only as
+dates.py reads its text. feedparser only ever gets bytes in a BytesIO (a bare bytes/str
 argument may be opened as a file path or fetched as a URL), and any DOCTYPE that declares
 entities is refused first, so no entity bomb expands and no external entity reads a local file.
 """

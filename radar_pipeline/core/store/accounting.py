@@ -62,6 +62,16 @@ def previous_checks(
     }
 
 
+def undated_counts(con: duckdb.DuckDBPyConnection, collection_ids: Sequence[str]) -> dict[str, int]:
+    """Source id -> the undated eligible items of its check in these collections."""
+    rows = con.execute(
+        "SELECT source_id, sum(undated) FROM check_accounting "
+        "WHERE collection_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY source_id",
+        [list(collection_ids)],
+    ).fetchall()
+    return {str(r[0]): int(r[1] or 0) for r in rows}
+
+
 def record_accounts(con: duckdb.DuckDBPyConnection, rows: Sequence[Sequence[Any]]) -> None:
     """One `check_accounting` row per Source check (columns as ACCOUNTING_COLUMN_TYPES)."""
     insert_rows(con, "check_accounting", ACCOUNTING_COLUMN_TYPES, rows)

@@ -377,8 +377,8 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     ),
     (
         12,
-        # What a Signal says is what the bytes said (docs/architecture.md, invariant 15, and
-        # "Fragments"). Two items of one Source whose links differ only by fragment are two
+        # What a Signal says is what the bytes said (docs/architecture.md, "Faithful to the
+        # bytes"). Two items of one Source whose links differ only by fragment are two
         # Signals with one canonical URL, so `signals` loses UNIQUE (source_id, canonical_url)
         # (DuckDB drops no constraint: the table is copied; nor does it alter an indexed
         # table, so the two indexes at the end are dropped and made again around their new

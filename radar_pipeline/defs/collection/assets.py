@@ -14,6 +14,7 @@ from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, source_timings
 from radar_pipeline.core.plan.schedule import next_due_at
 from radar_pipeline.core.registry.sources import RegistrySnapshot
+from radar_pipeline.core.store.accounting import undated_counts
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.defs.collection.config import FAILED_SOURCES, SIGNALS_KEY, CollectConfig
 from radar_pipeline.defs.collection.metadata import collection_markdown, source_metadata
@@ -116,12 +117,16 @@ def signal_materialize(
         },
     )
     next_due = next_due_times(radar, deduped.plan)
+    with radar.store().transaction() as con:
+        undated = undated_counts(con, report.get("collectionIds") or [report["collectionId"]])
     for src in report["sources"]:
         if src["outcome"] == "skipped":
             continue  # not checked: neither materialized nor failed by this run
         passed = src["outcome"] in ("passed", "not-modified")
         event_type = dg.AssetMaterialization if passed else dg.AssetObservation
-        metadata = source_metadata(src, next_due.get(src["id"], "manual"))
+        metadata = source_metadata(
+            src, next_due.get(src["id"], "manual"), undated.get(src["id"], 0)
+        )
         yield event_type(asset_key=SIGNALS_KEY, partition=src["id"], metadata=metadata)
     failed = [s for s in report["sources"] if s["outcome"] == "failed"]
     if failed:

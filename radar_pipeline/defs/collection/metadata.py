@@ -28,10 +28,11 @@ def collection_markdown(report: dict[str, Any]) -> str:
     return head + "\n".join(lines)
 
 
-def source_metadata(src: dict[str, Any], next_due: str = "") -> dict[str, Any]:
+def source_metadata(src: dict[str, Any], next_due: str = "", undated: int = 0) -> dict[str, Any]:
     """One Source at a glance on its partition page (figures the UI also plots over time):
     last outcome, HTTP status, counts, next due time, backoff and last error class (and, for
-    a page-extraction Source, its page figures)."""
+    a page-extraction Source, its page figures). `undated`: eligible items without a date
+    read from the feed's text (always inside the window: counted, not silent)."""
     return {
         **_page_metadata(src.get("pages")),
         "outcome": src["outcome"],
@@ -46,6 +47,7 @@ def source_metadata(src: dict[str, Any], next_due: str = "") -> dict[str, Any]:
         "deferred": int(src.get("deferred") or 0),
         "outside_window": int(src.get("outsideWindow") or 0),
         "late": int(src.get("late") or 0),
+        "undated": undated,
         "possible_gap": bool(src.get("possibleGap")),
         "next_due_at": next_due,
         "backoff_until": src.get("backoffUntil") or "",
