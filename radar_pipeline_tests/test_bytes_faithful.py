@@ -35,6 +35,7 @@ CORPUS_BYTES = CORPUS / "bytes"
 # main before ids, links, fragments and dates were read as the bytes wrote them: the code that
 # collected the vaults this rule must not split.
 OLD_CODE = "384f6781acfb827713cb07f61ce6f07e2aef027e"
+OLD_CODE_PATHS = ("radar_pipeline", "dagster.yaml", "workspace.yaml")  # what `radar` reads
 RSS = "application/rss+xml; charset=utf-8"
 ATOM = "application/atom+xml; charset=utf-8"
 NOV = "2026-11-30T12:00:00Z"
@@ -125,7 +126,7 @@ def old_code(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     if known.returncode != 0:
         pytest.skip(f"this checkout's history lacks {OLD_CODE[:12]} (a shallow clone)")
     tree = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "archive", "--format=tar", OLD_CODE, "radar_pipeline"],
+        ["git", "-C", str(REPO_ROOT), "archive", "--format=tar", OLD_CODE, *OLD_CODE_PATHS],
         capture_output=True,
         check=True,
     ).stdout

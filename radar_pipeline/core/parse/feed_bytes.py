@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from html.entities import html5
 
 from lxml import etree
@@ -56,7 +57,13 @@ class FeedBytes:
 
     items: tuple[ItemBytes, ...]
     strict: bool  # True: well-formed XML, read strictly; False: libxml2's recovery read it
-    text: str  # the document's text with entities decoded (what an id must occur in)
+    utf8: bytes  # the document as feedparser read it
+
+    @cached_property
+    def text(self) -> str:
+        """The document's text with entities decoded (what an id must occur in); decoded only
+        when a reading needs the check, never for a well-formed feed."""
+        return html.unescape(self.utf8.decode("utf-8", errors="replace"))
 
     def id_as_written(self, position: int, feedparser_id: str) -> str:
         """The item's id as the bytes wrote it, or "" when no reading can vouch for one.
@@ -80,12 +87,11 @@ def read_feed_bytes(utf8: bytes, entries: int) -> FeedBytes:
 
     The items are usable by position only when the reading finds exactly as many items as
     feedparser did; otherwise none are, and only the text check remains."""
-    text = html.unescape(utf8.decode("utf-8", errors="replace"))
     for recover in (False, True):
         items = _items(_decode_html_entities(utf8), recover=recover)
         if items is not None and len(items) == entries:
-            return FeedBytes(items, strict=not recover, text=text)
-    return FeedBytes((), strict=False, text=text)
+            return FeedBytes(items, strict=not recover, utf8=utf8)
+    return FeedBytes((), strict=False, utf8=utf8)
 
 
 def _decode_html_entities(utf8: bytes) -> bytes:
