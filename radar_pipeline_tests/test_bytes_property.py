@@ -1,6 +1,6 @@
 """Property: a Signal's `sourceItemId` occurs in its item's text and its link is one the item
-carries (docs/architecture.md, "Faithful to the bytes"), for any id, link, feed format, `xml:base` and
-feed URL directory."""
+carries (docs/architecture.md, "Faithful to the bytes"), for any id, link, feed format,
+`xml:base` and feed URL directory."""
 
 from __future__ import annotations
 
