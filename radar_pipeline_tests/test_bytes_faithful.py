@@ -288,6 +288,7 @@ def test_a_vault_collected_before_keeps_its_signals(
     report = collect(radar_env, name, hours_later=1)
     counts = (report["created"], report["reused"], report["rejected"], report["duplicates"])
     assert counts == AFTER_OLD[name], report
+    assert report["possibleGap"] is False, report  # its items are the check before's
     after = signals(radar_env)
     assert {k: after[k] for k in before} == before  # every old Signal kept, unchanged
     held = {item_key(fm) for fm in before.values()}

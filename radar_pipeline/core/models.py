@@ -94,6 +94,7 @@ class ItemCandidate:
     # The identity the rule before ids were read as written gave this item (None: the same),
     # looked up so an item already in a vault keeps its Signal ("Faithful to the bytes").
     legacy_identity: str | None = None
+    legacy_source_item_id: str | None = None  # its item id under that rule, when it differs
 
 
 @dataclass(frozen=True)

@@ -124,8 +124,12 @@ def items_parsed(parsed: ParsedFeed) -> int:
 
 
 def item_ids(parsed: ParsedFeed) -> frozenset[str]:
-    """The Source item ids of every entry of the feed that has one."""
-    ids = {c.source_item_id for c in (*parsed.candidates, *parsed.outside_window)}
+    """The Source item ids of every entry of the feed that has one (and the id the rule before
+    ids were read as written gave it, so the first check after that change still shares its
+    items with the check before)."""
+    entries = (*parsed.candidates, *parsed.outside_window)
+    ids = {c.source_item_id for c in entries}
+    ids.update(c.legacy_source_item_id for c in entries if c.legacy_source_item_id)
     ids.update(r.source_item_id for r in parsed.rejections if r.source_item_id)
     return frozenset(ids)
 

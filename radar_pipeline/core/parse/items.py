@@ -223,13 +223,17 @@ def _select(
     return candidates, outside, rejections
 
 
-def _identities(source_id: str, entry: _Entry) -> tuple[str, str | None]:
-    """The item's identity, and its identity under the rule before when that differs."""
+def _identities(source_id: str, entry: _Entry) -> tuple[str, str | None, str | None]:
+    """The item's identity, and its identity and item id under the rule before when they
+    differ."""
     identity = identity_hash(source_id, entry.canonical_url, entry.source_item_id)
     if entry.legacy is None:
-        return identity, None
+        return identity, None, None
     legacy = identity_hash(source_id, *entry.legacy)
-    return identity, legacy if legacy != identity else None
+    if legacy == identity:
+        return identity, None, None
+    old_id = entry.legacy[1]
+    return identity, legacy, old_id if old_id != entry.source_item_id else None
 
 
 def _outside_candidate(source_id: str, entry: _Entry) -> ItemCandidate:
@@ -237,7 +241,7 @@ def _outside_candidate(source_id: str, entry: _Entry) -> ItemCandidate:
 
     Its text is never read (it is never decided or written), so the text keys stay empty."""
     raw = entry.raw
-    identity, legacy = _identities(source_id, entry)
+    identity, legacy, legacy_item_id = _identities(source_id, entry)
     return ItemCandidate(
         source_item_id=entry.source_item_id,
         title="",
@@ -255,6 +259,7 @@ def _outside_candidate(source_id: str, entry: _Entry) -> ItemCandidate:
         position=raw.position,
         evidence=raw.evidence,
         legacy_identity=legacy,
+        legacy_source_item_id=legacy_item_id,
     )
 
 
@@ -264,7 +269,7 @@ def _candidate(source_id: str, entry: _Entry, now: datetime) -> ItemCandidate:
     summary = _text(raw.summary, SUMMARY_MAX, single_line=False)
     content = _text(raw.content, CONTENT_MAX, single_line=False) or None
     observed_at = raw.observed_at
-    identity, legacy = _identities(source_id, entry)
+    identity, legacy, legacy_item_id = _identities(source_id, entry)
     return ItemCandidate(
         source_item_id=entry.source_item_id,
         title=title,
@@ -282,6 +287,7 @@ def _candidate(source_id: str, entry: _Entry, now: datetime) -> ItemCandidate:
         position=raw.position,
         evidence=raw.evidence,
         legacy_identity=legacy,
+        legacy_source_item_id=legacy_item_id,
     )
 
 
