@@ -184,10 +184,11 @@ def _observed(
 
     The text as written decides: dates.py reads it strictly (an RFC 5322 weekday in any
     language is ignored, an AM/PM marker is read), and its reading wins over feedparser's.
-    feedparser's reading alone counts only for a complete date-time (year, day, hh:mm) in a
-    form dates.py does not read (its localized month names), never for a 12-hour clock or a
-    partial date. A text neither reads leaves the date empty; it is kept as field evidence
-    (with what feedparser made of it) so a person can see why the item is undated."""
+    feedparser's reading alone counts only where the text's own numbers agree with it (a form
+    dates.py does not read, such as a Greek month name), never for a 12-hour clock or a
+    partial date it completed. A text neither reads leaves the date empty; it is kept as
+    field evidence (with what feedparser made of it) so a person can see why the item is
+    undated."""
     evidence: list[FieldEvidence] = []
     tried: set[str] = set()
     for field in ("published", "updated"):
@@ -202,7 +203,7 @@ def _observed(
                 note = f"feedparser read {guessed.isoformat()}"
                 evidence.append(FieldEvidence("date", field, "text", f"{text} ({note})"))
             return strict, field, tuple(evidence)
-        if guessed is not None and _complete_date_time(text):
+        if guessed is not None and _agrees(text, guessed):
             evidence.append(FieldEvidence("date", field, "feedparser", text))
             return guessed, field, tuple(evidence)
         read = f"feedparser read {guessed.isoformat()}" if guessed else "feedparser: none"
@@ -210,14 +211,28 @@ def _observed(
     return None, None, tuple(evidence)
 
 
-_CLOCK = re.compile(r"\d{1,2}:\d{2}")
-_YEAR = re.compile(r"(?<!\d)\d{4}(?!\d)")
+_CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?")
+_NUMBER = re.compile(r"\d+")
+_OFFSET = re.compile(r"[+-]\d{2}:?\d{2}\s*$")
 _MERIDIEM = re.compile(r"(?<![^\W\d_])[AaPp]\.?[Mm]\.?(?![^\W\d_])")
 
 
-def _complete_date_time(text: str) -> bool:
-    """Whether `text` states a whole moment: a 4-digit year, a time, and no AM/PM marker."""
-    return bool(_YEAR.search(text) and _CLOCK.search(text)) and not _MERIDIEM.search(text)
+def _agrees(text: str, reading: datetime) -> bool:
+    """Whether feedparser's `reading` (UTC) is what `text` states, as far as the text's own
+    numbers show without knowing its zone: its year and day of month (or the next or previous
+    day) are numbers of the text, and its time's minutes (up to a zone's quarter hours) and
+    seconds are the text's; no 12-hour clock (feedparser drops the marker). feedparser fills
+    what a text lacks (a W3DTF "2003-12" is December 1st, a time it cannot read is 00:00):
+    such a reading never agrees."""
+    stated = _OFFSET.sub("", text)
+    clock = _CLOCK.findall(stated)
+    if not clock or _MERIDIEM.search(stated):
+        return False
+    numbers = {int(n) for n in _NUMBER.findall(stated)}
+    if reading.year not in numbers or not numbers & {reading.day - 1, reading.day, reading.day + 1}:
+        return False
+    _, minute, second = clock[-1]
+    return (int(minute), int(second or 0)) == (reading.minute, reading.second)
 
 
 def _feedparser_date(parsed: Any) -> datetime | None:
