@@ -197,6 +197,8 @@ def _observed(
             continue
         tried.add(text)
         strict = parse_date(text)
+        if strict is not None:  # whole seconds, as feedparser's reading and the vault's format
+            strict = strict.replace(microsecond=0)
         guessed = _feedparser_date(raw.get(f"{field}_parsed"))
         if strict is not None:
             if guessed is not None and guessed != strict:
