@@ -379,13 +379,14 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         12,
         # What a Signal says is what the bytes said (docs/architecture.md, "Faithful to the
         # bytes"). Two items of one Source whose links differ only by fragment are two
-        # Signals with one canonical URL, so `signals` loses UNIQUE (source_id, canonical_url)
-        # (DuckDB drops no constraint: the table is copied; nor does it alter an indexed
-        # table, so the two indexes at the end are dropped and made again around their new
-        # column) and gains `link_fragment`, the fragment that tells an item apart: its
-        # link's, else that of an http(s) id. The secondary key "same canonical URL in the
-        # Source" compares it too. For the rows so far it comes from the id (the index never
-        # held the link; `radar index rebuild` reads it from the file's `itemUrl`).
+        # Signals with one canonical URL, so `signals` trades UNIQUE (source_id,
+        # canonical_url) for UNIQUE (source_id, canonical_url, link_fragment), where
+        # `link_fragment` is the fragment that tells an item apart: its link's, else that of
+        # an http(s) id (DuckDB drops no constraint, so the table is copied; nor does it
+        # alter an indexed table, so the two indexes at the end are dropped and made again
+        # around their new column). The secondary key "same canonical URL in the Source"
+        # compares the fragment too. For the rows so far it comes from the id (the index
+        # never held the link; `radar index rebuild` reads it from the file's `itemUrl`).
         # Duplicates recorded only because a link-standing id's fragment was dropped are
         # forgotten: those items were never in the vault, and the next check gives them
         # their own Signal. `field_evidence` keeps the raw text behind a value (a feed date
@@ -406,7 +407,8 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             first_seen_at TIMESTAMPTZ NOT NULL,
             duplicate_candidate_of VARCHAR,
             file_path VARCHAR NOT NULL,
-            link_fragment VARCHAR NOT NULL DEFAULT ''
+            link_fragment VARCHAR NOT NULL DEFAULT '',
+            UNIQUE (source_id, canonical_url, link_fragment)
         );
         INSERT INTO signals_v12
             SELECT *, CASE WHEN regexp_matches(source_item_id, '^[Hh][Tt][Tt][Pp][Ss]?://[^#]*#')

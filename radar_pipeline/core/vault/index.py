@@ -57,24 +57,28 @@ SIGNAL_COLUMN_TYPES = (
     "VARCHAR",  # link_fragment (migration 12)
 )
 # Skip rows whose unique keys are already indexed: ON CONFLICT DO NOTHING, without its cost.
-# A canonical URL is no unique key: links differing only by fragment are two Signals.
+# The link key is (Source, canonical URL, distinguishing fragment): links differing only by
+# fragment are two Signals (docs/architecture.md, "Fragments").
 _NOT_INDEXED = (
     "WHERE NOT EXISTS (SELECT 1 FROM signals s WHERE s.signal_id = n.c0) "
-    "AND NOT EXISTS (SELECT 1 FROM signals s WHERE s.identity = n.c1)"
+    "AND NOT EXISTS (SELECT 1 FROM signals s WHERE s.identity = n.c1) "
+    "AND NOT EXISTS (SELECT 1 FROM signals s WHERE s.source_id = n.c3 AND s.canonical_url = n.c5 "
+    "AND s.link_fragment = n.c13)"
 )
 
 
 def insert_signal_rows(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert index rows (SIGNAL_COLUMN_TYPES order), skipping conflicts, in one statement.
 
-    A row is skipped when its signal id or identity is already indexed or taken by an earlier
-    row of `rows`. Why not ON CONFLICT: in DuckDB 2.0 it costs ~20 ms a
-    row, growing with the table (400 rows: 1.2-2 s against 100,000 Signals); this: ~0.2 s.
+    A row is skipped when its signal id, identity or (Source, canonical URL, fragment) is
+    already indexed or taken by an earlier row of `rows`. Why not ON CONFLICT: in DuckDB 2.0
+    it costs ~20 ms a row, growing with the table (400 rows: 1.2-2 s against 100,000
+    Signals); this: ~0.2 s.
     """
     seen: set[tuple[str, ...]] = set()
     unique = []
     for row in rows:
-        keys = {("id", row[0]), ("identity", row[1])}
+        keys = {("id", row[0]), ("identity", row[1]), ("link", row[3], row[5], row[13])}
         if keys & seen:
             continue
         seen |= keys
