@@ -275,6 +275,7 @@ def cmd_sources_validate(args: argparse.Namespace) -> int:
 
 def cmd_sources_import(args: argparse.Namespace) -> int:
     """OPML in: new pending Source notes (vault set-up, no pipeline work: nothing is fetched)."""
+    from radar_pipeline.core.acquire.fetch import FetchSettings
     from radar_pipeline.core.registry.opml import import_opml
     from radar_pipeline.core.registry.sources import load_registry
     from radar_pipeline.core.vault.bases import ensure_bases
@@ -286,7 +287,9 @@ def cmd_sources_import(args: argparse.Namespace) -> int:
         raise UsageError(f"sources import: cannot read {args.file}: {exc.strerror}") from exc
     vault = RadarPaths.from_env().vault
     ensure_bases(vault)
-    result = import_opml(vault, data, load_registry(vault), datetime.now(UTC), source.name)
+    allowed = FetchSettings.from_env().allowed_private_hosts  # the fetch stage's own allow-list
+    snapshot = load_registry(vault)
+    result = import_opml(vault, data, snapshot, datetime.now(UTC), source.name, allowed)
     lines = [f"imported {r['id']:<28} {r['path']}  {r['url']}" for r in result.imported]
     lines += [f"skipped  {r['url']}: {r['reason']}" for r in result.skipped]
     lines.append(

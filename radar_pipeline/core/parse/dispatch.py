@@ -36,8 +36,9 @@ def parse_body(
     the registry should have refused (a bug: the collector reports it as a crash).
     """
     if method == "jsonfeed" or (method in FEED_METHODS and is_json_body(body)):
-        # A feed URL may answer a JSON Feed (publishers offer both under one name): the body
-        # says which format it is, as feed readers sniff it; a JSON body is no RSS either way.
+        # A feed URL may answer a JSON Feed (publishers offer both under one name, and feed
+        # readers list JSON Feeds as rss outlines: NetNewsWire): its bytes, which no XML feed
+        # starts with, decide.
         return parse_json_feed(source_id, body, base_url=base_url, now=now, window_from=window_from)
     if method in FEED_METHODS:
         return parse_feed(
