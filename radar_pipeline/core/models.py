@@ -67,7 +67,9 @@ class FieldEvidence:
 
     field: str  # title | link | id | date | summary | content
     expression: str  # the CSS selector or JMESPath expression that matched
-    origin: str  # what of the match was read: text, attr:href, attr:datetime, value
+    origin: str  # what of the match was read: text, attr:href, attr:datetime, value; for a
+    # feed's date: text, feedparser (its reading alone) or unreadable
+    raw: str | None = None  # the text as written, where it explains the value (a feed's date)
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,10 @@ class ItemCandidate:
     position: int  # index of the item in the feed
     evidence: tuple[FieldEvidence, ...] = ()  # html/json/jsonfeed: each field's selector or path
     categories: tuple[str, ...] = ()  # the feed's own categories or tags (include/exclude rules)
+    # The identity the rule before ids were read as written gave this item (None: the same),
+    # looked up so an item already in a vault keeps its Signal ("Faithful to the bytes").
+    legacy_identity: str | None = None
+    legacy_source_item_id: str | None = None  # its item id under that rule, when it differs
 
 
 @dataclass(frozen=True)

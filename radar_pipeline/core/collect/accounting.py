@@ -49,6 +49,9 @@ class CheckAccount:
     outside_window: int = 0
     filtered: int = 0  # dropped by the Source's include/exclude rules (collect/filtering.py)
     late: int = 0
+    # Eligible items without a date the feed's text states (always inside the window, so
+    # counted: recorded in check_accounting and the partition metadata, not the report keys).
+    undated: int = 0
     possible_gap: bool = False
     newest_observed_at: datetime | None = None
 
@@ -98,6 +101,7 @@ def account(item: DedupedCheck, write: SourceWrite, previous: PreviousCheck | No
         outside_window=len(parsed.outside_window),
         filtered=len(parsed.filtered),
         late=late,
+        undated=sum(1 for c in parsed.candidates if c.observed_at is None),
         possible_gap=_possible_gap(parsed, parsed_count, previous),
         newest_observed_at=max(
             (
@@ -121,10 +125,12 @@ def items_parsed(parsed: ParsedFeed) -> int:
 
 
 def item_ids(parsed: ParsedFeed) -> frozenset[str]:
-    """The Source item ids of every entry of the feed that has one."""
-    ids = {
-        c.source_item_id for c in (*parsed.candidates, *parsed.outside_window, *_dropped(parsed))
-    }
+    """The Source item ids of every entry of the feed that has one (and the id the rule before
+    ids were read as written gave it, so the first check after that change still shares its
+    items with the check before)."""
+    entries = (*parsed.candidates, *parsed.outside_window, *_dropped(parsed))
+    ids = {c.source_item_id for c in entries}
+    ids.update(c.legacy_source_item_id for c in entries if c.legacy_source_item_id)
     ids.update(r.source_item_id for r in parsed.rejections if r.source_item_id)
     return frozenset(ids)
 
@@ -164,5 +170,6 @@ def accounting_row(
         window_from(spec.as_of),
         acc.newest_observed_at,
         sorted(item_ids(item.result.parsed)) if item.result.parsed is not None else [],
-        acc.filtered,  # the last column: migration 12 added it
+        acc.filtered,  # migration 12 added it
+        acc.undated,  # migration 13 added it (the last column)
     )

@@ -32,10 +32,13 @@ def collection_markdown(report: CollectionReport) -> str:
     return head + "\n".join(lines)
 
 
-def source_metadata(src: SourceReport, next_due: str = "") -> dict[str, MetadataEntry]:
+def source_metadata(
+    src: SourceReport, next_due: str = "", undated: int = 0
+) -> dict[str, MetadataEntry]:
     """One Source at a glance on its partition page (figures the UI also plots over time):
     last outcome, HTTP status, counts, next due time, backoff and last error class (and, for
-    a page-extraction Source, its page figures)."""
+    a page-extraction Source, its page figures). `undated`: eligible items without a date
+    read from the feed's text (always inside the window: counted, not silent)."""
     return {
         **_page_metadata(src.pages),
         "outcome": src.outcome,
@@ -52,6 +55,7 @@ def source_metadata(src: SourceReport, next_due: str = "") -> dict[str, Metadata
         "outside_window": src.outside_window,
         "filtered": src.filtered,
         "late": src.late,
+        "undated": undated,
         "possible_gap": src.possible_gap,
         "next_due_at": next_due,
         "backoff_until": src.backoff_until or "",
