@@ -30,7 +30,7 @@ AFTER_RUN = "radar/after_run"
 CHECKS = "radar/checks"
 # ...with this value.
 CHECKS_BY_LAUNCHER = "by-launcher"
-# The verdict a check-only `on_cadence` run reports (`late`, `on-time`).
+# What a check-only `on_cadence` run is about (how many Sources late, how many changed).
 VERDICT = "radar/verdict"
 
 # The queue runs higher priorities first. Every collection run ranks 0 or above (by its most
