@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 
 from radar_pipeline.core.clock import EPOCH
 from radar_pipeline.core.plan.schedule import stable_offset
-from radar_pipeline.defs.collection.launch import partition_blocks
+from radar_pipeline.defs.partitions import partition_blocks
 
 CADENCES = (timedelta(hours=1), timedelta(hours=6), timedelta(days=1))
 START = datetime(2026, 11, 2, tzinfo=UTC)

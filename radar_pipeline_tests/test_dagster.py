@@ -30,10 +30,11 @@ def test_definitions_load() -> None:
 
 def test_loading_the_code_location_imports_no_collect_only_library() -> None:
     """Every run, the daemon's code server and each `radar` command load the definitions;
-    the fetcher's parsers and the page extractor are imported only by a run that collects."""
+    the fetcher (httpx), its parsers and the page extractor are imported only by a run that
+    collects."""
     probe = (
         "import sys, radar_pipeline.definitions; "
-        "print(','.join(m for m in ('feedparser', 'trafilatura') if m in sys.modules))"
+        "print(','.join(m for m in ('feedparser', 'trafilatura', 'httpx') if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120

@@ -9,7 +9,6 @@ so nothing here imports the module that assembles them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -27,7 +26,7 @@ from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.defs import tags as run_tags
 from radar_pipeline.defs.collection.checks import SIGNAL_CHECKS_JOB_NAME, checks_run_config
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, collect_run_config
-from radar_pipeline.defs.partitions import sync_partitions
+from radar_pipeline.defs.partitions import partition_blocks, sync_partitions
 
 # The runs' own log stays in the Dagster event log (the UI shows it, stack traces included); the
 # terminal gets the report, and a run that could not collect becomes one CollectionError line.
@@ -102,21 +101,6 @@ def _recorded_report(store: Store, result: dg.ExecuteInProcessResult) -> dict[st
     if not result.success and not report["failed"]:
         raise CollectionError(f"Dagster run {result.run_id} failed: {_step_failures(result)}")
     return report
-
-
-def partition_blocks(keys: Sequence[str], checked: Sequence[str]) -> list[list[str]]:
-    """The Sources to check as contiguous blocks of the partition order, the block holding
-    the most urgent Source (first in `checked`, recovery priority order) first. The one
-    planning of blocks: `radar collect` and the collection schedule both split by it."""
-    position = {key: n for n, key in enumerate(keys)}
-    blocks: list[list[str]] = []
-    for key in sorted(checked, key=position.__getitem__):
-        if blocks and position[blocks[-1][-1]] == position[key] - 1:
-            blocks[-1].append(key)
-        else:
-            blocks.append([key])
-    urgency = {sid: n for n, sid in enumerate(checked)}
-    return sorted(blocks, key=lambda block: min(urgency[s] for s in block))
 
 
 def _collect(

@@ -6,12 +6,17 @@ from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core.collect.accounting import OUTCOME_KEYS
 
-_COLUMNS = ("id", "outcome", "httpStatus", *OUTCOME_KEYS, "error")
+def _columns() -> tuple[str, ...]:
+    # Imported here: the accounting module pulls in the commit and the fetcher (httpx), which
+    # only a collection run needs, not every process that loads the definitions.
+    from radar_pipeline.core.collect.accounting import OUTCOME_KEYS
+
+    return ("id", "outcome", "httpStatus", *OUTCOME_KEYS, "error")
 
 
 def collection_markdown(report: dict[str, Any]) -> str:
+    columns = _columns()
     head = (
         f"as of {report['asOf']} · downtime from {report['downtimeFrom'] or '–'} · overdue "
         f"{report['overdue']} · due {report['due']} · passed {report['passed']} · failed "
@@ -19,10 +24,10 @@ def collection_markdown(report: dict[str, Any]) -> str:
         f"reused {report['reused']} · updated {report['updated']} · duplicates "
         f"{report['duplicates']} · rejected {report['rejected']}\n\n"
     )
-    lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for src in report["sources"]:
         cells = [
-            str(src.get(c) if src.get(c) is not None else "–").replace("|", "\\|") for c in _COLUMNS
+            str(src.get(c) if src.get(c) is not None else "–").replace("|", "\\|") for c in columns
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return head + "\n".join(lines)

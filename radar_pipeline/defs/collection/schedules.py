@@ -48,9 +48,8 @@ from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.collection.config import collect_run_config
 from radar_pipeline.defs.collection.jobs import collect_job
-from radar_pipeline.defs.collection.launch import partition_blocks
 from radar_pipeline.defs.collection.sensors import AS_OF_ENV, run_sources
-from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
+from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, partition_blocks
 from radar_pipeline.defs.resources import RadarResource
 
 COLLECT_CRON = "* * * * *"
