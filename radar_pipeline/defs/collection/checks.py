@@ -211,7 +211,9 @@ def _checks_after(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.Skip
             f"run {run.run_id}: {len(going)} more run(s) of launch {launch} still going; "
             "the checks follow the last"
         )
-    last = max(records, key=lambda r: (r.end_time or 0.0, r.dagster_run.run_id))
+    # A canceled run wakes neither sensor: the last run is the last that ended so.
+    ended = [r for r in records if r.dagster_run.status in _SENSED] or records
+    last = max(ended, key=lambda r: (r.end_time or 0.0, r.dagster_run.run_id))
     if last.dagster_run.run_id != run.run_id:
         return dg.SkipReason(
             f"run {run.run_id}: the checks of launch {launch} follow its last run, "
@@ -220,6 +222,9 @@ def _checks_after(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.Skip
     if not any(_committed(context.instance, r.dagster_run) for r in records):
         return dg.SkipReason(f"no run of launch {launch} reached its commit")
     return _checks_request(f"checks-after:{launch}", run.run_id, collect)
+
+
+_SENSED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE)
 
 
 def _committed(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
