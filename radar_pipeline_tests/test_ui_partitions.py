@@ -3,7 +3,8 @@ dev` in a temp home, its daemon ticking): the collection schedule listed under A
 ticking, requesting exactly the due Sources once per slot; a failing Source as a *failed*
 partition of `signals` beside a passing one *materialized*; the failing Source cleared by its
 next success; and after a simulated downtime one current check per overdue Source (a run per
-contiguous block of them), not one per missed slot. The clock of the schedule and its runs is `RADAR_AS_OF` (no waiting for six hours)."""
+contiguous block of them), not one per missed slot. The clock of the schedule and its runs is
+`RADAR_AS_OF` (no waiting for six hours)."""
 
 from __future__ import annotations
 
