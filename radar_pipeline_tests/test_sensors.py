@@ -128,6 +128,7 @@ def run_cadence_checks(
 
     job = defs.resolve_job_def("source_cadence_check")
     [req] = data.run_requests or []
+    assert int(req.tags["dagster/priority"]) < 0  # queued behind every collection run
     result = job.execute_in_process(
         instance=instance, tags={**req.tags, "dagster/run_key": str(req.run_key)}
     )
