@@ -11,6 +11,9 @@ for every other collection run (schedule, backfill, UI) a run status sensor requ
 `signal_checks_after_collection` after a successful run, `signal_checks_after_failed_collection`
 after a run that failed only because some of its Sources failed (its commit went through, so
 the vault and DuckDB changed). A run that died before its commit changed nothing to judge.
+The runs of one launch (one tick of the schedule: a run per block of due Sources) share a
+`radar/launch` tag and are followed by one checks run, requested when the last of them ends;
+check runs queue behind every collection (`dagster/priority`, defs/tags.py).
 From the UI, any check can also be run alone.
 
 How far the checks after a collection read the Signals folder: incrementally
