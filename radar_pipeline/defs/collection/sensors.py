@@ -4,7 +4,6 @@ Due Sources are requested by `due_sources_schedule` (schedules.py), which reads 
 clock variable (`RADAR_AS_OF`) as `evaluation_time` here.
 """
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import dagster as dg
 
 from radar_pipeline.core.clock import as_of_or_now
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.store.dead_letters import record_run_failure
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.collection.config import (
@@ -23,7 +23,6 @@ from radar_pipeline.defs.collection.config import (
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource
 
-AS_OF_ENV = "RADAR_AS_OF"
 TICK_SECONDS = 60
 
 
@@ -33,8 +32,7 @@ def evaluation_time(environ: Mapping[str, str] | None = None) -> datetime:
     The same variable is passed on to the runs a sensor requests, so the run decides with the
     clock the sensor decided with (as `radar collect --as-of` does for one command).
     """
-    env = os.environ if environ is None else environ
-    return as_of_or_now(env.get(AS_OF_ENV))
+    return as_of_or_now(Settings.from_env(environ).as_of_text)
 
 
 def run_sources(
