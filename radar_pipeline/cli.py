@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from radar_pipeline import __version__
-from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.clock import as_of_or_now, format_utc
 from radar_pipeline.core.config import REPO_ROOT, RadarPaths, Settings, export_dagster_home
 from radar_pipeline.core.errors import RadarError
 from radar_pipeline.core.files import replace
@@ -189,10 +189,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _as_of(value: str | None) -> datetime:
-    if not value:
-        return datetime.now(UTC)
     try:
-        return parse_utc(value)
+        return as_of_or_now(value)
     except ValueError as exc:
         raise UsageError(f"--as-of {value!r} is not an ISO-8601 time: {exc}") from exc
 

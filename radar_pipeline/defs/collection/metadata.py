@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import dagster as dg
 
-from radar_pipeline.core.collect.accounting import OUTCOME_KEYS
 from radar_pipeline.core.reports import CollectionReport, PageFigures, SourceReport
 
-_COLUMNS = ("id", "outcome", "httpStatus", *OUTCOME_KEYS, "error")
+
+def _columns() -> tuple[str, ...]:
+    # Imported here: the accounting module pulls in the commit and the fetcher (httpx), which
+    # only a collection run needs, not every process that loads the definitions.
+    from radar_pipeline.core.collect.accounting import OUTCOME_KEYS
+
+    return ("id", "outcome", "httpStatus", *OUTCOME_KEYS, "error")
+
 
 # Values a Dagster metadata entry can hold as they are (the rest go through MetadataValue).
 MetadataEntry = str | int | float | bool | dg.MetadataValue
@@ -22,11 +28,12 @@ def collection_markdown(report: CollectionReport) -> str:
         f"reused {t.reused} · updated {t.updated} · duplicates "
         f"{t.duplicates} · rejected {t.rejected}\n\n"
     )
-    lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
+    columns = _columns()
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for src in report.sources:
         entry = src.to_json()  # the table shows the entry as the JSON spells it
         cells = [
-            str(entry[c] if entry[c] is not None else "–").replace("|", "\\|") for c in _COLUMNS
+            str(entry[c] if entry[c] is not None else "–").replace("|", "\\|") for c in columns
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return head + "\n".join(lines)
