@@ -232,3 +232,14 @@ def record_run_failure(
             )
             added += len(cur.fetchall())
     return added
+
+
+def open_dead_letter_runs(store: Store) -> set[str]:
+    """The collections (Dagster run ids) that open dead letters name: a prune of the run
+    history keeps those runs until a person has decided on the failure."""
+    with store.transaction() as con:
+        rows = con.execute(
+            "SELECT DISTINCT collection_id FROM dead_letters "
+            "WHERE status = 'open' AND collection_id IS NOT NULL"
+        ).fetchall()
+    return {str(row[0]) for row in rows}
