@@ -59,9 +59,10 @@ test-postgres: $(STAMP)
 
 # `exec` makes dagster dev the recipe's own process: Ctrl-C (SIGINT to the terminal's process
 # group) reaches it directly and it stops the webserver, the daemon and the code servers.
+# The home is prepared first, under the CLI's bootstrap lock: dagster.yaml copied into an empty
+# one, a storage half-created by a kill completed (radar_pipeline/defs/instance.py).
 ui: $(STAMP)
-	@mkdir -p "$(UI_HOME)"
-	@test -f "$(UI_HOME)/dagster.yaml" || cp dagster.yaml "$(UI_HOME)/dagster.yaml"
+	@DAGSTER_HOME="$(UI_HOME)" $(BIN)/python -m radar_pipeline.defs.instance
 	DAGSTER_HOME="$(UI_HOME)" exec $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
 
 # The fault suite at full strength (50 kill trials, 10 overlap rounds, the whole corpus, long

@@ -20,6 +20,8 @@ starts `dagster dev` (whose daemon would otherwise meet the broken storage).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import shutil
@@ -47,8 +49,12 @@ def open_instance(home: Path) -> dg.DagsterInstance:
         try:
             instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)
         except dg.DagsterInvalidInvocationError as exc:
-            LOG.warning("the Dagster storage in %s is half-created (%s); completing it", home, exc)
-            instance.upgrade(print_fn=LOG.info)
+            LOG.info("the Dagster storage in %s is half-created (%s); completing it", home, exc)
+            # Dagster's SQLite upgrade prints its progress to stdout, which is the JSON of a
+            # `--json` command: keep it in the log instead.
+            with contextlib.redirect_stdout(io.StringIO()) as progress:
+                instance.upgrade(print_fn=LOG.info)
+            LOG.info("%s", progress.getvalue().strip())
             instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)  # raises if still broken
         return instance
 
