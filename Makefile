@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 UI_HOME := $(if $(DAGSTER_HOME),$(DAGSTER_HOME),$(CURDIR)/data/dagster_home)
 UI_PORT ?= 3000
 
-.PHONY: run test test-fast test-slow test-postgres lint typecheck ui bench faults clean-venv
+.PHONY: run test test-fast test-slow test-postgres lint typecheck ui bench faults soak clean-venv
 
 # Recreated when missing or stale (the lock or pyproject changed since it was installed).
 $(STAMP): requirements.lock pyproject.toml
@@ -74,6 +74,13 @@ faults: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+# A simulated week of the real dagster-daemon against loopback feeds (about 20 minutes; not part
+# of make test): outages, a 429, a 410, two daemon kills; asserts the accounting, the failed
+# partitions and the weekly close; figures in benchmarks/results/soak.md. SOAK_ARGS="--days 2"
+# for a shorter one.
+soak: $(STAMP)
+	$(BIN)/python -m benchmarks.soak $(SOAK_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -177,6 +177,7 @@ def test_the_daily_schedule_prunes_once_per_day_of_its_clock(
 ) -> None:
     from radar_pipeline.definitions import defs
 
+    defs.get_repository_def().load_all_definitions()  # what the daemon's code server loads
     monkeypatch.setenv("RADAR_AS_OF", "2026-03-05T00:03:00Z")
     context = dg.build_schedule_context(instance=instance, repository_def=defs.get_repository_def())
     [request] = run_history_schedule.evaluate_tick(context).run_requests or []

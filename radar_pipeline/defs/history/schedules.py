@@ -17,7 +17,7 @@ from radar_pipeline.defs.history.prune import prune_run_history
 from radar_pipeline.defs.resources import RadarResource
 
 PRUNE_JOB_NAME = "prune_run_history"
-PRUNE_OP = "prune_run_history"
+PRUNE_OP = "prune_runs"
 RUN_KEY_TAG = "dagster/run_key"
 
 
