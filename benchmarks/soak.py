@@ -22,6 +22,8 @@ At the end it asserts:
   an item never published), and every check's items add up (itemsParsed = its observations);
 - the failed partitions of `signals` are exactly the Sources failing at the end (`gone`);
 - the weekly close ran on schedule and retained 0 files;
+- a last `radar history prune --keep-days 1` deletes runs, and the checks above are made
+  after it (so pruning changed nothing a partition shows);
 and writes runs, CPU, bytes per run and the sizes of DAGSTER_HOME and the DuckDB file to
 benchmarks/results/soak.md and soak.json.
 """
@@ -395,8 +397,14 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             end = start + (steps - 1) * STEP + timedelta(minutes=5)
+            # A last prune keeping one day: the verdict below then reads an instance that
+            # lost most of its runs, and must still show every partition as it was.
+            pruned = soak.radar("history", "prune", "--keep-days", "1", as_of=end)
             problems = verdict(soak, end, close)
+            if not pruned["deletedRuns"]:
+                problems.append(f"the last prune deleted nothing: {pruned}")
             figures = _figures(soak, args.days, time.monotonic() - started, close, problems)
+            figures["lastPrune"] = pruned
     finally:
         server.stop()
     _write(Path(args.results), figures)
