@@ -433,6 +433,7 @@ def _figures(
         "runsLeftAfterPruning": left,
         "bytesPerRunMedian": per_run[len(per_run) // 2] if per_run else 0,
         "bytesPerRunMean": round(sum(per_run) / len(per_run)) if per_run else 0,
+        "bytesPerRunByJob": _mean_bytes_by_job(soak),
         "dagsterHomeBytes": size_of(soak.home),
         "duckdbBytes": soak.db.stat().st_size,
         "signals": len(list_signal_ids(soak.vault)),
@@ -441,6 +442,13 @@ def _figures(
         "violations": problems,
         "machine": machine(),
     }
+
+
+def _mean_bytes_by_job(soak: Soak) -> dict[str, int]:
+    sizes: dict[str, list[int]] = {}
+    for run_id, size in soak.shard_bytes.items():
+        sizes.setdefault(soak.runs[run_id], []).append(size)
+    return {job: round(sum(v) / len(v)) for job, v in sorted(sizes.items())}
 
 
 def _write(folder: Path, figures: dict[str, Any]) -> None:
