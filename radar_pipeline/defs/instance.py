@@ -50,9 +50,11 @@ def open_instance(home: Path) -> dg.DagsterInstance:
             instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)
         except dg.DagsterInvalidInvocationError as exc:
             LOG.info("the Dagster storage in %s is half-created (%s); completing it", home, exc)
-            # Dagster's SQLite upgrade prints its progress to stdout, which is the JSON of a
-            # `--json` command: keep it in the log instead.
-            with contextlib.redirect_stdout(io.StringIO()) as progress:
+            # Dagster's SQLite upgrade prints its progress to stdout (the JSON of a `--json`
+            # command) and progress bars to stderr (where only errors belong): keep both in
+            # the log instead.
+            progress = io.StringIO()
+            with contextlib.redirect_stdout(progress), contextlib.redirect_stderr(progress):
                 instance.upgrade(print_fn=LOG.info)
             LOG.info("%s", progress.getvalue().strip())
             instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)  # raises if still broken
