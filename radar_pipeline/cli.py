@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import json
 import logging
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -15,13 +14,16 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from radar_pipeline import __version__
 from radar_pipeline.core.clock import format_utc, parse_utc
-from radar_pipeline.core.config import RadarPaths, default_dagster_home
+from radar_pipeline.core.config import RadarPaths, Settings, export_dagster_home
 from radar_pipeline.core.errors import RadarError
+from radar_pipeline.core.files import replace
 
 if TYPE_CHECKING:
     import dagster as dg
 
+    from radar_pipeline.core.jsontypes import JsonObject
     from radar_pipeline.core.plan.collection import Mode
+    from radar_pipeline.core.reports import CollectionReport
 
 EXIT_OK, EXIT_ERROR, EXIT_SOURCE_FAILED = 0, 1, 2
 
@@ -174,7 +176,7 @@ def _as_of(value: str | None) -> datetime:
         raise UsageError(f"--as-of {value!r} is not an ISO-8601 time: {exc}") from exc
 
 
-def _emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
+def _emit(args: argparse.Namespace, payload: JsonObject, text: str) -> None:
     if args.json:
         print(json.dumps(payload, indent=2, sort_keys=False))
     else:
@@ -228,10 +230,7 @@ def _progress(stage: str, label: str) -> Iterator[None]:
 
 def _dagster_home() -> Path:
     """DAGSTER_HOME, made absolute in the environment (written only when it changes)."""
-    home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home()).absolute()
-    if os.environ.get("DAGSTER_HOME") != str(home):
-        os.environ["DAGSTER_HOME"] = str(home)
-    return home
+    return export_dagster_home(Settings.from_env())
 
 
 def dagster_definitions() -> dg.Definitions:
@@ -301,9 +300,7 @@ def cmd_sources_export(args: argparse.Namespace) -> int:
         return EXIT_OK
     target = Path(args.output)
     try:
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_bytes(opml)
-        os.replace(tmp, target)
+        replace(target, opml)
     except OSError as exc:
         raise UsageError(f"sources export: cannot write {args.output}: {exc.strerror}") from exc
     return EXIT_OK
@@ -333,35 +330,34 @@ def cmd_collect(args: argparse.Namespace) -> int:
     text = _collect_text(report)
     if views:
         text += "\nnew Obsidian views: " + ", ".join(v.as_posix() for v in views)
-    _emit(args, report, text)
-    return EXIT_SOURCE_FAILED if report["failed"] else EXIT_OK
+    _emit(args, report.to_json(), text)
+    return EXIT_SOURCE_FAILED if report.failed else EXIT_OK
 
 
-def _collect_text(report: dict[str, Any]) -> str:
+def _collect_text(report: CollectionReport) -> str:
     """The plain report: the totals, then a line per Source with every outcome of its items
     (they add up to what its feed held) and what needs a look (a possible gap, late items)."""
-    downtime = f", down since {report['downtimeFrom']}" if report["downtimeFrom"] else ""
+    downtime = f", down since {report.downtime_from}" if report.downtime_from else ""
+    t = report.totals
     lines = [
-        f"collection as of {report['asOf']}{downtime}: due {report['due']}, overdue "
-        f"{report['overdue']}, passed {report['passed']}, failed {report['failed']}, "
-        f"skipped {report['skipped']}",
-        f"items: created {report['created']} (late {report['late']}), reused {report['reused']},"
-        f" updated {report['updated']}, duplicates {report['duplicates']}, rejected "
-        f"{report['rejected']}, deferred {report['deferred']}, outside window "
-        f"{report['outsideWindow']}",
+        f"collection as of {report.as_of}{downtime}: due {report.due}, overdue "
+        f"{report.overdue}, passed {t.passed}, failed {t.failed}, skipped {t.skipped}",
+        f"items: created {t.created} (late {t.late}), reused {t.reused}, updated {t.updated},"
+        f" duplicates {t.duplicates}, rejected {t.rejected}, deferred {t.deferred}, outside "
+        f"window {t.outside_window}",
     ]
-    for src in report["sources"]:
-        flags = [f"late {src['late']}"] if src["late"] else []
-        if src["possibleGap"]:
+    for src in report.sources:
+        flags = [f"late {src.late}"] if src.late else []
+        if src.possible_gap:
             flags.append("possible gap: no item shared with the previous check")
-        if src["error"]:
-            flags.append(src["error"])
+        if src.error:
+            flags.append(src.error)
         extra = f"  ({'; '.join(flags)})" if flags else ""
         lines.append(
-            f"  {src['id']:<28} {src['outcome']:<13} http {src['httpStatus'] or '-':<4} "
-            f"items {src['itemsParsed']}: created {src['created']} reused {src['reused']} "
-            f"updated {src['updated']} duplicates {src['duplicates']} rejected "
-            f"{src['rejected']} deferred {src['deferred']} outside {src['outsideWindow']}{extra}"
+            f"  {src.id:<28} {src.outcome:<13} http {src.http_status or '-':<4} "
+            f"items {src.items_parsed}: created {src.created} reused {src.reused} "
+            f"updated {src.updated} duplicates {src.duplicates} rejected "
+            f"{src.rejected} deferred {src.deferred} outside {src.outside_window}{extra}"
         )
     return "\n".join(lines)
 
@@ -456,7 +452,7 @@ def _add_dlq_parser(sub: Any) -> None:
         action.set_defaults(handler=handler)
 
 
-def _dlq_line(letter: dict[str, Any]) -> str:
+def _dlq_line(letter: JsonObject) -> str:
     decided = f"  {letter['decision']} {letter['decidedAt']}" if letter["decidedAt"] else ""
     return (
         f"{letter['id']}  {letter['createdAt']}  {letter['status']:<9} {letter['sourceId']:<28} "
@@ -482,7 +478,7 @@ def cmd_dlq_replay(args: argparse.Namespace) -> int:
 
     paths, now = RadarPaths.from_env(), _as_of(args.as_of)
 
-    def run_check(source_id: str) -> dict[str, Any]:
+    def run_check(source_id: str) -> CollectionReport:
         defs, instance = dagster_definitions(), dagster_instance()
         return launch_collection(
             defs, instance, paths, "explicit", (source_id,), now, trigger="dlq-replay"
@@ -491,11 +487,11 @@ def cmd_dlq_replay(args: argparse.Namespace) -> int:
     done = replay(Store(paths.db), args.id, now, run_check)
     letter = done.dead_letter.to_json()
     new = done.new_dead_letter.to_json() if done.new_dead_letter else None
-    payload = {"deadLetter": letter, "source": dict(done.source_report), "newDeadLetter": new}
+    payload = {"deadLetter": letter, "source": done.source_report, "newDeadLetter": new}
     _emit(args, payload, _dlq_line(letter))
-    if done.source_report.get("outcome") == "failed":
+    if done.source.outcome == "failed":
         print(
-            f"radar: dlq: {letter['sourceId']} failed again ({done.source_report.get('error')})"
+            f"radar: dlq: {letter['sourceId']} failed again ({done.source.error})"
             + (f"; new dead letter {new['id']}" if new else ""),
             file=sys.stderr,
         )

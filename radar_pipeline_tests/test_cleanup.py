@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from radar_pipeline.core.errors import CleanupRefused
+from radar_pipeline.core.layout import TEMPORARY_DIR
 from radar_pipeline.core.vault.cleanup import (
-    TEMPORARY_DIR,
     CleanupResult,
     close_temporary_content,
     temporary_inventory,

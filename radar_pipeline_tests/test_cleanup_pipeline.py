@@ -13,8 +13,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.store.connection import Store
-from radar_pipeline.core.vault.signals import SIGNALS_DIR
 from radar_pipeline.defs.cleanup.assets import (
     WEEKLY_CLEANUP_JOB_NAME,
     week_of,

@@ -1,4 +1,4 @@
-"""HTML, JSON and JSON Feed Sources (issue 21): a loopback publisher serves a changelog page, a
+"""HTML, JSON and JSON Feed Sources: a loopback publisher serves a changelog page, a
 WordPress REST answer and a JSON Feed (hand-written to look like real ones:
 corpus/README.md), the Collector or the real `radar` command checks them, and the reports,
 Signal files and DuckDB rows are compared. One pipeline: identity, accounting, conditional
@@ -67,7 +67,7 @@ def regenerated(body: bytes) -> bytes:
 
 def collect(env: dict[str, Path], as_of: datetime = T) -> dict[str, Any]:
     with Collector(RadarPaths(env["vault"], env["db"])) as collector:
-        return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ()))
+        return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).to_json()
 
 
 def source(report: dict[str, Any], source_id: str) -> dict[str, Any]:

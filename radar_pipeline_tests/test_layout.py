@@ -1,9 +1,10 @@
-"""The layout rules of issue 16, checked on the code itself.
+"""The layout rules of the repository, checked on the code itself.
 
 A fresh clone collects its tests with nothing beside it; the package touches no library
-privates and plays no process games; imports point down (shell to core) without circles and
-the definitions assemble. Each test lists every offence as `file:line: rule` so the list can
-be worked through.
+privates and plays no process games; imports point down without circles (shell to core, and
+inside core/ the stage order of docs/architecture.md) and the definitions assemble; only
+core/store/ runs SQL. Each test lists every offence as `file:line: rule` so the list can be
+worked through.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "radar_pipeline"
 PACKAGE_DIR = REPO_ROOT / PACKAGE
 
-# Libraries whose private names and switches the package must not touch (style.md).
+# Libraries whose private names and switches the package must not touch: their privates change
+# without notice between releases, so only their public API and extension points are used.
 GUARDED_LIBRARIES = frozenset({"dagster", "httpx", "httpcore", "sqlalchemy"})
 
 
@@ -414,6 +416,55 @@ def _layer_offences(edges: list[_Edge]) -> list[str]:
     return offences
 
 
+# The layers of core/, bottom to top (docs/architecture.md, "Imports point down"), and the
+# layers each may import. The shared modules (the files directly in core/) rest on nothing;
+# store/ rests only on them, so a second store backend needs nothing of the stages; the stage
+# packages rest on store/ and may use one another; collect/ and audit/ sit on top of them.
+CORE_LAYERS: dict[str, frozenset[str]] = {
+    "shared": frozenset({"shared"}),
+    "store": frozenset({"shared", "store"}),
+    "stage": frozenset({"shared", "store", "stage"}),
+    "top": frozenset({"shared", "store", "stage", "top"}),
+}
+CORE_PACKAGES = {
+    "store": "store",
+    **dict.fromkeys(
+        ("registry", "plan", "acquire", "parse", "identity", "extract", "vault"), "stage"
+    ),
+    **dict.fromkeys(("collect", "audit"), "top"),
+}
+
+
+def _core_layer(module: str) -> tuple[str | None, str]:
+    """The layer of a module of core/ and the name it is placed by (None: no layer)."""
+    parts = module.split(".")
+    if len(parts) == 2:  # core/__init__.py
+        return "shared", "core"
+    name = parts[2]
+    if (PACKAGE_DIR / "core" / f"{name}.py").is_file():
+        return "shared", name
+    return CORE_PACKAGES.get(name), name
+
+
+def _core_order_offences(edges: list[_Edge]) -> list[str]:
+    offences = []
+    core = f"{PACKAGE}.core"
+    for edge in edges:
+        if not edge.source.startswith(core + ".") or not edge.target.startswith(core + "."):
+            continue
+        source, source_name = _core_layer(edge.source)
+        target, target_name = _core_layer(edge.target)
+        if source is None or target is None:
+            unplaced = source_name if source is None else target_name
+            # A new package of core/ must be given its place in the order before use.
+            offences.append(f"{edge.where}: core/{unplaced} has no layer in CORE_PACKAGES")
+        elif target not in CORE_LAYERS[source]:
+            offences.append(
+                f"{edge.where}: {source} module {edge.source} imports {target} module {edge.target}"
+            )
+    return offences
+
+
 def _definitions_problems() -> list[str]:
     try:
         defs = importlib.import_module(f"{PACKAGE}.definitions").defs
@@ -441,5 +492,153 @@ def test_definitions_assemble_without_import_circles() -> None:
         for cycle in _cycles(modules, edges)
     ]
     problems += _layer_offences(edges)
+    problems += _core_order_offences(edges)
     problems += _definitions_problems()
     assert not problems, _report("import circles, upward imports, definitions", problems)
+
+
+def test_core_imports_follow_the_stage_order() -> None:
+    """The table above, on its own: an offence names the file, the line and both layers."""
+    _, edges = _import_graph()
+    offences = _core_order_offences(edges)
+    assert not offences, _report("imports against the stage order of core/", offences)
+
+
+# --- 4. one durable write, one settings module --------------------------------------------
+
+# The durable write (docs/architecture.md, invariant 4) is coded once: a second copy is where
+# an fsync or the temp-name convention gets lost.
+DURABLE_WRITE_MODULE = PACKAGE_DIR / "core" / "files.py"
+DURABLE_WRITE_CALLS = frozenset({"os.link", "os.fsync", "os.fdatasync", "tempfile.mkstemp"})
+# Every environment variable is read by the settings module, so README's table can list them.
+SETTINGS_MODULE = PACKAGE_DIR / "core" / "config.py"
+ENVIRONMENT_NAMES = frozenset({"os.environ", "os.environb", "os.getenv", "os.getenvb"})
+
+
+def _uses(path: Path, wanted: frozenset[str]) -> Iterator[tuple[ast.AST, str]]:
+    """Every use in `path` of a dotted name in `wanted` (`os.fsync`, `from os import fsync`)."""
+    tree = ast.parse(path.read_text(), str(path))
+    bindings = _import_bindings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in wanted:
+                    yield node, f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Attribute) and (parts := _dotted(node)) is not None:
+            root = bindings.get(parts[0], parts[0] if parts[0] == "os" else None)
+            resolved = ".".join([root, *parts[1:]]) if root else None
+            if resolved in wanted:
+                yield node, resolved
+
+
+def test_only_core_files_makes_durable_writes() -> None:
+    offences = [
+        f"{_where(path, node)}: calls {name} outside core/files.py"
+        for path in _package_files()
+        if path != DURABLE_WRITE_MODULE
+        for node, name in _uses(path, DURABLE_WRITE_CALLS)
+    ]
+    assert not offences, _report("durable writes coded outside core/files.py", offences)
+
+
+def test_only_the_settings_module_reads_the_environment() -> None:
+    offences = [
+        f"{_where(path, node)}: uses {name} outside core/config.py"
+        for path in _package_files()
+        if path != SETTINGS_MODULE
+        for node, name in _uses(path, ENVIRONMENT_NAMES)
+    ]
+    assert not offences, _report("environment reads outside the settings module", offences)
+
+
+def _readme_variables() -> dict[str, int]:
+    """The variables of README's environment table, with their line numbers."""
+    lines = (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    start = lines.index("## Environment")
+    found: dict[str, int] = {}
+    for lineno, line in enumerate(lines[start + 1 :], start=start + 2):
+        if line.startswith("#"):
+            break
+        cell = re.match(r"\|\s*`([A-Z][A-Z0-9_]*)`\s*\|", line)
+        if cell:
+            found[cell[1]] = lineno
+    return found
+
+
+def _settings_variables() -> dict[str, int]:
+    """The variable names the settings module defines (`X_ENV = "NAME"`), with their lines."""
+    tree = ast.parse(SETTINGS_MODULE.read_text(), str(SETTINGS_MODULE))
+    found: dict[str, int] = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id.endswith("_ENV")
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            found[node.value.value] = node.lineno
+    return found
+
+
+def test_readme_environment_table_is_the_settings_module() -> None:
+    readme, settings = _readme_variables(), _settings_variables()
+    assert readme, "README.md has no `## Environment` table"
+    settings_file = SETTINGS_MODULE.relative_to(REPO_ROOT)
+    offences = [
+        f"README.md:{line}: {name} is not read by {settings_file}"
+        for name, line in readme.items()
+        if name not in settings
+    ]
+    offences += [
+        f"{settings_file}:{line}: {name} is not in README's environment table"
+        for name, line in settings.items()
+        if name not in readme
+    ]
+    assert not offences, _report("README's environment table against the settings", offences)
+
+
+# --- 5. SQL only in core/store/ -----------------------------------------------------------
+
+STORE_DIR = PACKAGE_DIR / "core" / "store"
+# Calls that run SQL on a DuckDB connection (or relation), and the store's own SQL builders.
+SQL_CALLS = frozenset({"execute", "executemany", "sql", "query", "insert_rows", "unnested"})
+# A string that is an SQL statement, or the start of one.
+SQL_TEXT = re.compile(
+    r"^\s*(SELECT\s|INSERT\s+INTO\s|UPDATE\s+\w+\s+SET\s|DELETE\s+FROM\s|WITH\s+\w+\s+AS\s*\(|"
+    r"CREATE\s|DROP\s|ALTER\s+TABLE\s)"
+)
+
+
+def _sql_offences(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    offences = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in SQL_CALLS:
+                offences.append(f"{_where(path, node)}: calls {name}() outside core/store/")
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and SQL_TEXT.match(node.value)
+        ):
+            offences.append(f"{_where(path, node)}: SQL text outside core/store/")
+    return offences
+
+
+def test_only_the_store_runs_sql() -> None:
+    """Every statement lives in core/store/ (one module per table group): the stages call its
+    typed functions, so a second backend or batched writes change one folder."""
+    offences = []
+    for path in _package_files():
+        if STORE_DIR not in path.parents:
+            offences.extend(_sql_offences(path))
+    assert not offences, _report("SQL outside core/store/", offences)
+
+
+def test_the_sql_check_sees_sql() -> None:
+    """The check above is not vacuous: it finds the statements of a store module."""
+    assert _sql_offences(STORE_DIR / "feed_state.py"), "the SQL check found nothing in the store"

@@ -1,4 +1,4 @@
-"""Signals as Obsidian notes and the views Radar ships (issue 19), through real `radar` processes
+"""Signals as Obsidian notes and the views Radar ships, through real `radar` processes
 on a temp vault; and the feedparser sanitize corpus rendered as Signals that are inert yet read
 as written."""
 

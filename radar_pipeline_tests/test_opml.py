@@ -1,4 +1,4 @@
-"""OPML in and out of the registry (issue 19) through real `radar` processes: a feed reader's
+"""OPML in and out of the registry through real `radar` processes: a feed reader's
 export becomes pending Source notes that are never fetched, and export lists every Source."""
 
 from __future__ import annotations

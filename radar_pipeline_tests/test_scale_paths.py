@@ -17,6 +17,7 @@ from radar_pipeline.core.audit.signal_audits import (
     audit_provenance,
 )
 from radar_pipeline.core.identity import dedupe
+from radar_pipeline.core.store import lookups
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault import index
 from radar_pipeline.core.vault.facts import SignalFile, open_facts, record_facts
@@ -67,8 +68,10 @@ def test_batched_lookup_equals_a_filter_of_the_whole_table(store: Store, count: 
         # Keys that exist and keys that do not, with repeats.
         wanted = [f"absent-{i}" if i % 3 == 2 else rng.choice(everything)[0] for i in range(count)]
         keys = [rng.choice(bands)[0] if i % 2 else 3 * 65536 + i for i in range(count)]
-        got = dedupe._select_in(con, "identity, signal_id", "signals", "identity", wanted)
-        got_bands = dedupe._select_in(con, "band_key, signal_id", "simhash_bands", "band_key", keys)
+        got = lookups._select_in(con, "identity, signal_id", "signals", "identity", wanted)
+        got_bands = lookups._select_in(
+            con, "band_key, signal_id", "simhash_bands", "band_key", keys
+        )
     assert sorted(got) == sorted(r for r in everything if r[0] in set(wanted))
     assert sorted(got_bands) == sorted(r for r in bands if r[0] in set(keys))
     assert got, "some wanted keys exist: the filter must find them"

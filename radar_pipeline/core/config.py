@@ -1,13 +1,130 @@
-"""Where the Radar keeps things: vault, DuckDB file and Dagster home, from the environment."""
+"""The settings: every environment variable the package reads, read here and nowhere else.
+
+README's environment table lists exactly the variables of `Settings` (a test holds them to
+it). `Settings.from_env` takes any mapping, so a test passes its own; a bad value is a
+ConfigError naming the variable. Paths default to `data/` in this repository.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
+from radar_pipeline.core.clock import parse_utc
+from radar_pipeline.core.errors import ConfigError
+from radar_pipeline.core.layout import LOCKS_DIR, SOURCES_DIR
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+VAULT_ENV = "RADAR_VAULT"
+DB_ENV = "RADAR_DB"
+DAGSTER_HOME_ENV = "DAGSTER_HOME"
+ALLOWED_PRIVATE_HOSTS_ENV = "RADAR_ALLOWED_PRIVATE_HOSTS"
+USER_AGENT_CONTACT_ENV = "RADAR_USER_AGENT_CONTACT"
+AS_OF_ENV = "RADAR_AS_OF"
+PARSE_WORKERS_ENV = "RADAR_PARSE_WORKERS"
+RUN_RETENTION_DAYS_ENV = "RADAR_RUN_RETENTION_DAYS"
+STORE_URL_ENV = "RADAR_STORE_URL"
+DEFAULT_RUN_RETENTION_DAYS = 30
+_STORE_SCHEMES = ("postgresql://", "postgres://", "postgresql+")
+
+
+def environment(environ: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    """`environ`, or the process environment when None. The variables a Source's
+    `authTokenEnv` names are the user's own, not settings: they are looked up through this."""
+    return os.environ if environ is None else environ
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The documented environment, typed (README, "Environment")."""
+
+    vault: Path  # RADAR_VAULT, absolute
+    db: Path  # RADAR_DB, absolute
+    dagster_home: Path  # DAGSTER_HOME, absolute
+    allowed_private_hosts: tuple[str, ...]  # RADAR_ALLOWED_PRIVATE_HOSTS, as written, trimmed
+    user_agent_contact: str  # RADAR_USER_AGENT_CONTACT, "" when unset
+    as_of: datetime | None  # RADAR_AS_OF, None: the system clock
+    as_of_text: str  # RADAR_AS_OF as given (trimmed), passed on to the runs a tick requests
+    parse_workers: int | None  # RADAR_PARSE_WORKERS (at least 1), None: one per core
+    run_retention_days: int  # RADAR_RUN_RETENTION_DAYS, a positive whole number
+    store_url: str  # RADAR_STORE_URL, "": the DuckDB file at RADAR_DB
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings of `environ` (default: the process environment)."""
+        env = environment(environ)
+
+        def text(name: str) -> str:
+            return env.get(name, "").strip()
+
+        as_of_text = text(AS_OF_ENV)
+        return cls(
+            vault=Path(env.get(VAULT_ENV) or REPO_ROOT / "data" / "vault").absolute(),
+            db=Path(env.get(DB_ENV) or REPO_ROOT / "data" / "radar.duckdb").absolute(),
+            dagster_home=Path(env.get(DAGSTER_HOME_ENV) or default_dagster_home()).absolute(),
+            allowed_private_hosts=tuple(
+                h.strip() for h in env.get(ALLOWED_PRIVATE_HOSTS_ENV, "").split(",") if h.strip()
+            ),
+            user_agent_contact=env.get(USER_AGENT_CONTACT_ENV, ""),
+            as_of=_as_of(as_of_text),
+            as_of_text=as_of_text,
+            parse_workers=_parse_workers(text(PARSE_WORKERS_ENV)),
+            run_retention_days=_retention_days(text(RUN_RETENTION_DAYS_ENV)),
+            store_url=_store_url(text(STORE_URL_ENV)),
+        )
+
+    @property
+    def paths(self) -> RadarPaths:
+        return RadarPaths(vault=self.vault, db=self.db)
+
+
+def _as_of(value: str) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return parse_utc(value)
+    except ValueError:
+        raise ConfigError(f"{AS_OF_ENV}={value!r} is not an ISO-8601 time") from None
+
+
+def _parse_workers(value: str) -> int | None:
+    if not value:
+        return None
+    try:
+        return max(1, int(value))
+    except ValueError:
+        raise ConfigError(f"{PARSE_WORKERS_ENV}={value!r} is not a whole number") from None
+
+
+def _retention_days(value: str) -> int:
+    if not value:
+        return DEFAULT_RUN_RETENTION_DAYS
+    try:
+        days = int(value)
+    except ValueError:
+        days = 0
+    if days < 1:
+        raise ConfigError(f"{RUN_RETENTION_DAYS_ENV}={value!r} is not a positive whole number")
+    return days
+
+
+def _store_url(value: str) -> str:
+    if value and not value.startswith(_STORE_SCHEMES):
+        raise ConfigError(f"{STORE_URL_ENV} must be a postgresql:// URL or empty")
+    return value
+
+
+def export_dagster_home(settings: Settings) -> Path:
+    """DAGSTER_HOME made absolute in the process environment, where Dagster reads it itself
+    (written only when it changes: the environment is shared by every thread)."""
+    home = str(settings.dagster_home)
+    if os.environ.get(DAGSTER_HOME_ENV) != home:
+        os.environ[DAGSTER_HOME_ENV] = home
+    return settings.dagster_home
 
 
 @dataclass(frozen=True)
@@ -18,28 +135,17 @@ class RadarPaths:
     db: Path
 
     @property
-    def signals_dir(self) -> Path:
-        return self.vault / "Radar" / "Signals"
-
-    @property
     def sources_dir(self) -> Path:
-        return self.vault / "Radar" / "Sources"
-
-    @property
-    def temporary_dir(self) -> Path:
-        return self.vault / "Radar" / "Temporary Content"
+        return self.vault / SOURCES_DIR
 
     @property
     def locks_dir(self) -> Path:
-        # Dot folders are hidden in Obsidian; the locks guard this vault, so they live in it.
-        return self.vault / ".radar" / "locks"
+        return self.vault / LOCKS_DIR
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RadarPaths:
-        env = os.environ if environ is None else environ
-        vault = Path(env.get("RADAR_VAULT") or REPO_ROOT / "data" / "vault")
-        db = Path(env.get("RADAR_DB") or REPO_ROOT / "data" / "radar.duckdb")
-        return cls(vault=vault.absolute(), db=db.absolute())
+        """RADAR_VAULT and RADAR_DB of `environ` (default: the process environment)."""
+        return Settings.from_env(environ).paths
 
 
 def default_dagster_home() -> Path:

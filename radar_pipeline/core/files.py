@@ -1,33 +1,153 @@
-"""Writing a vault file that a person may also own: created once, atomically, never replaced."""
+"""The durable write: every file the pipeline creates or replaces goes through this module
+(docs/architecture.md, invariant 4: a reader sees a file complete or not at all).
+
+- `create_once`: a file a person may own (a Signal, a Source note, a `.base` view) is written
+  to a temp file, fsynced and hard-linked to its name; the link fails if the name exists, so
+  an existing file (a person's, another process's) is never overwritten and never partial.
+- `replace`: a file the pipeline owns (Temporary Content, an OPML export, `dagster.yaml`) is
+  written to a temp file, fsynced and renamed over its name (`os.replace`, atomic).
+- `write_temp` + `replace_with`: the same replace in two steps, for a caller that must check
+  the target between them (a Source note a person may be saving meanwhile).
+- `fsync_dir`: a new or renamed name is durable only once its folder is fsynced.
+
+Temp files are named `.<target name>.<pid>-<random>.tmp` in the target's own folder (a link
+or rename never crosses a file system): dot-led and not `*.md`, so neither Obsidian nor the
+registry reads a half-written file, and the pid lets `read_temp_name` tell a killed writer's
+leftover (SIGKILL skips every `finally`) from a live writer's file in flight.
+
+Modes: a temp file is created with `os.open(..., 0o666)`, so the kernel applies the process
+umask at creation, as for any file an editor saves (typically 0644): nothing reads or sets the
+umask (`os.umask` sets it process-wide while reading it, a race with other threads), and a
+file is never tighter than the vault's own files. `mkstemp` would make every file 0600.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import tempfile
+import re
+import secrets
+from dataclasses import dataclass
 from pathlib import Path
 
+# What `temp_path` makes.
+_TEMP_NAME = re.compile(r"^\.[^/]+\.(\d+)-[0-9a-f]{16}\.tmp$")
+# The names earlier versions gave temp files, still recognised so their leftovers are counted
+# and cleaned: `.tmp-signal-<pid>-<random>.md` (Signals), `.tmp-<pid>-<random>.md` (Temporary
+# Content), `.<name>.md.<pid>-<random>.tmp` (Sources; first without the pid: only its age
+# condemns such a file).
+_LEGACY_TEMP_NAMES = (
+    re.compile(r"^\.tmp-(?:signal-)?(?:(\d+)-)?[^/]*\.md$"),
+    re.compile(r"^\.[^/]+\.md\.(?:(\d+)-)?[^/]*\.tmp$"),
+)
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_CREATE_ATTEMPTS = 16  # a clash of 64 random bits is not expected even once
 
-def create_once(target: Path, text: str) -> bool:
-    """Write `text` to `target` unless a file (or link) of that name exists; True if written.
 
-    The text goes to a fsynced temp file that is hard-linked to the name, so the file is never
-    partial, and a name that appears meanwhile (a person, another process) wins: it is kept.
+@dataclass(frozen=True)
+class TempName:
+    """A temp file's name read back: the writing process, when the name carries it."""
+
+    pid: int | None
+
+
+def temp_path(target: Path) -> Path:
+    """A fresh temp file name for writing `target` (in the same folder; see the module doc)."""
+    return target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(8)}.tmp")
+
+
+def read_temp_name(name: str) -> TempName | None:
+    """The temp file convention read back from a file name; None when `name` is not a temp."""
+    for pattern in (_TEMP_NAME, *_LEGACY_TEMP_NAMES):
+        match = pattern.match(name)
+        if match is not None:
+            return TempName(int(match.group(1)) if match.group(1) else None)
+    return None
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether `name` is a writer's temp file (this convention or an earlier one)."""
+    return read_temp_name(name) is not None
+
+
+def write_temp(target: Path, data: bytes, mode: int | None = None) -> Path:
+    """Write `data` to a new fsynced temp file beside `target`; returns its path.
+
+    `mode`: the permission bits to give it (an existing file's, kept on replace); None: the
+    process umask applied to 0o666 (the module doc). The caller removes the temp file if it
+    does not link or rename it.
+    """
+    for _ in range(_CREATE_ATTEMPTS):
+        temp = temp_path(target)
+        try:
+            fd = os.open(temp, _CREATE_FLAGS, 0o666)
+        except FileExistsError:
+            continue
+        break
+    else:
+        raise FileExistsError(errno.EEXIST, "no free temp file name", str(target.parent))
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return temp
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make the folder's new and renamed entries durable. A file system that cannot fsync a
+    folder (EINVAL, ENOTSUP) is let be: it offers nothing stronger."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+    finally:
+        os.close(fd)
+
+
+def create_once(target: Path, data: str | bytes, *, sync_dir: bool = True) -> bool:
+    """Write `data` (str: UTF-8) to `target` unless a file or link of that name exists; True
+    if written.
+
+    A name that appears meanwhile (a person, another process) wins: it is kept. `sync_dir=False`:
+    the caller fsyncs the folder itself after a batch, before recording any of it.
     """
     if target.exists() or target.is_symlink():
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    temp = write_temp(target, data.encode("utf-8") if isinstance(data, str) else data)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
         try:
-            os.link(tmp, target)
+            os.link(temp, target)
         except FileExistsError:
             return False
+        if sync_dir:
+            fsync_dir(target.parent)
         return True
     finally:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            os.unlink(temp)
+
+
+def replace_with(temp: Path, target: Path) -> None:
+    """Rename the temp file `write_temp` made over `target`, atomically and durably."""
+    os.replace(temp, target)
+    fsync_dir(target.parent)
+
+
+def replace(target: Path, data: bytes, mode: int | None = None) -> None:
+    """Write `data` to `target`, replacing any file of that name atomically (a reader sees the
+    old or the new content, never a mix), then make it durable. `mode` as in `write_temp`."""
+    temp = write_temp(target, data, mode)
+    try:
+        replace_with(temp, target)
+    finally:
+        temp.unlink(missing_ok=True)

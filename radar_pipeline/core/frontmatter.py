@@ -8,11 +8,8 @@ line endings and the Markdown body byte-for-byte as they were.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import stat
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +18,7 @@ from typing import Any
 import yaml
 
 from radar_pipeline.core.errors import RegistryError
+from radar_pipeline.core.files import replace_with, write_temp
 
 _BOM = "\ufeff"
 _DELIMITER = "---"
@@ -300,33 +298,6 @@ def _check_result(
         raise RegistryError(f"update would change other frontmatter keys {changed}; edit by hand")
 
 
-def _write_temp(path: Path, data: bytes, mode: int) -> Path:
-    # Dot-prefixed and not *.md, so neither Obsidian nor the registry reads a half-written file.
-    # The pid lets signals.remove_stale_temp_files tell a killed writer's leftover from ours.
-    fd, name = tempfile.mkstemp(
-        prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent
-    )
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(name, mode)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
-    return Path(name)
-
-
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):  # some file systems cannot fsync a directory
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _read_text(path: Path) -> tuple[bytes, str]:
     if path.is_symlink():
         raise RegistryError(f"{path.name}: refusing to update a symlink; update the real file")
@@ -377,17 +348,17 @@ def _replace_if_unchanged(
     new = apply_updates(text, updates).encode("utf-8")
     if new == original:
         return True
-    temp = _write_temp(path, new, stat.S_IMODE(path.stat().st_mode))
+    # The note keeps its own mode (a person may have chosen it).
+    temp = write_temp(path, new, stat.S_IMODE(path.stat().st_mode))
     try:
         if on_before_replace is not None:
             on_before_replace(path)
         # Compare content, not mtime: mtime granularity can hide a quick second save. A save
-        # landing between this read and os.replace is still possible (no lock binds Obsidian);
+        # landing between this read and the replace is still possible (no lock binds Obsidian);
         # the window is microseconds, against seconds between a person's saves.
         if path.read_bytes() != original:
             return False
-        os.replace(temp, path)
-        _fsync_dir(path.parent)
+        replace_with(temp, path)
         return True
     finally:
         temp.unlink(missing_ok=True)

@@ -16,25 +16,18 @@ real start. So a simulated month is pruned by the same rule as a lived one.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from radar_pipeline.core.clock import require_aware
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.errors import ConfigError
-
-RETENTION_ENV = "RADAR_RUN_RETENTION_DAYS"
-DEFAULT_RETENTION_DAYS = 30
 
 
 def retention_days(environ: Mapping[str, str] | None = None) -> int:
     """`RADAR_RUN_RETENTION_DAYS` (default 30): how many days of run history are kept."""
-    env = os.environ if environ is None else environ
-    raw = env.get(RETENTION_ENV, "").strip()
-    if not raw:
-        return DEFAULT_RETENTION_DAYS
-    return keep_days_value(raw, RETENTION_ENV)
+    return Settings.from_env(environ).run_retention_days
 
 
 def keep_days_value(raw: str, name: str) -> int:

@@ -23,14 +23,13 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import os
-import shutil
 from pathlib import Path
 
 import dagster as dg
 import filelock
 
-from radar_pipeline.core.config import REPO_ROOT, default_dagster_home
+from radar_pipeline.core.config import REPO_ROOT, Settings
+from radar_pipeline.core.files import replace
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 
 BOOTSTRAP_LOCK = ".radar-bootstrap.lock"
@@ -43,8 +42,7 @@ def open_instance(home: Path) -> dg.DagsterInstance:
     home.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(home / BOOTSTRAP_LOCK):
         if not (home / "dagster.yaml").exists():
-            shutil.copyfile(REPO_ROOT / "dagster.yaml", home / ".dagster.yaml.tmp")
-            os.replace(home / ".dagster.yaml.tmp", home / "dagster.yaml")
+            replace(home / "dagster.yaml", (REPO_ROOT / "dagster.yaml").read_bytes())
         instance = dg.DagsterInstance.from_config(str(home))
         try:
             instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)
@@ -63,8 +61,7 @@ def open_instance(home: Path) -> dg.DagsterInstance:
 
 def main() -> None:
     """Prepare DAGSTER_HOME (default: the repository's data/dagster_home) for `dagster dev`."""
-    home = Path(os.environ.get("DAGSTER_HOME") or default_dagster_home()).absolute()
-    open_instance(home).dispose()
+    open_instance(Settings.from_env().dagster_home).dispose()
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ from typing import Any
 
 import duckdb
 
-from radar_pipeline.core.vault.signals import SIGNALS_DIR, list_signal_ids, read_signal_frontmatter
-from radar_pipeline.core.vault.temporary import TEMPORARY_DIR
+from radar_pipeline.core.layout import SIGNALS_DIR, TEMPORARY_DIR
+from radar_pipeline.core.vault.signals import list_signal_ids, read_signal_frontmatter
 from radar_pipeline_tests.feedserver import FeedServer, RequestHandler
 from radar_pipeline_tests.vaultkit import write_source
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from radar_pipeline.core.vault.signals import SIGNALS_DIR, read_signal_frontmatter
+from radar_pipeline.core.layout import SIGNALS_DIR
+from radar_pipeline.core.vault.signals import read_signal_frontmatter
 from radar_pipeline_tests.faults.farm import (
     Farm,
     RadarHome,

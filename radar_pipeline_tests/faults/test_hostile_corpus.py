@@ -20,8 +20,9 @@ import pytest
 from radar_pipeline.core.collect.collector import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import FETCH_ERROR_CLASSES
+from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.plan.collection import CollectionSpec
-from radar_pipeline.core.vault.signals import SIGNALS_DIR, read_signal_frontmatter
+from radar_pipeline.core.vault.signals import read_signal_frontmatter
 from radar_pipeline_tests.conftest import CORPUS_FEEDPARSER
 from radar_pipeline_tests.faults.farm import FULL, db_rows, record_figures, seeded
 from radar_pipeline_tests.feedserver import FeedServer
@@ -95,7 +96,7 @@ def test_hostile_corpus_over_http(
             n = int(sid[3:])
             write_source(vault, sid, feed_server.url(f"/fp/{n:04d}/{files[n].name}"))
         spec = CollectionSpec(new_collection_id(), "explicit", datetime.now(UTC), tuple(batch))
-        report = collector.run(spec)  # a crash here is the failure this test exists for
+        report = collector.run(spec).to_json()  # a crash here is the failure this test exists for
         rows = db_rows(
             radar_env["db"],
             "SELECT outcome, signal_id, reason, source_id FROM item_observations "

@@ -1,7 +1,8 @@
 """The Radar's claims about itself, each measured against the vault and DuckDB (no Dagster here).
 
-The one entry to the audits: `run_audits` reads what the named audits need, opens the Signal
-files' facts (core/vault/facts.py) and runs them in one DuckDB transaction. The Dagster asset
+The one entry to the audits: `run_audits` reads what the named audits need (or takes what its
+caller read already: `AuditInputs`), opens the Signal files' facts (core/vault/facts.py) and
+runs them in one DuckDB transaction. The Dagster asset
 checks and `radar report` both call it, so the UI and the command line can never disagree.
 
     idempotency   every identity has exactly one Signal file and one index row   signal_audits
@@ -17,14 +18,14 @@ checks and `radar report` both call it, so the UI and the command line can never
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import duckdb
 
 from radar_pipeline.core.audit.findings import AuditResult
-from radar_pipeline.core.audit.retention import audit_retention, list_temporary
+from radar_pipeline.core.audit.retention import TemporaryEntry, audit_retention, list_temporary
 from radar_pipeline.core.audit.signal_audits import (
     audit_agreement,
     audit_idempotency,
@@ -34,10 +35,10 @@ from radar_pipeline.core.audit.signal_audits import (
 from radar_pipeline.core.audit.source_audits import audit_overdue, audit_registry, overdue_sources
 from radar_pipeline.core.audit.stream_audits import audit_accounting, audit_gaps, audit_silence
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.registry.sources import load_registry
-from radar_pipeline.core.store.closes import last_close
+from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
+from radar_pipeline.core.store.closes import CloseRecord, last_close
 from radar_pipeline.core.store.connection import Store
-from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.core.store.feed_state import FeedState, load_states
 from radar_pipeline.core.vault.facts import gather_facts, open_facts
 
 AUDIT_NAMES = (
@@ -51,6 +52,17 @@ AUDIT_NAMES = (
     "gaps",
     "silence",
 )
+
+
+@dataclass(frozen=True)
+class AuditInputs:
+    """What the audits read besides the files' facts and the index, read once by a caller that
+    needs it too (the evidence snapshot), so nothing is read twice."""
+
+    snapshot: RegistrySnapshot
+    states: Mapping[str, FeedState]
+    close: CloseRecord | None  # the last weekly close
+    temporary: tuple[TemporaryEntry, ...]  # Temporary Content as `list_temporary` lists it
 
 
 # The audits that are one set query over the transaction's facts and index.
@@ -70,7 +82,11 @@ def run_audit(name: str, paths: RadarPaths, now: datetime, full: bool = True) ->
 
 
 def run_audits(
-    paths: RadarPaths, now: datetime, names: Iterable[str] = AUDIT_NAMES, full: bool = True
+    paths: RadarPaths,
+    now: datetime,
+    names: Iterable[str] = AUDIT_NAMES,
+    full: bool = True,
+    inputs: AuditInputs | None = None,
 ) -> dict[str, AuditResult]:
     """The named audits over the vault and DuckDB as they are now.
 
@@ -78,26 +94,37 @@ def run_audits(
     Signal file is stat'ed. Not `full` (the checks after a collection): the Signals folder is
     read incrementally (vault.facts.gather_facts), which misses a file rewritten in place
     until the next full audit; each verdict's `scan` says which read it judged.
+
+    `inputs`: the registry, feed states, last close and Temporary Content as the caller read
+    them (None: read here, the states in the audits' transaction).
     """
     wanted = tuple(names)
     unknown = set(wanted) - set(AUDIT_NAMES)
     if unknown:
         raise ValueError(f"unknown audits: {sorted(unknown)}")
-    return _run_audits(paths, now, wanted, full)
+    return _run_audits(paths, now, wanted, full, inputs)
 
 
 def _run_audits(
-    paths: RadarPaths, now: datetime, wanted: tuple[str, ...], full: bool
+    paths: RadarPaths,
+    now: datetime,
+    wanted: tuple[str, ...],
+    full: bool,
+    inputs: AuditInputs | None,
 ) -> dict[str, AuditResult]:
     store = Store(paths.db)
     # Everything read from the vault is read before the transaction, which holds the DuckDB
     # file only for the facts' update and the queries.
     judged = {"idempotency", "provenance", "retention", "agreement"} & set(wanted)
     update = gather_facts(paths.vault, store, full) if judged else None
-    snapshot = load_registry(paths.vault) if {"registry", "overdue"} & set(wanted) else None
     retention = "retention" in wanted
-    close = last_close(store) if retention else None
-    temporary = list_temporary(paths.vault) if retention else ()
+    if inputs is not None:
+        snapshot: RegistrySnapshot | None = inputs.snapshot
+        close, temporary = inputs.close, inputs.temporary
+    else:
+        snapshot = load_registry(paths.vault) if {"registry", "overdue"} & set(wanted) else None
+        close = last_close(store) if retention else None
+        temporary = list_temporary(paths.vault) if retention else ()
     out: dict[str, AuditResult] = {}
     oversized: list[tuple[str, int]] = []
     # One transaction: the audits see the same facts and index (each collection commits its
@@ -111,7 +138,8 @@ def _run_audits(
             elif name == "overdue":
                 assert snapshot is not None
                 eligible = sum(1 for r in snapshot.sources if r.source.is_eligible)
-                late = overdue_sources(snapshot, load_states(con), now)
+                states = inputs.states if inputs is not None else load_states(con)
+                late = overdue_sources(snapshot, states, now)
                 out[name] = audit_overdue(late, eligible, now)
             elif name == "retention":
                 oversized = oversized_bodies(con)

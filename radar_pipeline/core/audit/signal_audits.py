@@ -5,8 +5,8 @@
     agreement     the vault and the DuckDB index hold the same Signal ids
     oversized     Signal bodies longer than a summary can be (judged by the retention audit)
 
-Each query reads the view `audit_files` that `vault.facts.open_facts` opens in the same
-transaction; only the files and identities with a problem come back to Python.
+Each query (core/store/audits.py) reads the view `audit_files` that `vault.facts.open_facts`
+opens in the same transaction; only the files and identities with a problem come back.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import duckdb
 
 from radar_pipeline.core.audit.findings import AuditResult, Finding
 from radar_pipeline.core.parse.items import SUMMARY_MAX
+from radar_pipeline.core.store import audits as queries
 from radar_pipeline.core.vault.facts import SIGNALS_PREFIX
 from radar_pipeline.core.vault.signals import PROVENANCE_FIELDS
 
@@ -26,51 +27,6 @@ from radar_pipeline.core.vault.signals import PROVENANCE_FIELDS
 # a summary.
 SIGNAL_BODY_MAX = SUMMARY_MAX + 300 + 300
 
-# The claim of each file: the id its frontmatter declares, else its name (SignalFile.identity).
-_FILES = """
-    SELECT name, identity, error, provenance, body_length,
-           coalesce(declared_id, left(name, -3)) AS claimed
-    FROM audit_files
-"""
-
-# The identities whose files and index rows disagree: an identity's files in name order, and
-# the index row compared is its first by Signal id. Their names are listed in a second query
-# for these identities only (a list per identity of 100,000 cost more than the grouping).
-_IDENTITY_SUSPECTS = f"""
-    WITH f AS ({_FILES}),
-    by_file AS (
-        SELECT identity, count(*) AS files, arg_min(claimed, name) AS claimed
-        FROM f WHERE identity IS NOT NULL GROUP BY identity
-    ),
-    by_row AS (
-        SELECT identity, count(*) AS rows, min(signal_id) AS named
-        FROM signals GROUP BY identity
-    )
-    SELECT coalesce(by_file.identity, by_row.identity), coalesce(by_file.files, 0),
-           coalesce(by_row.rows, 0), by_row.named
-    FROM by_file FULL JOIN by_row ON by_file.identity = by_row.identity
-    WHERE by_file.identity IS NULL OR by_row.identity IS NULL OR by_file.files > 1
-       OR by_file.claimed <> by_row.named
-"""
-_NAMES_OF = """
-    SELECT identity, list(name ORDER BY name) FROM audit_files
-    WHERE identity IN (SELECT unnest(?::VARCHAR[])) GROUP BY identity
-"""
-
-# The Signal ids the vault's files claim and those the index holds, side by side: one pass
-# gives both differences and the counts.
-_AGREEMENT = """
-    WITH vault AS (
-        SELECT DISTINCT coalesce(declared_id, left(name, -3)) AS sid FROM audit_files
-    ),
-    indexed AS (SELECT DISTINCT signal_id AS sid FROM signals),
-    j AS (SELECT v.sid AS v, i.sid AS i FROM vault v FULL JOIN indexed i ON v.sid = i.sid)
-    SELECT count(v), count(i), count(v) FILTER (WHERE i IS NOT NULL),
-           coalesce(list(v ORDER BY v) FILTER (WHERE i IS NULL), []),
-           coalesce(list(i ORDER BY i) FILTER (WHERE v IS NULL), [])
-    FROM j
-"""
-
 
 def audit_idempotency(con: duckdb.DuckDBPyConnection) -> AuditResult:
     """Every identity has exactly one Signal file and one index row naming that file.
@@ -78,21 +34,18 @@ def audit_idempotency(con: duckdb.DuckDBPyConnection) -> AuditResult:
     Over the facts of every file (the view `open_facts` opens) and the index, grouped in
     DuckDB: only the identities with a problem come back to Python. An identity's files are
     named in name order; the index row compared is its first by Signal id."""
-    suspects = con.execute(_IDENTITY_SUSPECTS).fetchall()
-    names_of = dict(con.execute(_NAMES_OF, [[str(r[0]) for r in suspects]]).fetchall())
+    suspects = queries.identity_suspects(con)
+    names_of = queries.file_names_of(con, [str(r[0]) for r in suspects])
     findings = [
         _identity_finding(identity, files, rows, names_of.get(identity), named)
         for identity, files, rows, named in sorted(suspects, key=lambda r: str(r[0]))
     ]
-    unidentified = con.execute("SELECT name FROM audit_files WHERE identity IS NULL").fetchall()
+    unidentified = queries.unidentified_files(con)
     for (name,) in sorted(unidentified):
         findings.append(
             Finding("ERROR", ("–", "1", "0", SIGNALS_PREFIX + name, "no Signal id to identify"))
         )
-    identities, identified = _one(
-        con,
-        "SELECT count(DISTINCT identity), count(identity) FROM audit_files",
-    )
+    identities, identified = queries.identity_counts(con)
     return AuditResult(
         "idempotency",
         "one Signal file and one index row per identity",
@@ -118,19 +71,17 @@ def _identity_finding(
 
 def audit_provenance(con: duckdb.DuckDBPyConnection) -> AuditResult:
     """Every Signal carries every provenance field; `publishedAt` is empty unless verified."""
-    broken = con.execute(
-        "SELECT name, error, provenance FROM audit_files "
-        "WHERE error IS NOT NULL OR provenance IS NOT NULL"
-    ).fetchall()
+    broken = queries.provenance_problems(con)
     findings: list[Finding] = []
     for name, error, provenance in sorted(broken, key=lambda r: (r[0], r[1] or "", r[2] or "")):
         rel = SIGNALS_PREFIX + name
         if error is not None:
             findings.append(Finding("ERROR", (rel, "all", error or "unreadable")))
             continue
+        assert provenance is not None  # the query returns files with an error or problems
         for fields, problem in json.loads(provenance):
             findings.append(Finding("ERROR", (rel, str(fields), str(problem))))
-    (count,) = _one(con, "SELECT count(*) FROM audit_files")
+    count = queries.file_count(con)
     return AuditResult(
         "provenance",
         "every Signal carries its full provenance",
@@ -143,35 +94,25 @@ def audit_provenance(con: duckdb.DuckDBPyConnection) -> AuditResult:
 def oversized_bodies(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int]]:
     """(vault path, visible length) of each Signal whose pipeline-written body is longer than
     a summary can be, in name order."""
-    rows = con.execute(
-        "SELECT name, body_length FROM audit_files WHERE body_length > ?",
-        [SIGNAL_BODY_MAX],
-    ).fetchall()
+    rows = queries.bodies_longer_than(con, SIGNAL_BODY_MAX)
     return [(SIGNALS_PREFIX + name, int(length)) for name, length in sorted(rows)]
 
 
 def audit_agreement(con: duckdb.DuckDBPyConnection) -> AuditResult:
     """The vault and the DuckDB index hold the same Signal ids (the vault is the truth)."""
-    row = con.execute(_AGREEMENT).fetchone()
-    assert row is not None  # an aggregate without GROUP BY always answers one row
-    vault, index, common, unindexed, fileless = row
+    found = queries.agreement(con)
     findings = [
-        Finding("ERROR", (sid, "no", "yes", "index row without a Signal file")) for sid in fileless
+        Finding("ERROR", (sid, "no", "yes", "index row without a Signal file"))
+        for sid in found.fileless
     ]
     findings += [
         Finding("WARN", (sid, "yes", "no", "not indexed yet (the next collection repairs it)"))
-        for sid in unindexed
+        for sid in found.unindexed
     ]
     return AuditResult(
         "agreement",
         "the vault and the DuckDB index hold the same Signal ids",
         ("Signal", "in vault", "in index", "problem"),
         tuple(findings),
-        {"vault": vault, "index": index, "common": common},
+        {"vault": found.vault, "index": found.index, "common": found.common},
     )
-
-
-def _one(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[int, ...]:
-    row = con.execute(sql).fetchone()
-    assert row is not None  # an aggregate without GROUP BY always answers one row
-    return tuple(int(v) for v in row)

@@ -14,33 +14,19 @@ import duckdb
 
 from radar_pipeline.core.audit.findings import AuditResult, Finding
 from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.store import audits as queries
 
 # A Source's rhythm is known once this many intervals between its items' dates are.
 MIN_INTERVALS = 4
 # Silent: the newest item is older than this many rhythms at the Source's last passing check.
 SILENCE_FACTOR = 3
 
-_OUTCOME_SUM = "created + reused + updated + duplicates + rejected + deferred + outside_window"
-
 
 def audit_accounting(con: duckdb.DuckDBPyConnection) -> AuditResult:
     """ERROR for each recorded check whose outcomes do not add up to what it parsed, or whose
     item observations are not one per item parsed."""
-    rows = con.execute(
-        f"""
-        SELECT a.collection_id, a.source_id, a.as_of, a.items_parsed, {_OUTCOME_SUM},
-            coalesce(o.n, 0)
-        FROM check_accounting AS a
-        LEFT JOIN (
-            SELECT collection_id, source_id, count(*) AS n FROM item_observations
-            GROUP BY collection_id, source_id
-        ) AS o USING (collection_id, source_id)
-        WHERE a.items_parsed <> {_OUTCOME_SUM} OR a.items_parsed <> coalesce(o.n, 0)
-        ORDER BY a.as_of, a.source_id
-        """
-    ).fetchall()
-    row = con.execute("SELECT count(*) FROM check_accounting").fetchone()
-    checks = int(row[0]) if row else 0
+    rows = queries.unbalanced_checks(con)
+    checks = queries.check_count(con)
     findings = tuple(
         Finding(
             "ERROR",
@@ -67,13 +53,7 @@ def audit_accounting(con: duckdb.DuckDBPyConnection) -> AuditResult:
 def audit_gaps(con: duckdb.DuckDBPyConnection) -> AuditResult:
     """WARN for each Source whose latest check shares no item with the previous one although
     its feed held as many items: items may have scrolled out unseen between the checks."""
-    rows = con.execute(
-        """
-        SELECT source_id, arg_max(as_of, as_of), arg_max(possible_gap, as_of),
-            arg_max(items_parsed, as_of)
-        FROM check_accounting WHERE items_parsed > 0 GROUP BY source_id ORDER BY source_id
-        """
-    ).fetchall()
+    rows = queries.latest_checks(con)
     findings = tuple(
         Finding(
             "WARN",
@@ -118,27 +98,7 @@ class Rhythm:
 def rhythms(con: duckdb.DuckDBPyConnection) -> list[Rhythm]:
     """Every Source whose latest check passed and whose item dates give a rhythm
     (MIN_INTERVALS or more intervals between distinct observation dates)."""
-    rows = con.execute(
-        """
-        WITH dates AS (
-            SELECT DISTINCT source_id, observed_at FROM source_items WHERE observed_at IS NOT NULL
-        ), gaps AS (
-            SELECT source_id, observed_at,
-                epoch(observed_at) - epoch(lag(observed_at) OVER (
-                    PARTITION BY source_id ORDER BY observed_at)) AS gap_s
-            FROM dates
-        )
-        SELECT g.source_id, count(g.gap_s), median(g.gap_s), max(g.observed_at),
-            f.last_success_at
-        FROM gaps AS g JOIN feed_state AS f USING (source_id)
-        WHERE f.last_success_at IS NOT NULL AND f.error_state IS NULL
-            AND g.observed_at <= f.last_success_at
-        GROUP BY g.source_id, f.last_success_at
-        HAVING count(g.gap_s) >= ?
-        ORDER BY g.source_id
-        """,
-        [MIN_INTERVALS],
-    ).fetchall()
+    rows = queries.rhythm_rows(con, MIN_INTERVALS)
     return [
         Rhythm(str(r[0]), int(r[1]), timedelta(seconds=float(r[2])), r[3], r[4])
         for r in rows

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
 import duckdb
 
@@ -50,8 +49,9 @@ from radar_pipeline.core.plan.collection import (
 from radar_pipeline.core.plan.locks import LockBook
 from radar_pipeline.core.plan.schedule import ITEM_CAP, window_from
 from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
+from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.accounting import previous_checks, record_accounts
-from radar_pipeline.core.store.collections import record_collection, record_metrics
+from radar_pipeline.core.store.collections import last_as_of, record_collection, record_metrics
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.core.store.fetch_attempts import record_attempts, with_uncommitted_fetches
@@ -128,8 +128,7 @@ class Collector:
             snapshot = load_registry(self.paths.vault)
         with self.store.transaction() as con:
             states = with_uncommitted_fetches(con, load_states(con))
-            row = con.execute("SELECT max(as_of) FROM collections").fetchone()
-        last = row[0] if row else None
+            last = last_as_of(con)
         first = plan_collection(spec, snapshot, states, last, self.locks)
         if not any(c.request is not None for c in first.checks):
             return first
@@ -196,7 +195,7 @@ class Collector:
         self.folder_scans.append(judgement.verdict)
         return tuple(DedupedCheck(res, d) for res, d in zip(results, decisions, strict=True))
 
-    def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> dict[str, Any]:
+    def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> CollectionReport:
         """Write the new Signals, then record everything in one transaction, mirror each
         Source's health into its file, run the page stage and release the Source locks; the
         report."""
@@ -224,12 +223,12 @@ class Collector:
                 record_accounts(
                     con,
                     [
-                        accounting_row(spec, d, a, src["outcome"])
-                        for d, a, src in zip(deduped, accounts, report["sources"], strict=True)
-                        if src["outcome"] != "skipped"
+                        accounting_row(spec, d, a, src.outcome)
+                        for d, a, src in zip(deduped, accounts, report.sources, strict=True)
+                        if src.outcome != "skipped"
                     ],
                 )
-                record_metrics(con, spec.collection_id, report["sources"])
+                record_metrics(con, spec.collection_id, report.sources)
                 record_collection(con, spec.dagster_run_id, spec.trigger, spec.as_of, report)
             self._mirror_health(spec, deduped)
             try:
@@ -241,8 +240,8 @@ class Collector:
             self.locks.release_all(spec.collection_id)
 
     def pages(
-        self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...], report: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...], report: CollectionReport
+    ) -> CollectionReport:
         """Page extraction for the checked `fullText: page-extraction` Sources, while their
         locks are still held (so no other check of them overlaps); the report with each
         Source's `pages` figures, as recorded in DuckDB."""
@@ -256,7 +255,7 @@ class Collector:
             report,
         )
 
-    def run(self, spec: CollectionSpec) -> dict[str, Any]:
+    def run(self, spec: CollectionSpec) -> CollectionReport:
         """All stages in one call (the same code the Dagster ops run, for plain tests)."""
         plan = self.plan(spec)
         try:

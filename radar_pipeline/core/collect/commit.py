@@ -9,7 +9,6 @@ next dedupe stage indexes (invariant 5).
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -23,42 +22,21 @@ from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
 from radar_pipeline.core.collect.signal_files import WrittenSignal
 from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, ItemDecision, resolve_pending
 from radar_pipeline.core.identity.keys import IDENTITY_VERSION
+from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.plan.schedule import next_backoff, window_from
 from radar_pipeline.core.store.accounting import record_duplicates, record_source_items
-from radar_pipeline.core.store.connection import insert_rows
+from radar_pipeline.core.store.dead_letters import record_failure
 from radar_pipeline.core.store.feed_state import FeedState, save_states
-from radar_pipeline.core.vault import index
+from radar_pipeline.core.store.observations import (
+    record_evidence,
+    record_observations,
+    record_rejection,
+)
+from radar_pipeline.core.store.signals import insert_signals, record_revision
 from radar_pipeline.core.vault.facts import FactsKey, SignalFile, record_facts
 from radar_pipeline.core.vault.health import manners_fields
-from radar_pipeline.core.vault.signals import SIGNALS_DIR
-
-# item_observations columns in order (store/connection.py, migration 1).
-OBSERVATION_COLUMN_TYPES = (
-    "VARCHAR",  # collection_id
-    "VARCHAR",  # source_id
-    "TIMESTAMPTZ",  # observed_in_run_at
-    "VARCHAR",  # identity
-    "VARCHAR",  # source_item_id
-    "VARCHAR",  # canonical_url
-    "TIMESTAMPTZ",  # observed_at
-    "VARCHAR",  # content_hash
-    "VARCHAR",  # outcome
-    "VARCHAR",  # signal_id
-    "VARCHAR",  # reason
-)
-# field_evidence columns in order (migration 9).
-EVIDENCE_COLUMN_TYPES = (
-    "VARCHAR",  # collection_id
-    "VARCHAR",  # source_id
-    "VARCHAR",  # identity
-    "VARCHAR",  # field
-    "VARCHAR",  # method
-    "VARCHAR",  # expression
-    "VARCHAR",  # origin
-    "TIMESTAMPTZ",  # recorded_at
-)
 
 
 @dataclass
@@ -94,9 +72,9 @@ class PendingRows:
     evidence: list[tuple[Any, ...]] = field(default_factory=list)
 
     def flush(self, con: duckdb.DuckDBPyConnection) -> None:
-        index.insert_signals(con, self.signals)
-        insert_rows(con, "item_observations", OBSERVATION_COLUMN_TYPES, self.observations)
-        insert_rows(con, "field_evidence", EVIDENCE_COLUMN_TYPES, self.evidence)
+        insert_signals(con, self.signals)
+        record_observations(con, self.observations)
+        record_evidence(con, self.evidence)
         save_states(con, self.states)
         record_facts(con, self.facts)
         record_duplicates(con, self.duplicates)
@@ -201,19 +179,14 @@ def _record_revision(
     con: duckdb.DuckDBPyConnection, spec: CollectionSpec, signal_id: str, cand: ItemCandidate
 ) -> None:
     """A content change of a known item: a revision row, never a second Signal (invariant 3)."""
-    con.execute(
-        "INSERT INTO signal_revisions VALUES (?, ?, ?, ?, ?, ?)",
-        [
-            signal_id,
-            spec.collection_id,
-            spec.as_of,
-            cand.content_hash,
-            cand.title,
-            cand.observed_at,
-        ],
-    )
-    con.execute(
-        "UPDATE signals SET content_hash = ? WHERE signal_id = ?", [cand.content_hash, signal_id]
+    record_revision(
+        con,
+        signal_id,
+        spec.collection_id,
+        spec.as_of,
+        cand.content_hash,
+        cand.title,
+        cand.observed_at,
     )
 
 
@@ -223,16 +196,13 @@ def _commit_rejections(
     if res.parsed is None:
         return
     for rej in res.parsed.rejections:
-        con.execute(
-            "INSERT INTO item_observations VALUES (?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, NULL, ?)",
-            [
-                spec.collection_id,
-                res.check.source_id,
-                spec.as_of,
-                rej.source_item_id,
-                "rejected",
-                f"{rej.reason}: {rej.detail}"[:500],
-            ],
+        record_rejection(
+            con,
+            spec.collection_id,
+            res.check.source_id,
+            spec.as_of,
+            rej.source_item_id,
+            f"{rej.reason}: {rej.detail}"[:500],
         )
 
 
@@ -301,19 +271,15 @@ def _commit_failure(
             backoff_until=backoff,
         ),
     )
-    con.execute(
-        "INSERT INTO dead_letters (dead_letter_id, collection_id, source_id, stage, error_class, "
-        "message, attempt, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
-        [
-            uuid.uuid4().hex[:12],
-            spec.collection_id,
-            res.check.source_id,
-            res.error_stage or "fetch",
-            res.error_class,
-            (res.error_message or "")[:1000],
-            failures,
-            now,
-        ],
+    record_failure(
+        con,
+        spec.collection_id,
+        res.check.source_id,
+        res.error_stage or "fetch",
+        res.error_class,
+        res.error_message or "",
+        failures,
+        now,
     )
 
 

@@ -20,7 +20,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
-from radar_pipeline.core.errors import ConfigError, ParseError
+from radar_pipeline.core.config import Settings
+from radar_pipeline.core.errors import ParseError
 from radar_pipeline.core.models import ParsedFeed
 from radar_pipeline.core.parse.dispatch import parse_body
 from radar_pipeline.core.parse.spec import ExtractionSpec
@@ -76,19 +77,12 @@ def parse_job(job: ParseJob) -> ParseOutcome:
     return ParseOutcome(parsed=parsed)
 
 
-WORKERS_ENV = "RADAR_PARSE_WORKERS"
-
-
 def default_worker_count(environ: Mapping[str, str] | None = None) -> int:
     """`RADAR_PARSE_WORKERS` if set (1: parse in-process), else one worker per core, at most
     MAX_WORKERS (so 1 on a single core)."""
-    env = os.environ if environ is None else environ
-    value = env.get(WORKERS_ENV, "").strip()
-    if value:
-        try:
-            return max(1, int(value))
-        except ValueError:
-            raise ConfigError(f"{WORKERS_ENV}={value!r} is not a whole number") from None
+    workers = Settings.from_env(environ).parse_workers
+    if workers is not None:
+        return workers
     return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
 
 

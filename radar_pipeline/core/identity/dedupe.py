@@ -4,7 +4,7 @@ Decision per candidate (one Source):
 - identity known (or an alias of it recorded by a re-key) -> `reused`, or `updated` when its
   content hash changed (a revision) and it is dated inside the period the check covers (or
   undated): an older item is looked at again only since every item inside the 7-day cap is
-  (issue 17), and that must not add revisions the rule before it would never have seen;
+  (invariant 8), and that must not add revisions the rule before it would never have seen;
 - identity recorded as a duplicate by an earlier check -> `duplicate` of the same Signal again
   (the decision is kept, so a change of the rules below never turns it into a new Signal);
 - otherwise the item is unknown. At most `item_cap` unknown items are decided per check,
@@ -24,10 +24,8 @@ Decision per candidate (one Source):
 Items decided `new` earlier in the same collection are not in the index yet; a `DedupeBatch`
 carries them so later items (of the same or another Source) are checked against them too.
 
-Every database lookup is on one column (migration 3 indexes each): a short IN list becomes an
-ART index scan; a collection's whole batch of keys is one semi-join against the column (one scan
-and a hash table). DuckDB scans the whole table for a conjunction, a composite index or an OR,
-so further conditions are applied here, in Python, on the few rows.
+Every database lookup is on one column (core/store/lookups.py says why); further conditions
+are applied here, in Python, on the few rows.
 """
 
 from __future__ import annotations
@@ -42,12 +40,12 @@ import duckdb
 
 from radar_pipeline.core.identity.keys import hamming64, is_substantive, make_signal_id
 from radar_pipeline.core.models import ItemCandidate
+from radar_pipeline.core.store import lookups
+from radar_pipeline.core.store.signals import BANDS, simhash_band_keys
 
-SIMHASH_DISTANCE = 3  # bands below assume <= 3: 4 bands, so one band is always equal
-BANDS = 4
-BAND_BITS = 16
+SIMHASH_DISTANCE = 3  # the bands assume <= 3: 4 bands, so one band is always equal
+assert SIMHASH_DISTANCE < BANDS
 PENDING_PREFIX = "pending:"
-_IN_CHUNK = 50  # up to this many values: an IN list (index scans); more: a semi-join
 
 Decision = Literal["new", "reused", "updated", "duplicate", "deferred"]
 
@@ -257,7 +255,7 @@ def template_hashes(candidates: Sequence[ItemCandidate]) -> frozenset[str]:
 
 def lookup_duplicates(con: duckdb.DuckDBPyConnection, identities: Sequence[str]) -> dict[str, str]:
     """identity -> Signal id, for items an earlier check recorded as a duplicate of it."""
-    rows = _select_in(con, "identity, signal_id", "duplicate_items", "identity", identities)
+    rows = lookups.duplicates_by_identity(con, identities)
     return {str(r[0]): str(r[1]) for r in rows}
 
 
@@ -269,62 +267,25 @@ def resolve_pending(ref: str | None, first_seen_at: datetime) -> str | None:
     return make_signal_id(first_seen_at, ref[len(PENDING_PREFIX) :])
 
 
-def simhash_band_keys(simhash: int) -> list[int]:
-    """The four indexed band keys of a simhash: band number * 65536 + its 16-bit slice."""
-    mask = (1 << BAND_BITS) - 1
-    return [b << BAND_BITS | (simhash >> (BAND_BITS * b)) & mask for b in range(BANDS)]
-
-
 def lookup_identities(
     con: duckdb.DuckDBPyConnection, identities: Sequence[str]
 ) -> dict[str, tuple[str, str]]:
     """identity -> (Signal id, current content hash), by Signal identity or recorded alias."""
     found = {
-        str(r[0]): (str(r[1]), str(r[2]))
-        for r in _select_in(
-            con, "identity, signal_id, content_hash", "signals", "identity", identities
-        )
+        str(r[0]): (str(r[1]), str(r[2])) for r in lookups.signals_by_identity(con, identities)
     }
     missing = [i for i in identities if i not in found]
     if not missing:
         return found
-    aliases = {
-        str(r[0]): str(r[1])
-        for r in _select_in(con, "identity, signal_id", "identity_aliases", "identity", missing)
-    }
+    aliases = {str(r[0]): str(r[1]) for r in lookups.aliases_by_identity(con, missing)}
     if aliases:
         current = {
-            str(r[0]): str(r[1])
-            for r in _select_in(
-                con, "signal_id, content_hash", "signals", "signal_id", list(aliases.values())
-            )
+            str(r[0]): str(r[1]) for r in lookups.content_hashes(con, list(aliases.values()))
         }
         for alias, signal_id in aliases.items():
             if signal_id in current:
                 found[alias] = (signal_id, current[signal_id])
     return found
-
-
-def _select_in(
-    con: duckdb.DuckDBPyConnection, columns: str, table: str, key: str, values: Sequence[Any]
-) -> list[tuple[Any, ...]]:
-    """Rows of `table` whose `key` is one of `values` (str or int), in one query.
-
-    A few values: an IN list, which DuckDB answers from the column's ART index. More: one
-    semi-join on the unnested list. Index scans cost per value and grow with the table (a
-    collection's 4,000 simhash band keys in IN lists of 50 took 0.7 s against 100,000
-    Signals); the semi-join scans the column once (20-30 ms there, 3-5 ms on an empty index).
-    """
-    unique = list(dict.fromkeys(values))
-    if not unique:
-        return []
-    if len(unique) <= _IN_CHUNK:
-        marks = ", ".join("?" * len(unique))
-        sql = f"SELECT {columns} FROM {table} WHERE {key} IN ({marks})"
-        return con.execute(sql, unique).fetchall()
-    kind = "BIGINT" if isinstance(unique[0], int) else "VARCHAR"
-    sql = f"SELECT {columns} FROM {table} WHERE {key} IN (SELECT unnest(?::{kind}[]))"
-    return con.execute(sql, [unique]).fetchall()
 
 
 _Row = tuple[str, str, datetime]  # signal id, source id or flag, first seen
@@ -351,39 +312,28 @@ class _SecondaryIndex:
         if not cands:
             return cls(by_url, by_content, by_title, by_band, {})
         urls = [c.canonical_url for c in cands]
-        cols = "canonical_url, signal_id, source_id, first_seen_at"
-        for r in _select_in(con, cols, "signals", "canonical_url", urls):
+        for r in lookups.signals_by_url(con, urls):
             by_url.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
         # A re-key may have re-canonicalised an older Signal's URL: that form is the alias's.
-        cols = "canonical_url, signal_id, source_id, recorded_at"
-        for r in _select_in(con, cols, "identity_aliases", "canonical_url", urls):
+        for r in lookups.aliases_by_url(con, urls):
             by_url.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
         hashes = [c.content_hash for c in cands if _has_substantive_text(c)]
-        cols = "content_hash, signal_id, source_id, first_seen_at"
-        for r in _select_in(con, cols, "signals", "content_hash", hashes):
+        for r in lookups.signals_by_content(con, hashes):
             by_content.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
         titles = [c.title_key for c in cands if c.observed_at is not None]
-        cols = "title_key, observed_day, signal_id, duplicate_candidate_of, first_seen_at"
-        for r in _select_in(con, cols, "signals", "title_key", titles):
-            if r[1] is not None:
-                by_title.setdefault((r[0], r[1]), []).append((str(r[2]), str(r[3] or ""), r[4]))
+        for t in lookups.signals_by_title(con, titles):
+            if t[1] is not None:
+                by_title.setdefault((t[0], t[1]), []).append((str(t[2]), str(t[3] or ""), t[4]))
         wanted: dict[int, list[int]] = {}  # band key -> simhashes of candidates with it
         for c in cands:
             for key in simhash_band_keys(c.simhash) if c.simhash else ():
                 wanted.setdefault(key, []).append(c.simhash)
-        cols = "band_key, signal_id, simhash, first_seen_at"
-        for r in _select_in(con, cols, "simhash_bands", "band_key", list(wanted)):
+        for b in lookups.bands_by_key(con, list(wanted)):
             # Most rows share a band by chance; keep only those near a candidate.
-            if any(hamming64(int(r[2]), h) <= SIMHASH_DISTANCE for h in wanted[int(r[0])]):
-                by_band.setdefault(int(r[0]), []).append((str(r[1]), int(r[2]), r[3]))
+            if any(hamming64(int(b[2]), h) <= SIMHASH_DISTANCE for h in wanted[int(b[0])]):
+                by_band.setdefault(int(b[0]), []).append((str(b[1]), int(b[2]), b[3]))
         near = [row[0] for rows in by_band.values() for row in rows]
-        flags = {
-            str(r[0]): str(r[1])
-            for r in _select_in(
-                con, "signal_id, duplicate_candidate_of", "signals", "signal_id", near
-            )
-            if r[1]
-        }
+        flags = {str(r[0]): str(r[1]) for r in lookups.candidate_flags(con, near) if r[1]}
         flags.update((row[0], row[1]) for rows in by_title.values() for row in rows if row[1])
         return cls(by_url, by_content, by_title, by_band, flags)
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
 from radar_pipeline.core.clock import parse_cadence
+from radar_pipeline.core.config import environment
 from radar_pipeline.core.errors import PUBLISHER_WAITS
 from radar_pipeline.core.models import FetchRequest
 from radar_pipeline.core.plan.locks import LockBook
@@ -37,7 +37,7 @@ class CollectionSpec:
     trigger: str = "cli"
     dagster_run_id: str | None = None
     # One command's collection may take several runs (one per block of partitions it checks);
-    # they share this id, and their reports read as one (core/collect/report.merge_reports).
+    # they share this id, and their reports read as one (CollectionReport.merge, core/reports.py).
     launch_id: str | None = None
 
 
@@ -85,7 +85,7 @@ def plan_collection(
     environ: Mapping[str, str] | None = None,
 ) -> CollectionPlan:
     """Decide every Source's check for this collection, in recovery priority order."""
-    env = os.environ if environ is None else environ
+    env = environment(environ)
     now = spec.as_of
     records = _selected_records(spec, snapshot)
     overdue = sum(1 for t in source_timings(snapshot, states, now) if t.overdue)
@@ -166,7 +166,7 @@ def preview_collection(
 ) -> CollectionPreview:
     """`plan_collection`'s decisions without the locks (a Source another process holds when
     the run plans is skipped then, not here)."""
-    env = os.environ if environ is None else environ
+    env = environment(environ)
     checked: list[str] = []
     skipped: list[str] = []
     for rec in _in_priority_order(_selected_records(spec, snapshot)):

@@ -135,7 +135,7 @@ def is_due(
     (`next_check_at`), it is not in backoff, and the publisher's own lower bound has passed.
     Every overdue Source is due unless the publisher asked for more time.
 
-    `polite_until`: the last response's time plus `acquire.fetch.polite_delay_s` (its
+    `polite_until`: the last response's time plus `acquire.response.polite_delay_s` (its
     Cache-Control max-age or RSS <ttl>, at most a day). `manual` (None) is never due; it runs
     only when named explicitly.
     """

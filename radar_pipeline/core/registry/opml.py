@@ -33,8 +33,9 @@ from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.files import create_once
 from radar_pipeline.core.frontmatter import split_frontmatter
+from radar_pipeline.core.jsontypes import Frontmatter, JsonObject
+from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.registry.sources import (
-    SOURCES_DIR,
     RegistrySnapshot,
     http_url_problem,
     validate_source,
@@ -126,7 +127,7 @@ class ImportResult:
     imported: list[dict[str, str]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"imported": self.imported, "skipped": self.skipped}
 
 
@@ -231,7 +232,7 @@ def source_note(source_id: str, outline: FeedOutline, now: datetime, origin: str
     name = inert_property(one_line(outline.title, 200, html=False)) or source_id
     tags = ["radar/source", "radar/imported"]
     tags += [f"radar/folder/{t}" for t in (_tag(f) for f in outline.folders) if t]
-    fm: dict[str, Any] = {
+    fm: Frontmatter = {
         "entityType": "source",
         "schemaVersion": 1,
         "id": source_id,

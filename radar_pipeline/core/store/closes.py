@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.models import CleanupResult
 from radar_pipeline.core.store.connection import Store
-from radar_pipeline.core.vault.cleanup import CleanupResult
 
 
 @dataclass(frozen=True)

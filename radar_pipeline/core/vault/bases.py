@@ -11,8 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from radar_pipeline.core.files import create_once
-
-RADAR_DIR = Path("Radar")
+from radar_pipeline.core.layout import SIGNALS_VIEW, SOURCES_VIEW
 
 SIGNALS_BASE = """\
 # Radar's views of the Signals. Created once by `radar`; never overwritten: edit it freely
@@ -152,8 +151,8 @@ views:
 """
 
 SHIPPED_BASES = {
-    RADAR_DIR / "Signals.base": SIGNALS_BASE,
-    RADAR_DIR / "Sources.base": SOURCES_BASE,
+    SIGNALS_VIEW: SIGNALS_BASE,
+    SOURCES_VIEW: SOURCES_BASE,
 }
 
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from radar_pipeline.core.errors import CleanupRefused
-
-TEMPORARY_DIR = Path("Radar/Temporary Content")
+from radar_pipeline.core.layout import TEMPORARY_DIR
+from radar_pipeline.core.models import CleanupResult
 
 # Entries renamed or added by another process mid-walk are picked up by a further pass.
 _MAX_PASSES = 3
@@ -35,16 +35,6 @@ _MAX_PASSES = 3
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CleanupResult:
-    """What one close did: files (links included) deleted, their bytes, files left after."""
-
-    deleted: int
-    bytes: int
-    retained: int
-    refused: tuple[str, ...] = ()  # "<path in Temporary Content>: <reason>" for entries kept
 
 
 @dataclass

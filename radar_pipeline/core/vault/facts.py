@@ -27,8 +27,12 @@ from typing import Any
 import duckdb
 
 from radar_pipeline.core.errors import VaultError
+from radar_pipeline.core.files import is_temp_name
 from radar_pipeline.core.identity.keys import identity_of
-from radar_pipeline.core.store.connection import Store, insert_rows
+from radar_pipeline.core.layout import SIGNALS_DIR
+from radar_pipeline.core.store import facts as stored
+from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.facts import FactRow
 from radar_pipeline.core.vault.folder_state import (
     FolderState,
     dir_mtime_ns,
@@ -41,8 +45,6 @@ from radar_pipeline.core.vault.folder_state import (
 from radar_pipeline.core.vault.signals import (
     PROVENANCE_FIELDS,
     SIGNAL_ID_RE,
-    SIGNALS_DIR,
-    TEMP_PREFIX,
     read_signal_frontmatter,
 )
 
@@ -93,7 +95,7 @@ class FolderScan:
     files_stat: int  # files stat'ed (every file in a full scan; only unreadable ones else)
     names_listed: int  # entries a listing read (0 when the folder was trusted)
 
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> dict[str, str | int]:
         return {
             "folder_scan": self.mode,
             "files_stat": self.files_stat,
@@ -136,9 +138,7 @@ def gather_facts(vault: Path, store: Store, full: bool = True) -> FactsUpdate:
     if not full:
         with store.transaction() as con:
             judgement = judge(con, folder)
-            errored = (
-                [r[0] for r in con.execute(_ERRORED).fetchall()] if judgement.unchanged else []
-            )
+            errored = stored.errored_names(con) if judgement.unchanged else []
         if judgement.unchanged:
             listing = judgement.listing
             fresh = [
@@ -161,7 +161,7 @@ def gather_facts(vault: Path, store: Store, full: bool = True) -> FactsUpdate:
     unstorable: list[str] = []
     temps = 0
     for entry in os.scandir(folder):
-        if entry.name.startswith(TEMP_PREFIX):
+        if is_temp_name(entry.name):
             temps += 1
             continue
         if not is_signal_entry(entry):
@@ -176,9 +176,7 @@ def gather_facts(vault: Path, store: Store, full: bool = True) -> FactsUpdate:
             continue
         listed[name] = facts_key(info)
     with store.transaction() as con:
-        rows = con.execute(
-            "SELECT name, ino, size, mtime_ns, ctime_ns, error IS NULL FROM audit_signal_files"
-        ).fetchall()
+        rows = stored.stored_keys(con)
     known = {row[0]: (row[1], row[2], row[3], row[4]) if row[5] else None for row in rows}
     stale = sorted(name for name, key in listed.items() if known.get(name) != key)
     # A name the facts cannot hold keeps the folder from ever being trusted (no state).
@@ -193,9 +191,6 @@ def gather_facts(vault: Path, store: Store, full: bool = True) -> FactsUpdate:
         state=state,
         scan=FolderScan("full" if full else "rescanned", len(listed) + len(unstorable), 0),
     )
-
-
-_ERRORED = "SELECT name FROM audit_signal_files WHERE error IS NOT NULL ORDER BY name"
 
 
 def _key(path: Path) -> FactsKey | None:
@@ -220,44 +215,41 @@ def open_facts(
     for a moment) is read again here. So every row is a file that exists (or existed a moment
     ago), with facts of a version of it, and every listed file has one.
     """
-    con.execute("CREATE TEMP TABLE audit_unstored AS FROM audit_signal_files LIMIT 0")
     if update is not None and not update.folder_present:
-        con.execute("CREATE TEMP VIEW audit_files AS FROM audit_unstored")
+        stored.open_files_view(con, None)
         return
+    unstored: list[FactRow] = []
     if update is not None and update.trusted:
         if update.fresh:
             _write_facts(con, update.fresh, ())
     elif update is not None:
-        _apply_facts(con, vault / SIGNALS_DIR, update)
+        unstored = _apply_facts(con, vault / SIGNALS_DIR, update)
         # The listing's folder state, recorded with the facts it produced (folder_state.py).
         if update.state is None:
             forget_state(con)
         else:
             save_state(con, update.state)
-    con.execute(
-        "CREATE TEMP VIEW audit_files AS FROM audit_signal_files UNION ALL FROM audit_unstored"
-    )
+    stored.open_files_view(con, unstored)
 
 
-def _apply_facts(con: duckdb.DuckDBPyConnection, folder: Path, update: FactsUpdate) -> None:
-    stored = {row[0] for row in con.execute("SELECT name FROM audit_signal_files").fetchall()}
+def _apply_facts(
+    con: duckdb.DuckDBPyConnection, folder: Path, update: FactsUpdate
+) -> list[FactRow]:
+    """Write the listing's facts; return the rows of the files DuckDB cannot hold."""
+    names = stored.stored_names(con)
     absent = [
-        name
-        for name in sorted(stored - update.listed.keys())
-        if not _is_regular_file(folder / name)
+        name for name in sorted(names - update.listed.keys()) if not _is_regular_file(folder / name)
     ]
     fresh = list(update.fresh)
-    stored.update(name for name, _, _ in fresh)
+    names.update(name for name, _, _ in fresh)
     fresh += [
         (name, key, _read_one(folder / name, name))
         for name, key in sorted(update.listed.items())
-        if name not in stored
+        if name not in names
     ]
     if fresh or absent:
         _write_facts(con, fresh, absent)
-    _insert_facts(
-        con, "audit_unstored", [(f.stem + ".md", (0, 0, 0, 0), f) for f in update.unstored]
-    )
+    return _fact_rows([(f.stem + ".md", (0, 0, 0, 0), f) for f in update.unstored])
 
 
 def _is_regular_file(path: Path) -> bool:
@@ -369,19 +361,11 @@ def _write_facts(
     fresh: Sequence[tuple[str, FactsKey, SignalFile]],
     gone: Iterable[str],
 ) -> None:
-    names = [name for name, _, _ in fresh] + list(gone)
-    if names:
-        con.execute(
-            "DELETE FROM audit_signal_files WHERE name IN (SELECT unnest(?::VARCHAR[]))",
-            [names],
-        )
-    _insert_facts(con, "audit_signal_files", fresh)
+    stored.write_facts(con, _fact_rows(fresh), gone)
 
 
-def _insert_facts(
-    con: duckdb.DuckDBPyConnection, table: str, facts: Sequence[tuple[str, FactsKey, SignalFile]]
-) -> None:
-    rows = [
+def _fact_rows(facts: Sequence[tuple[str, FactsKey, SignalFile]]) -> list[FactRow]:
+    return [
         (
             name,
             *key,
@@ -393,30 +377,3 @@ def _insert_facts(
         )
         for name, key, f in facts
     ]
-    insert_rows(con, table, _FACT_TYPES, rows, columns=_FACT_COLUMNS)
-
-
-_FACT_TYPES = (
-    "VARCHAR",
-    "UBIGINT",
-    "UBIGINT",
-    "BIGINT",
-    "BIGINT",
-    "VARCHAR",
-    "VARCHAR",
-    "VARCHAR",
-    "BIGINT",
-    "VARCHAR",
-)
-_FACT_COLUMNS = (
-    "name",
-    "ino",
-    "size",
-    "mtime_ns",
-    "ctime_ns",
-    "declared_id",
-    "error",
-    "provenance",
-    "body_length",
-    "identity",
-)

@@ -31,7 +31,13 @@ from typing import Literal
 
 import duckdb
 
-from radar_pipeline.core.vault.signals import SIGNALS_DIR, TEMP_PREFIX
+from radar_pipeline.core.files import is_temp_name
+from radar_pipeline.core.layout import SIGNALS_DIR
+from radar_pipeline.core.store.folder_state import (
+    forget_folder_state,
+    load_folder_state,
+    save_folder_state,
+)
 
 # Linux file systems store timestamps from the kernel's coarse clock: one tick (<= 10 ms) of
 # imprecision. A stored time that is a whole multiple of 10 ms may come from a coarser file
@@ -109,11 +115,7 @@ def dir_mtime_ns(folder: Path) -> int | None:
 def is_signal_entry(entry: os.DirEntry[str]) -> bool:
     """A Markdown file of the Signals folder that is not a writer's temp file."""
     name = entry.name
-    return (
-        name.endswith(".md")
-        and not name.startswith(TEMP_PREFIX)
-        and entry.is_file(follow_symlinks=False)
-    )
+    return name.endswith(".md") and not is_temp_name(name) and entry.is_file(follow_symlinks=False)
 
 
 def list_names(folder: Path) -> Listing | None:
@@ -126,7 +128,7 @@ def list_names(folder: Path) -> Listing | None:
     temps = 0
     try:
         for entry in os.scandir(folder):
-            if entry.name.startswith(TEMP_PREFIX):
+            if is_temp_name(entry.name):
                 temps += 1
             elif is_signal_entry(entry):
                 names.append(entry.name)
@@ -139,33 +141,22 @@ def list_names(folder: Path) -> Listing | None:
 
 
 def load_state(con: duckdb.DuckDBPyConnection) -> FolderState | None:
-    row = con.execute(
-        "SELECT mtime_ns, entries, fingerprint, verified_at_ns, temp_files FROM vault_folder_state "
-        "WHERE folder = ?",
-        [_FOLDER],
-    ).fetchone()
-    return None if row is None else FolderState(*(int(v) for v in row))
+    row = load_folder_state(con, _FOLDER)
+    return None if row is None else FolderState(*row)
 
 
 def save_state(con: duckdb.DuckDBPyConnection, state: FolderState) -> None:
-    con.execute("DELETE FROM vault_folder_state WHERE folder = ?", [_FOLDER])
-    con.execute(
-        "INSERT INTO vault_folder_state VALUES (?, ?, ?, ?, ?, ?)",
-        [
-            _FOLDER,
-            state.mtime_ns,
-            state.entries,
-            state.fingerprint,
-            state.verified_at_ns,
-            state.temp_files,
-        ],
+    save_folder_state(
+        con,
+        _FOLDER,
+        (state.mtime_ns, state.entries, state.fingerprint, state.verified_at_ns, state.temp_files),
     )
 
 
 def forget_state(con: duckdb.DuckDBPyConnection) -> None:
     """The next reader lists the folder in full (after `radar index rebuild`, or when a
     listing found names the facts cannot hold)."""
-    con.execute("DELETE FROM vault_folder_state WHERE folder = ?", [_FOLDER])
+    forget_folder_state(con, _FOLDER)
 
 
 def journal_created(

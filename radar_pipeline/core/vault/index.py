@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,9 +13,13 @@ import duckdb
 from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.identity import keys as identity
-from radar_pipeline.core.identity.dedupe import simhash_band_keys
 from radar_pipeline.core.identity.keys import identity_of, normalize_title
-from radar_pipeline.core.store.connection import Store, insert_rows
+from radar_pipeline.core.layout import SIGNALS_DIR
+from radar_pipeline.core.store import facts as stored_facts
+from radar_pipeline.core.store import signals as stored_signals
+from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.signals import insert_signal_rows as insert_signal_rows
+from radar_pipeline.core.store.signals import insert_signals
 from radar_pipeline.core.vault.facts import (
     FactsKey,
     SignalFile,
@@ -27,7 +30,6 @@ from radar_pipeline.core.vault.facts import (
 from radar_pipeline.core.vault.folder_state import forget_state
 from radar_pipeline.core.vault.signals import (
     SIGNAL_ID_RE,
-    SIGNALS_DIR,
     link_target,
     list_signal_ids,
     parse_signal_frontmatter,
@@ -38,47 +40,6 @@ log = logging.getLogger(__name__)
 # total)`: the CLI's progress bar on a terminal; silent otherwise.
 progress_log = logging.getLogger("radar_pipeline.progress")
 PROGRESS_EVERY = 200
-
-# The signals table's columns in order, with their types (store.py, migration 1).
-SIGNAL_COLUMN_TYPES = (
-    "VARCHAR",  # signal_id
-    "VARCHAR",  # identity
-    "INTEGER",  # identity_version
-    "VARCHAR",  # source_id
-    "VARCHAR",  # source_item_id
-    "VARCHAR",  # canonical_url
-    "VARCHAR",  # title_key
-    "DATE",  # observed_day
-    "VARCHAR",  # content_hash
-    "UBIGINT",  # simhash
-    "TIMESTAMPTZ",  # first_seen_at
-    "VARCHAR",  # duplicate_candidate_of
-    "VARCHAR",  # file_path
-)
-# Skip rows whose unique keys are already indexed: ON CONFLICT DO NOTHING, without its cost.
-_NOT_INDEXED = (
-    "WHERE NOT EXISTS (SELECT 1 FROM signals s WHERE s.signal_id = n.c0) "
-    "AND NOT EXISTS (SELECT 1 FROM signals s WHERE s.identity = n.c1) "
-    "AND NOT EXISTS (SELECT 1 FROM signals s WHERE s.source_id = n.c3 AND s.canonical_url = n.c5)"
-)
-
-
-def insert_signal_rows(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Insert index rows (SIGNAL_COLUMN_TYPES order), skipping conflicts, in one statement.
-
-    A row is skipped when its signal id, identity or (Source, canonical URL) is already indexed
-    or taken by an earlier row of `rows`. Why not ON CONFLICT: in DuckDB 2.0 it costs ~20 ms a
-    row, growing with the table (400 rows: 1.2-2 s against 100,000 Signals); this: ~0.2 s.
-    """
-    seen: set[tuple[str, ...]] = set()
-    unique = []
-    for row in rows:
-        keys = {("id", row[0]), ("identity", row[1]), ("url", row[3], row[5])}
-        if keys & seen:
-            continue
-        seen |= keys
-        unique.append(row)
-    insert_rows(con, "signals", SIGNAL_COLUMN_TYPES, unique, _NOT_INDEXED)
 
 
 @dataclass(frozen=True)
@@ -96,41 +57,6 @@ class IndexRepair:
     indexed: int  # files that had no index row and got one
     unreadable: tuple[str, ...]  # Signal files that could not be parsed (left untouched)
     rekey: Rekey | None = None
-
-
-def insert_signals(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Insert Signal index rows (`SIGNAL_COLUMN_TYPES` order) with their simhash band keys."""
-    if not rows:
-        return
-    insert_signal_rows(con, rows)
-    ids = [str(row[0]) for row in rows]
-    # Bands only for rows that are in the index and have none yet (a row that conflicted
-    # with an existing Signal was not inserted; a re-inserted one keeps its bands).
-    indexed = {str(r[0]) for r in _select_ids(con, "signals", ids)}
-    banded = {str(r[0]) for r in _select_ids(con, "simhash_bands", ids)}
-    bands = [
-        (key, str(row[0]), int(row[9]), row[10])
-        for row in rows
-        if row[0] in indexed and row[0] not in banded
-        for key in simhash_band_keys(int(row[9]))
-    ]
-    if bands:
-        con.execute(
-            "INSERT INTO simhash_bands SELECT unnest(?), unnest(?), unnest(?::UBIGINT[]), "
-            "unnest(?::TIMESTAMPTZ[])",
-            [list(col) for col in zip(*bands, strict=True)],
-        )
-
-
-def _select_ids(
-    con: duckdb.DuckDBPyConnection, table: str, ids: list[str]
-) -> list[tuple[Any, ...]]:
-    # One semi-join on the unnested ids: IN lists of 100 were index scans per id, growing
-    # with the table (dedupe._select_in says more).
-    return con.execute(
-        f"SELECT DISTINCT signal_id FROM {table} WHERE signal_id IN (SELECT unnest(?::VARCHAR[]))",
-        [ids],
-    ).fetchall()
 
 
 def index_row_from_frontmatter(signal_id: str, fm: dict[str, Any]) -> tuple[Any, ...]:
@@ -171,35 +97,22 @@ def reconcile(
     on_disk = list_signal_ids(vault) if on_disk is None else on_disk
     if not on_disk:
         return IndexRepair(0, ())
-    indexed = {str(r[0]) for r in con.execute("SELECT signal_id FROM signals").fetchall()}
+    indexed = stored_signals.indexed_signal_ids(con)
     return _index_files(con, vault, sorted(on_disk - indexed))
-
-
-# The Signal ids that the stored facts name (every file of the folder while its recorded
-# state holds: folder_state.py) and that have no index row: a set query, no listing.
-_UNINDEXED_FILES = """
-    SELECT stem FROM (SELECT left(name, -3) AS stem FROM audit_signal_files) f
-    ANTI JOIN signals s ON s.signal_id = f.stem
-"""
 
 
 def reconcile_known(con: duckdb.DuckDBPyConnection, vault: Path) -> IndexRepair:
     """`reconcile` for a folder that is as its recorded state says: its files are the names
     the stored facts hold, so the unindexed ones come from one query, not a listing."""
-    stems = (str(r[0]) for r in con.execute(_UNINDEXED_FILES).fetchall())
+    stems = stored_facts.unindexed_stems(con)
     return _index_files(con, vault, sorted(s for s in stems if SIGNAL_ID_RE.fullmatch(s)))
 
 
 def files_of_identities(con: duckdb.DuckDBPyConnection, identities: list[str]) -> dict[str, str]:
     """identity -> Signal id of the folder's files (as the stored facts name them, readable or
     not) whose name carries one of `identities`."""
-    rows = con.execute(
-        "SELECT stem FROM (SELECT left(name, -3) AS stem FROM audit_signal_files) "
-        "WHERE right(stem, 16) IN (SELECT unnest(?::VARCHAR[])) "
-        f"AND regexp_full_match(stem, '{SIGNAL_ID_RE.pattern[1:-1]}')",
-        [identities],
-    ).fetchall()
-    return {identity_of(str(r[0])): str(r[0]) for r in rows}
+    stems = stored_facts.stems_of_identities(con, identities, SIGNAL_ID_RE.pattern[1:-1])
+    return {identity_of(stem): stem for stem in stems}
 
 
 def _index_files(con: duckdb.DuckDBPyConnection, vault: Path, missing: list[str]) -> IndexRepair:
@@ -243,8 +156,7 @@ def rebuild(store: Store, vault: Path) -> IndexRepair:
     with store.transaction() as con:
         # The audits' per-file facts too: reconcile records them again from the same reads;
         # they no longer name every file, so the folder's recorded state goes with them.
-        for table in ("signals", "identity_aliases", "simhash_bands", "audit_signal_files"):
-            con.execute(f"DELETE FROM {table}")
+        stored_signals.clear_derived(con)
         forget_state(con)
         return reconcile(con, vault)
 
@@ -259,20 +171,10 @@ def rekey(con: duckdb.DuckDBPyConnection) -> Rekey:
     stage (cheap when nothing is stale) and in `radar index rebuild`.
     """
     version = identity.IDENTITY_VERSION
-    stale = con.execute(
-        "SELECT signal_id, identity, source_id, canonical_url, source_item_id FROM signals s "
-        "WHERE identity_version <> ? AND NOT EXISTS (SELECT 1 FROM identity_aliases a "
-        "WHERE a.signal_id = s.signal_id AND a.identity_version = ?) "
-        "ORDER BY first_seen_at, signal_id",
-        [version, version],
-    ).fetchall()
+    stale = stored_signals.stale_signals(con, version)
     if not stale:
         return Rekey(version, 0, 0)
-    taken = {
-        str(r[0]): str(r[1])
-        for table in ("signals", "identity_aliases")
-        for r in con.execute(f"SELECT identity, signal_id FROM {table}").fetchall()
-    }
+    taken = stored_signals.taken_identities(con)
     aliases: list[tuple[str, str, str, str]] = []
     conflicts: list[str] = []
     changed = 0
@@ -289,11 +191,7 @@ def rekey(con: duckdb.DuckDBPyConnection) -> Rekey:
         aliases.append((current, str(signal_id), str(source_id), canonical))
     if aliases:
         # An alias equal to the Signal's own identity only marks it as checked at `version`.
-        idents, signal_ids, source_ids, urls = (list(c) for c in zip(*aliases, strict=True))
-        con.execute(
-            "INSERT INTO identity_aliases SELECT unnest(?), unnest(?), ?, unnest(?), unnest(?), ?",
-            [idents, signal_ids, version, source_ids, urls, datetime.now(UTC)],
-        )
+        stored_signals.insert_aliases(con, aliases, version, datetime.now(UTC))
     if conflicts:
         log.warning("re-key: %d Signals share an identity with an older one", len(conflicts))
     return Rekey(version, len(aliases), changed, tuple(conflicts))

@@ -1,8 +1,9 @@
 """Signal files in the vault: rendering, atomic creation, reading back.
 
-A Signal file is created once and never rewritten (people annotate Signals). Creation is a temp
-file in the Signals folder, fsync, then a hard link to the target name: the link fails if the
-target exists, so two writers can never both create it and no reader ever sees a partial file.
+A Signal file is created once and never rewritten (people annotate Signals). Creation is
+`core/files.create_once`: a temp file in the Signals folder, fsync, then a hard link to the
+target name: the link fails if the target exists, so two writers can never both create it and
+no reader ever sees a partial file.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 import yaml
 
 from radar_pipeline.core.errors import VaultError
+from radar_pipeline.core.files import create_once, fsync_dir, read_temp_name
+from radar_pipeline.core.layout import SIGNALS_DIR, WRITTEN_DIRS
 from radar_pipeline.core.text import (
     inert_markdown,
     inert_property,
@@ -29,9 +31,7 @@ from radar_pipeline.core.text import (
 )
 
 SIGNAL_SCHEMA_VERSION = 1
-SIGNALS_DIR = Path("Radar") / "Signals"
 SIGNAL_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{16}$")
-TEMP_PREFIX = ".tmp-signal-"
 
 # Every provenance field a Signal must carry (docs/architecture.md, invariant 11); checks read
 # this list.
@@ -155,42 +155,16 @@ def create_signal_file(
     batch and before recording any of it: one folder fsync per batch instead of per file.
     """
     target = signal_path(vault, document.signal_id)
-    folder = target.parent
-    folder.mkdir(parents=True, exist_ok=True)
     if target.exists():
         return "reused"
     data = (document.render() if text is None else text).encode("utf-8")
-    fd, tmp_name = tempfile.mkstemp(prefix=temp_prefix(TEMP_PREFIX), suffix=".md", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(tmp_name, target)
-        except FileExistsError:
-            return "reused"
-        if sync_dir:
-            _fsync_dir(folder)
-        return "created"
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
+    return "created" if create_once(target, data, sync_dir=sync_dir) else "reused"
 
 
-# Temp files every writer of the vault makes: `<prefix><pid>-<random>`, so a cleaner can tell a
-# dead writer's leftovers (SIGKILL skips every `finally`) from a live writer's file in flight.
+# Temp files every writer of the vault makes carry the writer's pid (core/files.py), so a
+# cleaner can tell a dead writer's leftovers (SIGKILL skips every `finally`) from a live
+# writer's file in flight.
 STALE_TEMP_AGE_S = 3600.0  # any temp file this old is stale, whatever its pid says (pid reuse)
-_TEMP_PATTERNS = (
-    (SIGNALS_DIR, re.compile(r"^\.tmp-signal-(?:(\d+)-)?[^/]*\.md$")),
-    (Path("Radar") / "Temporary Content", re.compile(r"^\.tmp-(?:(\d+)-)?[^/]*\.md$")),
-    (Path("Radar") / "Sources", re.compile(r"^\.[^/]+\.md\.(?:(\d+)-)?[^/]*\.tmp$")),
-)
-
-
-def temp_prefix(prefix: str) -> str:
-    """`prefix` tagged with the writing command's process id, for `remove_stale_temp_files`."""
-    return f"{prefix}{os.getpid()}-"
 
 
 def _writer_alive(pid: int) -> bool:
@@ -206,7 +180,8 @@ def _writer_alive(pid: int) -> bool:
 def remove_stale_temp_files(
     vault: Path, now: float | None = None, skip_signals: bool = False
 ) -> int:
-    """Delete temp files killed writers left in Signals, Temporary Content and Sources.
+    """Delete temp files killed writers left in the folders the pipeline writes (Signals,
+    Temporary Content, Sources, the views' `Radar/`).
 
     A temp file is stale when the process named in its name is gone, or when it is older than
     STALE_TEMP_AGE_S; a live writer's file in flight is kept (removing it would make that
@@ -215,21 +190,21 @@ def remove_stale_temp_files(
     """
     now = time.time() if now is None else now
     removed = 0
-    for sub, pattern in _TEMP_PATTERNS:
+    for sub in WRITTEN_DIRS:
         folder = vault / sub
         if skip_signals and sub == SIGNALS_DIR:
             continue
         if not folder.is_dir():
             continue
         for entry in os.scandir(folder):
-            match = pattern.match(entry.name)
-            if match is None or not entry.is_file(follow_symlinks=False):
+            temp = read_temp_name(entry.name)
+            if temp is None or not entry.is_file(follow_symlinks=False):
                 continue
             try:
                 age = now - entry.stat(follow_symlinks=False).st_mtime
             except FileNotFoundError:
                 continue
-            pid = int(match.group(1)) if match.group(1) else None
+            pid = temp.pid
             dead = pid is not None and pid != os.getpid() and not _writer_alive(pid)
             if dead or age > STALE_TEMP_AGE_S:
                 with contextlib.suppress(FileNotFoundError):
@@ -294,12 +269,4 @@ _StringTimestampLoader.yaml_implicit_resolvers = {
 
 def sync_signals_dir(vault: Path) -> None:
     """Make new entries of the Signals folder durable (see `create_signal_file`)."""
-    _fsync_dir(vault / SIGNALS_DIR)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(vault / SIGNALS_DIR)

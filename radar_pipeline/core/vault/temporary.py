@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from radar_pipeline.core.errors import VaultError
+from radar_pipeline.core.files import replace
+from radar_pipeline.core.layout import TEMPORARY_DIR
 from radar_pipeline.core.text import inert_markdown, inert_property
-from radar_pipeline.core.vault.signals import SIGNAL_ID_RE, temp_prefix
-
-TEMPORARY_DIR = Path("Radar") / "Temporary Content"
+from radar_pipeline.core.vault.signals import SIGNAL_ID_RE
 
 
 def write_temporary_text(
@@ -43,13 +41,5 @@ def write_temporary_text(
         f"---\nentityType: temporary-content\nsignal: {signal_id}\n{extra}---\n\n"
         f"# {inert_markdown(title)}\n\n{inert_markdown(text)}\n"
     ).encode()
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(".tmp-"), suffix=".md", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, folder / f"{signal_id}.md")
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    replace(folder / f"{signal_id}.md", data)
     return len(data)

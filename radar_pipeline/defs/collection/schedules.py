@@ -17,18 +17,17 @@ slots went by.
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.collection import SourceTiming, source_timings
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.defs.collection.config import collect_run_config
 from radar_pipeline.defs.collection.jobs import collect_job
-from radar_pipeline.defs.collection.sensors import AS_OF_ENV
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource
 
@@ -68,7 +67,7 @@ def due_run_request(timing: SourceTiming, as_of: str) -> dg.RunRequest:
 def schedule_clock(context: dg.ScheduleEvaluationContext) -> tuple[datetime, str]:
     """The tick's clock and the `as_of` its runs get: `RADAR_AS_OF` (simulations and tests;
     the runs decide with the same clock), else the tick's scheduled time (runs use now)."""
-    as_of = os.environ.get(AS_OF_ENV, "").strip()
+    as_of = Settings.from_env().as_of_text
     if as_of:
         return parse_utc(as_of), as_of
     scheduled = context.scheduled_execution_time

@@ -4,14 +4,13 @@ Due Sources are requested by `due_sources_schedule` (schedules.py), which reads 
 clock variable (`RADAR_AS_OF`) as `evaluation_time` here.
 """
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core.clock import parse_utc
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.store.dead_letters import record_run_failure
 from radar_pipeline.defs.collection.config import (
     COLLECT_JOB_NAME,
@@ -22,7 +21,6 @@ from radar_pipeline.defs.collection.config import (
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource
 
-AS_OF_ENV = "RADAR_AS_OF"
 TICK_SECONDS = 60
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
@@ -35,9 +33,8 @@ def evaluation_time(environ: Mapping[str, str] | None = None) -> datetime:
     The same variable is passed on to the runs a sensor requests, so the run decides with the
     clock the sensor decided with (as `radar collect --as-of` does for one command).
     """
-    env = os.environ if environ is None else environ
-    value = env.get(AS_OF_ENV, "").strip()
-    return parse_utc(value) if value else datetime.now(UTC)
+    as_of = Settings.from_env(environ).as_of
+    return as_of if as_of is not None else datetime.now(UTC)
 
 
 def run_sources(

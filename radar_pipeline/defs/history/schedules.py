@@ -5,14 +5,13 @@ The schedule ticks every minute and launches one run per day of its clock (run k
 `RADAR_AS_OF` (a simulated week in minutes) each simulated day still gets its prune.
 """
 
-import os
 from datetime import UTC, datetime
 
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.run_history import retention_days
-from radar_pipeline.defs.collection.sensors import AS_OF_ENV
 from radar_pipeline.defs.history.prune import prune_run_history
 from radar_pipeline.defs.resources import RadarResource
 
@@ -64,8 +63,8 @@ def prune_run_history_job() -> None:
 )
 def run_history_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
     """One prune per day of the clock; a day that has its prune run is skipped."""
-    simulated = os.environ.get(AS_OF_ENV, "").strip()
-    now = parse_utc(simulated) if simulated else datetime.now(UTC)
+    simulated = Settings.from_env().as_of
+    now = simulated or datetime.now(UTC)
     key = f"prune-history:{now.date().isoformat()}"
     if context.instance.get_run_ids(dg.RunsFilter(tags={RUN_KEY_TAG: key}), limit=1):
         return dg.SkipReason(f"the run history of {now.date().isoformat()} is pruned already")

@@ -1,0 +1,111 @@
+"""The Signal files' cached facts (`audit_signal_files`) and the view `audit_files` the audits
+judge (core/vault/facts.py says what a fact is and when it is read again)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import duckdb
+
+from radar_pipeline.core.store.connection import insert_rows
+
+# One stored fact: name, inode, size, mtime_ns, ctime_ns, declared id, error, provenance
+# problems (JSON), body length, identity.
+FactRow = tuple[str, int, int, int, int, str | None, str | None, str | None, int, str | None]
+# A stored fact's name, its stat key (inode, size, mtime_ns, ctime_ns) and whether it was
+# readable.
+StoredKey = tuple[str, int, int, int, int, bool]
+
+_FACT_TYPES = (
+    "VARCHAR",
+    "UBIGINT",
+    "UBIGINT",
+    "BIGINT",
+    "BIGINT",
+    "VARCHAR",
+    "VARCHAR",
+    "VARCHAR",
+    "BIGINT",
+    "VARCHAR",
+)
+_FACT_COLUMNS = (
+    "name",
+    "ino",
+    "size",
+    "mtime_ns",
+    "ctime_ns",
+    "declared_id",
+    "error",
+    "provenance",
+    "body_length",
+    "identity",
+)
+_ERRORED = "SELECT name FROM audit_signal_files WHERE error IS NOT NULL ORDER BY name"
+# The Signal ids that the stored facts name (every file of the folder while its recorded
+# state holds: vault/folder_state.py) and that have no index row: a set query, no listing.
+_UNINDEXED_FILES = """
+    SELECT stem FROM (SELECT left(name, -3) AS stem FROM audit_signal_files) f
+    ANTI JOIN signals s ON s.signal_id = f.stem
+"""
+
+
+def errored_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The names of the stored files that could not be read, in name order."""
+    return [str(r[0]) for r in con.execute(_ERRORED).fetchall()]
+
+
+def stored_keys(con: duckdb.DuckDBPyConnection) -> list[StoredKey]:
+    """Every stored fact's name, stat key and whether it was readable."""
+    return con.execute(
+        "SELECT name, ino, size, mtime_ns, ctime_ns, error IS NULL FROM audit_signal_files"
+    ).fetchall()
+
+
+def stored_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Every name the stored facts hold."""
+    return {row[0] for row in con.execute("SELECT name FROM audit_signal_files").fetchall()}
+
+
+def write_facts(
+    con: duckdb.DuckDBPyConnection, fresh: Sequence[FactRow], gone: Iterable[str]
+) -> None:
+    """Replace the facts of `fresh`'s files and delete those of `gone`."""
+    names = [row[0] for row in fresh] + list(gone)
+    if names:
+        con.execute(
+            "DELETE FROM audit_signal_files WHERE name IN (SELECT unnest(?::VARCHAR[]))",
+            [names],
+        )
+    insert_rows(con, "audit_signal_files", _FACT_TYPES, fresh, columns=_FACT_COLUMNS)
+
+
+def open_files_view(con: duckdb.DuckDBPyConnection, unstored: Sequence[FactRow] | None) -> None:
+    """Open the view `audit_files`: the stored facts plus `unstored` (the files DuckDB cannot
+    hold, in a temp table of this connection); None: an empty view (no Signals folder)."""
+    con.execute("CREATE TEMP TABLE audit_unstored AS FROM audit_signal_files LIMIT 0")
+    if unstored is None:
+        con.execute("CREATE TEMP VIEW audit_files AS FROM audit_unstored")
+        return
+    insert_rows(con, "audit_unstored", _FACT_TYPES, unstored, columns=_FACT_COLUMNS)
+    con.execute(
+        "CREATE TEMP VIEW audit_files AS FROM audit_signal_files UNION ALL FROM audit_unstored"
+    )
+
+
+def unindexed_stems(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The name stems of the stored files that have no index row."""
+    return [str(r[0]) for r in con.execute(_UNINDEXED_FILES).fetchall()]
+
+
+def stems_of_identities(
+    con: duckdb.DuckDBPyConnection, identities: list[str], id_pattern: str
+) -> list[str]:
+    """The name stems of the stored files (readable or not) that match `id_pattern` (a Signal
+    id's regular expression, the caller's constant) and end in one of `identities`."""
+    rows = con.execute(
+        "SELECT stem FROM (SELECT left(name, -3) AS stem FROM audit_signal_files) "
+        "WHERE right(stem, 16) IN (SELECT unnest(?::VARCHAR[])) "
+        f"AND regexp_full_match(stem, '{id_pattern}')",
+        [identities],
+    ).fetchall()
+    return [str(r[0]) for r in rows]

@@ -1,0 +1,63 @@
+"""What each check saw, item by item (`item_observations`), and where each extracted field
+came from (`field_evidence`): written by the commit, read by the accounting audit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from radar_pipeline.core.store.connection import insert_rows
+
+# item_observations columns in order (migration 1).
+OBSERVATION_COLUMN_TYPES = (
+    "VARCHAR",  # collection_id
+    "VARCHAR",  # source_id
+    "TIMESTAMPTZ",  # observed_in_run_at
+    "VARCHAR",  # identity
+    "VARCHAR",  # source_item_id
+    "VARCHAR",  # canonical_url
+    "TIMESTAMPTZ",  # observed_at
+    "VARCHAR",  # content_hash
+    "VARCHAR",  # outcome
+    "VARCHAR",  # signal_id
+    "VARCHAR",  # reason
+)
+# field_evidence columns in order (migration 9).
+EVIDENCE_COLUMN_TYPES = (
+    "VARCHAR",  # collection_id
+    "VARCHAR",  # source_id
+    "VARCHAR",  # identity
+    "VARCHAR",  # field
+    "VARCHAR",  # method
+    "VARCHAR",  # expression
+    "VARCHAR",  # origin
+    "TIMESTAMPTZ",  # recorded_at
+)
+
+
+def record_observations(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Insert observation rows (OBSERVATION_COLUMN_TYPES order) in one statement."""
+    insert_rows(con, "item_observations", OBSERVATION_COLUMN_TYPES, rows)
+
+
+def record_evidence(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Insert field-evidence rows (EVIDENCE_COLUMN_TYPES order) in one statement."""
+    insert_rows(con, "field_evidence", EVIDENCE_COLUMN_TYPES, rows)
+
+
+def record_rejection(
+    con: duckdb.DuckDBPyConnection,
+    collection_id: str,
+    source_id: str,
+    as_of: datetime,
+    source_item_id: str | None,
+    reason: str,
+) -> None:
+    """The observation of an item the parser rejected (no identity, no Signal)."""
+    con.execute(
+        "INSERT INTO item_observations VALUES (?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, NULL, ?)",
+        [collection_id, source_id, as_of, source_item_id, "rejected", reason],
+    )

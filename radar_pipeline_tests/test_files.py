@@ -1,0 +1,98 @@
+"""The durable write (core/files.py): files are created with the process umask, never replaced
+when created once, and their temp names are the ones the stale-temp cleanup recognises."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from radar_pipeline.core.files import create_once, read_temp_name, replace, temp_path
+from radar_pipeline.core.layout import SIGNALS_VIEW, SOURCES_DIR, SOURCES_VIEW, TEMPORARY_DIR
+from radar_pipeline.core.vault.signals import remove_stale_temp_files
+from radar_pipeline_tests.evidencekit import content_rss
+from radar_pipeline_tests.vaultkit import signal_files, write_fixture_source
+
+RADAR = str(Path(sys.executable).parent / "radar")
+
+OPML = b"""<?xml version="1.0" encoding="UTF-8"?>
+<opml version="2.0"><head><title>feeds</title></head><body>
+<outline text="Example" type="rss" xmlUrl="https://example.com/feed.xml"/>
+</body></opml>
+"""
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _radar(umask: int, *args: str, env: dict[str, Path]) -> None:
+    environ = {
+        **os.environ,
+        "RADAR_VAULT": str(env["vault"]),
+        "RADAR_DB": str(env["db"]),
+        "DAGSTER_HOME": str(env["home"]),
+    }
+    proc = subprocess.run(
+        [RADAR, *args], capture_output=True, text=True, env=environ, timeout=180, umask=umask
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("umask", "expected"), [(0o022, 0o644), (0o077, 0o600)])
+def test_created_files_have_the_process_umask(
+    radar_env: dict[str, Path], umask: int, expected: int
+) -> None:
+    vault = radar_env["vault"]
+    write_fixture_source(
+        vault, "full", content_rss([("a1", "First", "Full text.")]), fullText="feed-content"
+    )
+    opml = radar_env["root"] / "feeds.opml"
+    opml.write_bytes(OPML)
+    _radar(umask, "sources", "import", str(opml), env=radar_env)
+    _radar(umask, "collect", "--all", env=radar_env)
+
+    imported = [p for p in (vault / SOURCES_DIR).glob("*.md") if p.name != "full.md"]
+    created = {
+        "the imported Source": imported,
+        "the Signal": signal_files(vault),
+        "the Temporary Content": sorted((vault / TEMPORARY_DIR).glob("*.md")),
+        "the views": [vault / SIGNALS_VIEW, vault / SOURCES_VIEW],
+    }
+    modes = {what: [oct(_mode(p)) for p in paths] for what, paths in created.items()}
+    assert modes == {what: [oct(expected)] * len(paths) for what, paths in created.items()}
+    assert all(len(paths) >= 1 for paths in created.values()), modes
+
+
+def test_create_once_keeps_an_existing_file_and_replace_keeps_a_given_mode(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "note.md"
+    assert create_once(target, "first")
+    assert not create_once(target, "second")
+    assert target.read_text() == "first"
+    replace(target, b"third", mode=0o640)
+    assert (target.read_bytes(), _mode(target)) == (b"third", 0o640)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["note.md"]  # no temp file left
+
+
+def test_temp_names_carry_the_writer_and_are_what_the_cleanup_removes(tmp_path: Path) -> None:
+    target = tmp_path / SOURCES_DIR / "s.md"
+    temp = temp_path(target)
+    assert temp.parent == target.parent and temp.name.startswith(".s.md.")
+    assert read_temp_name(temp.name) is not None
+    assert read_temp_name(temp.name).pid == os.getpid()  # type: ignore[union-attr]
+    assert read_temp_name("s.md") is None and read_temp_name(".s.md") is None
+    target.parent.mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    leftover = target.with_name(temp.name.replace(f".{os.getpid()}-", f".{dead.pid}-"))
+    leftover.write_text("x")
+    temp.write_text("x")  # a live writer's file in flight
+    assert remove_stale_temp_files(tmp_path) == 1
+    assert not leftover.exists() and temp.exists()
