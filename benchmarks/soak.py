@@ -216,8 +216,10 @@ class Soak:
         started = time.time()
         if kill:
             proc = self._start(as_of)
-            self._wait(started, proc, kill_at_first_run=True)
-            self._kill(proc)
+            try:
+                self._wait(started, proc, kill_at_first_run=True)
+            finally:  # also when the wait fails or is interrupted: no daemon outlives the soak
+                self._kill(proc)
         # After a kill, the step's runs include the killed one: it ends when monitoring
         # fails it, and its retry (or the next slot) collects its Sources.
         proc = self._start(as_of)
