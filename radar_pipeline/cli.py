@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from radar_pipeline import __version__
 from radar_pipeline.core.clock import as_of_or_now, format_utc
-from radar_pipeline.core.config import REPO_ROOT, RadarPaths, Settings, export_dagster_home
+from radar_pipeline.core.config import RadarPaths, Settings, export_dagster_home
 from radar_pipeline.core.errors import RadarError
 from radar_pipeline.core.files import replace
 
@@ -182,6 +182,7 @@ def _parser() -> argparse.ArgumentParser:
     rebuild.add_argument("--json", action="store_true", help=JSON_HELP)
     rebuild.set_defaults(handler=cmd_index_rebuild)
     _add_dlq_parser(sub)
+    _add_history_parser(sub)
     return parser
 
 
@@ -260,19 +261,11 @@ def dagster_definitions() -> dg.Definitions:
 
 
 def dagster_instance() -> Any:
-    """The Dagster instance in DAGSTER_HOME (default: the repository's data/dagster_home)."""
-    import dagster as dg
-    import filelock
+    """The Dagster instance in DAGSTER_HOME (default: the repository's data/dagster_home),
+    created or repaired under its bootstrap lock (defs/instance.py)."""
+    from radar_pipeline.defs.instance import open_instance
 
-    home = _dagster_home()
-    home.mkdir(parents=True, exist_ok=True)
-    # Processes starting together on an empty home would race: one reads a half-copied
-    # dagster.yaml, two create the same SQLite tables ("table ... already exists"). The lock
-    # makes the first one create everything; the others then open what exists.
-    with filelock.FileLock(home / ".radar-bootstrap.lock"):
-        if not (home / "dagster.yaml").exists():
-            replace(home / "dagster.yaml", (REPO_ROOT / "dagster.yaml").read_bytes())
-        return dg.DagsterInstance.get()
+    return open_instance(_dagster_home())
 
 
 # ---- commands ------------------------------------------------------------------------------
@@ -585,6 +578,53 @@ def cmd_dlq_dismiss(args: argparse.Namespace) -> int:
 
     letter = dismiss(Store(RadarPaths.from_env().db), args.id, _as_of(args.as_of)).to_json()
     _emit(args, {"deadLetter": letter}, _dlq_line(letter))
+    return EXIT_OK
+
+
+# ---- run history ---------------------------------------------------------------------------
+
+
+def _add_history_parser(sub: Any) -> None:
+    history = _command(sub, "history", "the Dagster run history", "radar history prune")
+    history_sub = history.add_subparsers(dest="action", required=True, metavar="ACTION")
+    prune = _command(
+        history_sub,
+        "prune",
+        "delete Dagster runs (and their event logs) older than the retention, except those a "
+        "partition, a check or an open dead letter still needs",
+        "radar history prune",
+        "radar history prune --keep-days 7 --json",
+    )
+    prune.add_argument(
+        "--keep-days",
+        metavar="N",
+        help="keep N days of runs (default RADAR_RUN_RETENTION_DAYS, else 30)",
+    )
+    prune.add_argument("--as-of", metavar="TS", help=AS_OF_HELP)
+    prune.add_argument("--json", action="store_true", help=JSON_HELP)
+    prune.set_defaults(handler=cmd_history_prune)
+
+
+def cmd_history_prune(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.run_history import keep_days_value, retention_days
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.defs.history.prune import prune_run_history
+
+    as_of = _as_of(args.as_of)
+    keep = (
+        retention_days()
+        if args.keep_days is None
+        else keep_days_value(args.keep_days, "--keep-days")
+    )
+    store = Store(RadarPaths.from_env().db)
+    result = prune_run_history(dagster_instance(), store, keep, as_of).to_json()
+    _emit(
+        args,
+        result,
+        f"run history before {result['cutoff']} ({keep} days before {result['asOf']}): deleted "
+        f"{result['deletedRuns']} runs ({result['bytesFreed']} bytes), kept {result['keptRuns']} "
+        f"({result['protectedRuns']} older ones still needed)",
+    )
     return EXIT_OK
 
 
