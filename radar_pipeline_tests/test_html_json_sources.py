@@ -511,11 +511,11 @@ def test_selector_on_a_feed_source_is_misplaced_and_valid_sources_stay_active(
 
 def test_shipped_fixture_sources_collect_offline(radar_env: dict[str, Path]) -> None:
     """The shipped vault's fixture Sources (a feed, a page, a JSON answer) are read from
-    `Radar/Fixtures/` with no network, what `make run` does, on a copy of data/vault (its
+    `Radar/Fixtures/` with no network, what `make run` does, on a copy of data/vault-template (its
     production Sources removed: offline they only fail, as test_cli shows)."""
     vault = radar_env["vault"]
     shutil.rmtree(vault)
-    shutil.copytree(REPO_ROOT / "data" / "vault", vault)
+    shutil.copytree(REPO_ROOT / "data" / "vault-template", vault)
     snapshot = load_registry(vault)
     assert snapshot.issues == ()
     for record in snapshot.sources:

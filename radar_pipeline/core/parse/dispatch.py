@@ -16,6 +16,7 @@ from radar_pipeline.core.parse.json_feed import parse_json_feed
 from radar_pipeline.core.parse.spec import ExtractionSpec, HtmlSpec, JsonSpec
 
 FEED_METHODS = frozenset({"rss", "atom", "fixture"})  # `fixture`: a feed file in the vault
+_BOM = b"\xef\xbb\xbf"
 
 
 def parse_body(
@@ -34,7 +35,10 @@ def parse_body(
     Raises ParseError (a classified failure of this Source) and ValueError for a method or spec
     the registry should have refused (a bug: the collector reports it as a crash).
     """
-    if method == "jsonfeed":
+    if method == "jsonfeed" or (method in FEED_METHODS and is_json_body(body)):
+        # A feed URL may answer a JSON Feed (publishers offer both under one name, and feed
+        # readers list JSON Feeds as rss outlines: NetNewsWire): its bytes, which no XML feed
+        # starts with, decide.
         return parse_json_feed(source_id, body, base_url=base_url, now=now, window_from=window_from)
     if method in FEED_METHODS:
         return parse_feed(
@@ -60,3 +64,9 @@ def parse_body(
             source_id, body, spec=spec, base_url=base_url, now=now, window_from=window_from
         )
     raise ValueError(f"no parser for collectionMethod {method!r} with spec {spec!r}")
+
+
+def is_json_body(body: bytes) -> bool:
+    """Whether the body is a JSON object (its first character, after a BOM and whitespace, is
+    `{`); no XML document starts so."""
+    return body.removeprefix(_BOM).lstrip()[:1] == b"{"

@@ -38,10 +38,18 @@ def duplicates_by_identity(con: Connection, identities: Sequence[str]) -> list[t
     return _select_in(con, "identity, signal_id", "duplicate_items", "identity", identities)
 
 
-def signals_by_url(con: Connection, urls: Sequence[str]) -> list[tuple[str, str, str, datetime]]:
-    """(canonical URL, Signal id, Source id, first seen) of the Signals at these URLs."""
-    cols = "canonical_url, signal_id, source_id, first_seen_at"
+def signals_by_url(
+    con: Connection, urls: Sequence[str]
+) -> list[tuple[str, str, str, datetime, str]]:
+    """(canonical URL, Signal id, Source id, first seen, distinguishing fragment) of the
+    Signals at these URLs."""
+    cols = "canonical_url, signal_id, source_id, first_seen_at, link_fragment"
     return _select_in(con, cols, "signals", "canonical_url", urls)
+
+
+def link_fragments(con: Connection, signal_ids: Sequence[str]) -> list[tuple[str, str]]:
+    """(Signal id, distinguishing fragment) of these Signals."""
+    return _select_in(con, "signal_id, link_fragment", "signals", "signal_id", signal_ids)
 
 
 def aliases_by_url(con: Connection, urls: Sequence[str]) -> list[tuple[str, str, str, datetime]]:

@@ -58,6 +58,8 @@ CREATE OR REPLACE FUNCTION {SCHEMA}.epoch(ts TIMESTAMPTZ) RETURNS DOUBLE PRECISI
     LANGUAGE SQL IMMUTABLE AS $$ SELECT extract(epoch FROM ts)::DOUBLE PRECISION $$;
 CREATE OR REPLACE FUNCTION {SCHEMA}.regexp_full_match(s TEXT, pattern TEXT) RETURNS BOOLEAN
     LANGUAGE SQL IMMUTABLE AS $$ SELECT s ~ ('^(?:' || pattern || ')$') $$;
+CREATE OR REPLACE FUNCTION {SCHEMA}.regexp_matches(s TEXT, pattern TEXT) RETURNS BOOLEAN
+    LANGUAGE SQL IMMUTABLE AS $$ SELECT s ~ pattern $$;
 CREATE OR REPLACE FUNCTION {SCHEMA}.regexp_extract(s TEXT, pattern TEXT, grp INTEGER)
     RETURNS TEXT LANGUAGE SQL IMMUTABLE AS $$ SELECT (regexp_match(s, pattern))[grp] $$;
 CREATE OR REPLACE FUNCTION {SCHEMA}.json_extract_string(doc TEXT, path TEXT) RETURNS TEXT
@@ -202,7 +204,9 @@ def connect(url: str) -> PostgresConnection:
     except psycopg.Error as exc:
         raise StoreError(f"store: cannot connect to the PostgreSQL store: {exc}") from exc
     raw.adapters.register_loader("numeric", _WholeNumeric)
-    raw.execute(f"SET search_path TO {SCHEMA}; SET TimeZone TO 'UTC'")
+    # The schema before pg_catalog: DuckDB's boolean regexp_matches(s, pattern) (below) then
+    # wins over PostgreSQL's set-returning one of the same name.
+    raw.execute(f"SET search_path TO {SCHEMA}, pg_catalog; SET TimeZone TO 'UTC'")
     return PostgresConnection(raw)
 
 
