@@ -648,7 +648,13 @@ def test_the_sql_check_sees_sql() -> None:
 TAGS_MODULE = PACKAGE_DIR / "defs" / "tags.py"
 RUN_TAG_LITERAL = re.compile(r"^(dagster|radar)/[a-z_]+$")
 # `radar/...` strings that are Obsidian note tags written into Signals and Sources, not run tags.
-NOTE_TAG_PREFIXES = ("radar/signal", "radar/source", "radar/imported", "radar/folder")
+NOTE_TAG_PREFIXES = (
+    "radar/signal",
+    "radar/source",
+    "radar/imported",
+    "radar/added",
+    "radar/folder",
+)
 
 
 def test_run_tags_are_spelled_once() -> None:

@@ -12,12 +12,12 @@ import dagster as dg
 from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.run_history import retention_days
+from radar_pipeline.defs import tags
 from radar_pipeline.defs.history.prune import prune_run_history
 from radar_pipeline.defs.resources import RadarResource
 
 PRUNE_JOB_NAME = "prune_run_history"
 PRUNE_OP = "prune_runs"
-RUN_KEY_TAG = "dagster/run_key"
 
 
 class PruneConfig(dg.Config):
@@ -66,7 +66,7 @@ def run_history_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest
     simulated = Settings.from_env().as_of
     now = simulated or datetime.now(UTC)
     key = f"prune-history:{now.date().isoformat()}"
-    if context.instance.get_run_ids(dg.RunsFilter(tags={RUN_KEY_TAG: key}), limit=1):
+    if context.instance.get_run_ids(dg.RunsFilter(tags={tags.RUN_KEY: key}), limit=1):
         return dg.SkipReason(f"the run history of {now.date().isoformat()} is pruned already")
     # The run judges by the tick's clock: a simulated day prunes by its own time.
     return dg.RunRequest(run_key=key, run_config=prune_run_config(now if simulated else None))
