@@ -62,7 +62,7 @@ export RADAR_TEST_STORE_URL="postgresql://radar:$password@127.0.0.1:$port/radar_
   radar_pipeline_tests/test_collect.py radar_pipeline_tests/test_dedupe_pipeline.py \
   radar_pipeline_tests/test_accounting.py radar_pipeline_tests/test_deadletters.py \
   radar_pipeline_tests/test_evidence.py radar_pipeline_tests/test_vault_incremental.py \
-  radar_pipeline_tests/test_store_migrate.py || status=$?
+  radar_pipeline_tests/test_store_migrate.py radar_pipeline_tests/test_sources_try.py || status=$?
 "$BIN/pytest" -q -p no:cacheprovider --durations=0 radar_pipeline_tests/scaleout/test_shared_store.py \
   || status=$?
 echo "test-postgres: $(( $(date +%s) - started )) s (server setup, tests, teardown)"

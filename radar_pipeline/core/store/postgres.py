@@ -202,7 +202,7 @@ def connect(url: str) -> PostgresConnection:
     try:
         raw = psycopg.connect(_driver_url(url), autocommit=True, connect_timeout=30)
     except psycopg.Error as exc:
-        raise StoreError(f"store: cannot connect to the PostgreSQL store: {exc}") from exc
+        raise StoreError(f"cannot connect to the PostgreSQL store: {exc}") from exc
     raw.adapters.register_loader("numeric", _WholeNumeric)
     # The schema before pg_catalog: DuckDB's boolean regexp_matches(s, pattern) (below) then
     # wins over PostgreSQL's set-returning one of the same name.
@@ -218,6 +218,37 @@ def _driver_url(url: str) -> str:
 def redacted(url: str) -> str:
     """`url` without its password, for messages."""
     return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+
+
+def has_schema(url: str) -> bool:
+    """Whether the store at `url` has its schema (a first migration ran there)."""
+    con = connect(url)
+    try:
+        row = con.raw.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s "
+            "AND table_name = 'schema_migrations'",
+            [SCHEMA],
+        ).fetchone()
+        return bool(row and row[0])
+    finally:
+        con.close()
+
+
+@contextmanager
+def read_only_transaction(url: str) -> Iterator[PostgresConnection]:
+    """A READ ONLY transaction on the store at `url` (a dry run): the server refuses every
+    write in it, and no migration runs."""
+    import psycopg
+
+    con = connect(url)
+    try:
+        with con.raw.transaction():
+            con.raw.execute("SET TRANSACTION READ ONLY")
+            yield con
+    except psycopg.Error as exc:
+        raise StoreError(f"reading {redacted(url)} failed: {exc}") from exc
+    finally:
+        con.close()
 
 
 class PostgresStoreBackend:
