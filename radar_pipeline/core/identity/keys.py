@@ -162,8 +162,13 @@ def word_count(text: str) -> int:
 
 
 def is_substantive(text: str | None) -> bool:
-    """Whether `text` is long enough for its content hash to prove a re-publication."""
-    return bool(text) and word_count(text or "") >= MIN_SUBSTANTIVE_WORDS
+    """Whether `text` is long enough for its content hash to prove a re-publication:
+    `word_count(text) >= MIN_SUBSTANTIVE_WORDS`, counting only as far as that (a body of a few
+    thousand words is decided by its first ten, not by finding every word)."""
+    if not text:
+        return False
+    words = _WORD.finditer(unicodedata.normalize("NFKC", text))
+    return sum(1 for _ in itertools.islice(words, MIN_SUBSTANTIVE_WORDS)) >= MIN_SUBSTANTIVE_WORDS
 
 
 def simhash64(text: str) -> int:
