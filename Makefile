@@ -21,7 +21,13 @@ $(STAMP): requirements.lock pyproject.toml
 # failed (exit 2: offline, the production Sources do) still ran: make succeeds; only a collection
 # that could not run (exit 1) fails the target.
 RUN_VAULT := $(if $(RADAR_VAULT),$(RADAR_VAULT),data/vault)
-run: $(STAMP)
+# The demo vault is tracked as data/vault-template/; data/vault/ is the working copy git ignores
+# (the pipeline writes health keys into its Source files, the views, the Signals). It is made
+# from the template when its Sources folder is missing; a file already there is never replaced,
+# and a vault named by RADAR_VAULT is never touched.
+TEMPLATE_VAULT := data/vault-template
+DEMO_SOURCES := data/vault/Radar/Sources
+run: $(STAMP) $(if $(RADAR_VAULT),,$(DEMO_SOURCES))
 	@$(BIN)/radar collect --all; code=$$?; echo; \
 	if [ $$code -eq 0 ]; then \
 	  echo "Done: every Source checked passed. The Signals are notes in $(RUN_VAULT)/Radar/Signals."; \
@@ -35,6 +41,13 @@ run: $(STAMP)
 	echo "Next: open $(RUN_VAULT) as a vault in Obsidian; Radar/Signals.base lists the new Signals to review,"; \
 	echo "Radar/Sources.base the health of each Source. make ui shows the runs; add feeds with"; \
 	echo ".venv/bin/radar sources import FILE.opml (they wait for legalAssessment: approved)."
+
+# `cp -n` keeps any file a person put there; some cp versions exit 1 when they skip one, so the
+# Sources folder itself is the test of success.
+$(DEMO_SOURCES):
+	@mkdir -p data/vault; cp -Rn $(TEMPLATE_VAULT)/. data/vault/ 2>/dev/null || true
+	@test -d $@ || { echo "make: cannot copy $(TEMPLATE_VAULT) to data/vault" >&2; exit 1; }
+	@echo "data/vault: the demo vault, copied from $(TEMPLATE_VAULT) (git ignores data/vault)."
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check radar_pipeline radar_pipeline_tests $(wildcard benchmarks/*.py)

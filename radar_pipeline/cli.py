@@ -21,7 +21,9 @@ from radar_pipeline.core.files import replace
 if TYPE_CHECKING:
     import dagster as dg
 
+    from radar_pipeline.core.jsontypes import JsonObject
     from radar_pipeline.core.plan.collection import Mode
+    from radar_pipeline.core.reports import CollectionReport
 
 EXIT_OK, EXIT_ERROR, EXIT_SOURCE_FAILED = 0, 1, 2
 
@@ -173,7 +175,7 @@ def _as_of(value: str | None) -> datetime:
         raise UsageError(f"--as-of {value!r} is not an ISO-8601 time: {exc}") from exc
 
 
-def _emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
+def _emit(args: argparse.Namespace, payload: JsonObject, text: str) -> None:
     if args.json:
         print(json.dumps(payload, indent=2, sort_keys=False))
     else:
@@ -273,6 +275,7 @@ def cmd_sources_validate(args: argparse.Namespace) -> int:
 
 def cmd_sources_import(args: argparse.Namespace) -> int:
     """OPML in: new pending Source notes (vault set-up, no pipeline work: nothing is fetched)."""
+    from radar_pipeline.core.acquire.fetch import FetchSettings
     from radar_pipeline.core.registry.opml import import_opml
     from radar_pipeline.core.registry.sources import load_registry
     from radar_pipeline.core.vault.bases import ensure_bases
@@ -284,7 +287,9 @@ def cmd_sources_import(args: argparse.Namespace) -> int:
         raise UsageError(f"sources import: cannot read {args.file}: {exc.strerror}") from exc
     vault = RadarPaths.from_env().vault
     ensure_bases(vault)
-    result = import_opml(vault, data, load_registry(vault), datetime.now(UTC), source.name)
+    allowed = FetchSettings.from_env().allowed_private_hosts  # the fetch stage's own allow-list
+    snapshot = load_registry(vault)
+    result = import_opml(vault, data, snapshot, datetime.now(UTC), source.name, allowed)
     lines = [f"imported {r['id']:<28} {r['path']}  {r['url']}" for r in result.imported]
     lines += [f"skipped  {r['url']}: {r['reason']}" for r in result.skipped]
     lines.append(
@@ -335,35 +340,34 @@ def cmd_collect(args: argparse.Namespace) -> int:
     text = _collect_text(report)
     if views:
         text += "\nnew Obsidian views: " + ", ".join(v.as_posix() for v in views)
-    _emit(args, report, text)
-    return EXIT_SOURCE_FAILED if report["failed"] else EXIT_OK
+    _emit(args, report.to_json(), text)
+    return EXIT_SOURCE_FAILED if report.failed else EXIT_OK
 
 
-def _collect_text(report: dict[str, Any]) -> str:
+def _collect_text(report: CollectionReport) -> str:
     """The plain report: the totals, then a line per Source with every outcome of its items
     (they add up to what its feed held) and what needs a look (a possible gap, late items)."""
-    downtime = f", down since {report['downtimeFrom']}" if report["downtimeFrom"] else ""
+    downtime = f", down since {report.downtime_from}" if report.downtime_from else ""
+    t = report.totals
     lines = [
-        f"collection as of {report['asOf']}{downtime}: due {report['due']}, overdue "
-        f"{report['overdue']}, passed {report['passed']}, failed {report['failed']}, "
-        f"skipped {report['skipped']}",
-        f"items: created {report['created']} (late {report['late']}), reused {report['reused']},"
-        f" updated {report['updated']}, duplicates {report['duplicates']}, rejected "
-        f"{report['rejected']}, deferred {report['deferred']}, outside window "
-        f"{report['outsideWindow']}",
+        f"collection as of {report.as_of}{downtime}: due {report.due}, overdue "
+        f"{report.overdue}, passed {t.passed}, failed {t.failed}, skipped {t.skipped}",
+        f"items: created {t.created} (late {t.late}), reused {t.reused}, updated {t.updated},"
+        f" duplicates {t.duplicates}, rejected {t.rejected}, deferred {t.deferred}, outside "
+        f"window {t.outside_window}",
     ]
-    for src in report["sources"]:
-        flags = [f"late {src['late']}"] if src["late"] else []
-        if src["possibleGap"]:
+    for src in report.sources:
+        flags = [f"late {src.late}"] if src.late else []
+        if src.possible_gap:
             flags.append("possible gap: no item shared with the previous check")
-        if src["error"]:
-            flags.append(src["error"])
+        if src.error:
+            flags.append(src.error)
         extra = f"  ({'; '.join(flags)})" if flags else ""
         lines.append(
-            f"  {src['id']:<28} {src['outcome']:<13} http {src['httpStatus'] or '-':<4} "
-            f"items {src['itemsParsed']}: created {src['created']} reused {src['reused']} "
-            f"updated {src['updated']} duplicates {src['duplicates']} rejected "
-            f"{src['rejected']} deferred {src['deferred']} outside {src['outsideWindow']}{extra}"
+            f"  {src.id:<28} {src.outcome:<13} http {src.http_status or '-':<4} "
+            f"items {src.items_parsed}: created {src.created} reused {src.reused} "
+            f"updated {src.updated} duplicates {src.duplicates} rejected "
+            f"{src.rejected} deferred {src.deferred} outside {src.outside_window}{extra}"
         )
     return "\n".join(lines)
 
@@ -458,7 +462,7 @@ def _add_dlq_parser(sub: Any) -> None:
         action.set_defaults(handler=handler)
 
 
-def _dlq_line(letter: dict[str, Any]) -> str:
+def _dlq_line(letter: JsonObject) -> str:
     decided = f"  {letter['decision']} {letter['decidedAt']}" if letter["decidedAt"] else ""
     return (
         f"{letter['id']}  {letter['createdAt']}  {letter['status']:<9} {letter['sourceId']:<28} "
@@ -484,7 +488,7 @@ def cmd_dlq_replay(args: argparse.Namespace) -> int:
 
     paths, now = RadarPaths.from_env(), _as_of(args.as_of)
 
-    def run_check(source_id: str) -> dict[str, Any]:
+    def run_check(source_id: str) -> CollectionReport:
         defs, instance = dagster_definitions(), dagster_instance()
         return launch_collection(
             defs, instance, paths, "explicit", (source_id,), now, trigger="dlq-replay"
@@ -493,11 +497,11 @@ def cmd_dlq_replay(args: argparse.Namespace) -> int:
     done = replay(Store(paths.db), args.id, now, run_check)
     letter = done.dead_letter.to_json()
     new = done.new_dead_letter.to_json() if done.new_dead_letter else None
-    payload = {"deadLetter": letter, "source": dict(done.source_report), "newDeadLetter": new}
+    payload = {"deadLetter": letter, "source": done.source_report, "newDeadLetter": new}
     _emit(args, payload, _dlq_line(letter))
-    if done.source_report.get("outcome") == "failed":
+    if done.source.outcome == "failed":
         print(
-            f"radar: dlq: {letter['sourceId']} failed again ({done.source_report.get('error')})"
+            f"radar: dlq: {letter['sourceId']} failed again ({done.source.error})"
             + (f"; new dead letter {new['id']}" if new else ""),
             file=sys.stderr,
         )

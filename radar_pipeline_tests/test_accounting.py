@@ -1,4 +1,4 @@
-"""Every item accounted for, and the stream's health visible (issue 17; docs/architecture.md,
+"""Every item accounted for, and the stream's health visible (docs/architecture.md,
 invariant 14): the accounting identity over the whole corpus, the `accounting` check on a row
 altered on purpose, possible gaps and silent Sources, each through the real Collector, the
 `radar` command and the Dagster checks."""
@@ -51,7 +51,7 @@ RESOURCES = {
 def collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, Any]:
     mode = "explicit" if sources else "all"
     with Collector(RadarPaths(env["vault"], env["db"])) as collector:
-        return collector.run(CollectionSpec(new_collection_id(), mode, as_of, sources))
+        return collector.run(CollectionSpec(new_collection_id(), mode, as_of, sources)).to_json()
 
 
 def by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

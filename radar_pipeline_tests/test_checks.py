@@ -58,7 +58,7 @@ def collect(
 ) -> dict[str, Any]:
     return launch_collection(
         defs, instance, RadarPaths.from_env(), mode, (), as_of or datetime.now(UTC), "test"
-    )
+    ).to_json()
 
 
 def healthy_vault(vault: Path, feed_server: FeedServer, instance: dg.DagsterInstance) -> None:

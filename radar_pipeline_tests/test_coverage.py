@@ -1,4 +1,4 @@
-"""Coverage by identity, bounded by the 7-day cap (issue 17; docs/architecture.md, invariants 2,
+"""Coverage by identity, bounded by the 7-day cap (docs/architecture.md, invariants 2,
 8 and 14): a loopback publisher serves feeds that behave as real ones do, the Collector (or the
 real `radar` command) checks them, and the reports, vault files and DuckDB rows are compared."""
 
@@ -35,7 +35,7 @@ BODY = (
 def collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, Any]:
     mode = "explicit" if sources else "all"
     with Collector(RadarPaths(env["vault"], env["db"])) as collector:
-        return collector.run(CollectionSpec(new_collection_id(), mode, as_of, sources))
+        return collector.run(CollectionSpec(new_collection_id(), mode, as_of, sources)).to_json()
 
 
 def radar_collect(as_of: datetime) -> dict[str, Any]:
@@ -309,9 +309,10 @@ def test_thirty_day_feed_is_mostly_outside_the_window(
 def test_duplicates_decided_under_the_old_rules_stay_duplicates_after_migration_7(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
-    """Before issue 17 a boilerplate summary made a second item a duplicate. Migration 7 keeps
-    that decision (duplicate_items, seeded from the observations), so the new rules never turn
-    the known item into a new Signal; a known Signal stays `reused`, never `updated`."""
+    """Under the earlier secondary-key rule a boilerplate summary made a second item a
+    duplicate. Migration 7 keeps that decision (duplicate_items, seeded from the observations),
+    so the new rules never turn the known item into a new Signal; a known Signal stays
+    `reused`, never `updated`."""
     vault = radar_env["vault"]
     a = item(1, T - timedelta(hours=1), description="Read more…")
     b = item(2, T - timedelta(hours=1), description="Read more…")

@@ -92,7 +92,7 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
         def launch(*ids: str) -> dict[str, Any]:
             return launch_collection(
                 defs, instance, RadarPaths.from_env(), "explicit", ids, datetime.now(UTC), "test"
-            )
+            ).to_json()
 
         assert launch("b-fix")["passed"] == 1
         report = launch("a-fix", "c-fix", "d-down")
@@ -184,7 +184,7 @@ def test_skipped_and_ineligible_sources_stay_out_of_a_failed_runs_range(
     paths = RadarPaths.from_env()
     now = datetime.now(UTC)
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
-        first = launch_collection(defs, instance, paths, "all", (), now, "test")
+        first = launch_collection(defs, instance, paths, "all", (), now, "test").to_json()
         assert {s["id"]: s["outcome"] for s in first["sources"]} == {
             "a-fix": "passed",
             "c-down": "failed",
@@ -195,7 +195,7 @@ def test_skipped_and_ineligible_sources_stay_out_of_a_failed_runs_range(
         # (two runs: b-pending and c-down lie between them) and reports the two in backoff as
         # skipped, without a partition, so they stay FAILED, not MATERIALIZED.
         later = now + timedelta(seconds=30)  # inside the least backoff (1 minute)
-        second = launch_collection(defs, instance, paths, "all", (), later, "test")
+        second = launch_collection(defs, instance, paths, "all", (), later, "test").to_json()
         outcomes = {s["id"]: s["outcome"] for s in second["sources"]}
         assert outcomes["c-down"] == outcomes["e-down"] == "skipped"
         assert outcomes["a-fix"] == outcomes["d-fix"] == "passed"

@@ -46,8 +46,10 @@ def run_check(env: dict[str, Path], now: datetime) -> Any:
 def failing_collection(env: dict[str, Path], server: FeedServer) -> dict[str, Any]:
     write_source(env["vault"], "flaky", server.add("/flaky", b"oops", 500, BROKEN))
     write_source(env["vault"], "moved", server.add("/moved", b"no", 404, BROKEN))
-    return Collector(RadarPaths(env["vault"], env["db"])).run(
-        CollectionSpec(new_collection_id(), "all", AS_OF)
+    return (
+        Collector(RadarPaths(env["vault"], env["db"]))
+        .run(CollectionSpec(new_collection_id(), "all", AS_OF))
+        .to_json()
     )
 
 

@@ -39,7 +39,7 @@ LATER = AS_OF + timedelta(minutes=10)
 
 def collect(env: dict[str, Path], as_of: datetime = AS_OF) -> dict[str, Any]:
     collector = Collector(RadarPaths(env["vault"], env["db"]))
-    return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ()))
+    return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).to_json()
 
 
 def query(env: dict[str, Path], sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
@@ -293,7 +293,7 @@ def test_weekly_release_notes_same_day_are_two_signals_flagged(
     signals = by_item_id(vault)
     first_id = signals["w1"][1]["id"]
     assert signals["w1"][1]["duplicateCandidateOf"] is None
-    assert signals["w2"][1]["duplicateCandidateOf"] == f"[[{first_id}]]"  # a link (issue 19)
+    assert signals["w2"][1]["duplicateCandidateOf"] == f"[[{first_id}]]"  # a link, not text
     assert query(
         radar_env, "SELECT duplicate_candidate_of FROM signals WHERE source_item_id = 'w2'"
     ) == [(first_id,)]

@@ -1,4 +1,4 @@
-"""Feed manners against the loopback server (issue 19): a User-Agent naming a contact, the
+"""Feed manners against the loopback server: a User-Agent naming a contact, the
 publisher's Cache-Control max-age and RSS <ttl> as a lower bound on the next check, permanent
 redirects recorded for a person, 410 as a state that needs a person, no JSON Feed in Accept."""
 
@@ -143,7 +143,7 @@ def _collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, 
     mode = "explicit" if sources else "all"
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
     with Collector(RadarPaths(env["vault"], env["db"])) as collector:
-        return collector.run(spec)
+        return collector.run(spec).to_json()
 
 
 def _health(source_file: Path) -> dict[str, Any]:

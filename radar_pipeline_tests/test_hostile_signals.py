@@ -125,7 +125,7 @@ def test_hostile_items_become_inert_signals_at_their_normal_paths(
     before = tree(vault)
 
     collector = Collector(RadarPaths(vault, radar_env["db"]))
-    report = collector.run(CollectionSpec(new_collection_id(), "all", AS_OF, ()))
+    report = collector.run(CollectionSpec(new_collection_id(), "all", AS_OF, ())).to_json()
     assert report["sources"][0]["outcome"] == "passed", report
     assert (report["created"], report["rejected"]) == (len(HOSTILE), 0)
 
@@ -152,7 +152,7 @@ def test_hostile_items_become_inert_signals_at_their_normal_paths(
         header = text[4 : text.index("\n---\n", 4) + 1]
         assert yaml.safe_load(header) == fm  # any YAML reader gets the same values
         assert fm["id"] == path.stem
-        # The only links in a Signal's raw text are the two the pipeline makes (issue 19): the
+        # The only links in a Signal's raw text are the two the pipeline makes: the
         # Source note and, when flagged, the earlier Signal; every other line stays inert.
         assert fm["source"] == "[[hostile]]"
         assert fm["duplicateCandidateOf"] in (None, "") or re.fullmatch(
@@ -173,6 +173,6 @@ def test_hostile_items_become_inert_signals_at_their_normal_paths(
     fence_body = by_link["https://example.com/fence"].read_text(encoding="utf-8")
     assert "dataviewjs" in fence_body and "&#96;&#96;&#96;dataviewjs" in fence_body
 
-    again = collector.run(CollectionSpec(new_collection_id(), "all", AS_OF, ()))
+    again = collector.run(CollectionSpec(new_collection_id(), "all", AS_OF, ())).to_json()
     assert (again["created"], again["rejected"]) == (0, 0)
     assert tree(vault).keys() == after.keys()

@@ -1,4 +1,4 @@
-"""HTML, JSON and JSON Feed Sources (issue 21): a loopback publisher serves a changelog page, a
+"""HTML, JSON and JSON Feed Sources: a loopback publisher serves a changelog page, a
 WordPress REST answer and a JSON Feed (hand-written to look like real ones:
 corpus/README.md), the Collector or the real `radar` command checks them, and the reports,
 Signal files and DuckDB rows are compared. One pipeline: identity, accounting, conditional
@@ -67,7 +67,7 @@ def regenerated(body: bytes) -> bytes:
 
 def collect(env: dict[str, Path], as_of: datetime = T) -> dict[str, Any]:
     with Collector(RadarPaths(env["vault"], env["db"])) as collector:
-        return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ()))
+        return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).to_json()
 
 
 def source(report: dict[str, Any], source_id: str) -> dict[str, Any]:
@@ -511,11 +511,11 @@ def test_selector_on_a_feed_source_is_misplaced_and_valid_sources_stay_active(
 
 def test_shipped_fixture_sources_collect_offline(radar_env: dict[str, Path]) -> None:
     """The shipped vault's fixture Sources (a feed, a page, a JSON answer) are read from
-    `Radar/Fixtures/` with no network, what `make run` does, on a copy of data/vault (its
+    `Radar/Fixtures/` with no network, what `make run` does, on a copy of data/vault-template (its
     production Sources removed: offline they only fail, as test_cli shows)."""
     vault = radar_env["vault"]
     shutil.rmtree(vault)
-    shutil.copytree(REPO_ROOT / "data" / "vault", vault)
+    shutil.copytree(REPO_ROOT / "data" / "vault-template", vault)
     snapshot = load_registry(vault)
     assert snapshot.issues == ()
     for record in snapshot.sources:

@@ -1,4 +1,4 @@
-"""Signals as Obsidian notes and the views Radar ships (issue 19), through real `radar` processes
+"""Signals as Obsidian notes and the views Radar ships, through real `radar` processes
 on a temp vault; and the feedparser sanitize corpus rendered as Signals that are inert yet read
 as written."""
 
@@ -132,6 +132,50 @@ def test_bases_are_created_once_and_a_persons_edit_is_kept(radar_env: dict[str, 
     _collect(radar_env)
     assert edited.read_text(encoding="utf-8") == mine  # never overwritten
     assert (vault / "Radar/Sources.base").exists()  # a missing view comes back
+
+
+def test_views_put_the_newest_item_first_and_count_only_signals(
+    radar_env: dict[str, Path],
+) -> None:
+    """The review view sorts by the item's own time, then collection time: an item collected
+    later but dated earlier (so with the greater file name) comes second. The formulas give
+    nothing for an absent day, and the Sources view counts Signal files only."""
+    vault = radar_env["vault"]
+    newer = {**ITEM, "title": "Newer item", "pubDate": "Mon, 30 Nov 2026 10:00:00 GMT"}
+    write_fixture_source(vault, "dotnet-blog", rss([newer]))
+    assert _collect(radar_env, "2026-11-30T12:00:00Z")["created"] == 1
+    older = {
+        **ITEM,
+        "title": "Older item, collected later",
+        "guid": "item-2",
+        "link": "https://example.com/posts/older",
+        "pubDate": "Sat, 28 Nov 2026 10:00:00 GMT",
+    }
+    (vault / "Radar/Fixtures/dotnet-blog.xml").write_bytes(rss([newer, older]))
+    assert _collect(radar_env, "2026-11-30T18:00:00Z")["created"] == 1
+
+    signals = yaml.safe_load((vault / "Radar/Signals.base").read_text(encoding="utf-8"))
+    review = next(v for v in signals["views"] if v["name"] == "New Signals to review")
+    order = [(s["property"], s["direction"]) for s in review["sort"]]
+    assert order == [("note.observedAt", "DESC"), ("note.fetchedAt", "DESC")]
+    notes = [read_signal_frontmatter(p) | {"file.name": p.stem} for p in signal_files(vault)]
+    # Obsidian compares these as text: ISO-8601 UTC of one width, so text order is time order.
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", n["observedAt"]) for n in notes)
+    by_view = sorted(notes, key=lambda n: [n[p.removeprefix("note.")] for p, _ in order])
+    assert [n["title"] for n in reversed(by_view)] == ["Newer item", "Older item, collected later"]
+    by_file_name = sorted(notes, key=lambda n: n["file.name"], reverse=True)
+    assert by_file_name[0]["title"] == "Older item, collected later"  # what the old sort showed
+
+    for formula in signals["formulas"].values():
+        assert '""' not in formula  # no empty text beside the dates
+        assert re.fullmatch(r"if\((\w+), date\(\1\)\)", formula), formula
+    sources = yaml.safe_load((vault / "Radar/Sources.base").read_text(encoding="utf-8"))
+    count = sources["formulas"]["signals"]
+    assert count == 'file.backlinks.filter(file(value).inFolder("Radar/Signals")).length'
+    # ... and the Signals folder is where every Signal is, and only Signals.
+    folder = vault / "Radar/Signals"
+    assert {p.parent for p in signal_files(vault)} == {folder}
+    assert all(read_signal_frontmatter(p)["entityType"] == "signal" for p in folder.glob("*.md"))
 
 
 # ---- the sanitize corpus -----------------------------------------------------------------------

@@ -74,7 +74,7 @@ def _collect(
     collector = Collector(RadarPaths(env["vault"], env["db"]), page_settings=FAST)
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
     with collector:
-        return collector.run(spec)
+        return collector.run(spec).to_json()
 
 
 def _source(report: dict[str, Any], source_id: str = "pages") -> dict[str, Any]:

@@ -98,7 +98,7 @@ def test_three_days_down_one_check_per_source_then_overdue_zero(
     assert (report["overdue"], report["due"], report["passed"], report["failed"]) == (5, 5, 5, 0)
     assert report["downtimeFrom"] == format_utc(before)
     # Covered: max(lastSuccessAt, T - 7 d) - 1 h = T - 3 d - 1 h: items 0..2 are new. Every
-    # item inside the 7-day cap is looked at (issue 17): items 3..7 are reused, 8..29 outside.
+    # item inside the 7-day cap is looked at (invariant 8): items 3..7 are reused, 8..29 outside.
     assert (report["created"], report["reused"]) == (15, 25)
     assert (report["outsideWindow"], report["deferred"]) == (110, 0)
     assert {s["coverageFrom"] for s in report["sources"]} == {

@@ -319,11 +319,11 @@ def test_source_aliases_are_the_contract_keys() -> None:
         *VALID,
         "minIntervalSeconds", "fullText", "authTokenEnv", "lastAttemptAt", "lastSuccessAt",
         "lastResponseAt", "errorState", "blockedReason", "httpStatus", "etag", "lastModified",
-        "permanentRedirect",  # issue 19: where a 301/308 led, for a person to update `url`
-        # issue 21: html selectors and json paths
+        "permanentRedirect",  # where a 301/308 led, for a person to update `url`
+        # html selectors and json paths
         "itemSelector", "titleSelector", "linkSelector", "dateSelector", "summarySelector",
         "itemsPath", "titlePath", "linkPath", "idPath", "datePath", "summaryPath",
-        "pageBudget",  # issue 21: pages per check under `fullText: page-extraction`
+        "pageBudget",  # pages per check under `fullText: page-extraction`
     }  # fmt: skip
 
 

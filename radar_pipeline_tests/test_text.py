@@ -79,7 +79,7 @@ def test_inert_markdown_has_nothing_live(value: str) -> None:
 
 def test_inert_markdown_still_reads_as_text() -> None:
     # Only what Obsidian would act on is escaped: `#` after a letter is no tag, one `%` no
-    # comment, `*emphasis*` only formatting (issue 19: `C\\# 12: 50\\% faster` read badly).
+    # comment, `*emphasis*` only formatting (`C\\# 12: 50\\% faster` read badly).
     text = "GitHub's new feature (beta): 50% faster"
     assert inert_markdown(text) == text
     assert inert_markdown("C# 12: *preview*, 3 = 3") == "C# 12: *preview*, 3 = 3"

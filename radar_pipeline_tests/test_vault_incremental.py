@@ -61,7 +61,7 @@ def paths_of(env: dict[str, Path]) -> RadarPaths:
 def collect_core(env: dict[str, Path], as_of: datetime = AS_OF) -> tuple[dict[str, Any], str]:
     """One collection with the real Collector; its report and how its dedupe found the folder."""
     with Collector(paths_of(env)) as collector:
-        report = collector.run(CollectionSpec(new_collection_id(), "all", as_of, ()))
+        report = collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).to_json()
         [verdict] = collector.folder_scans
     return report, verdict
 
@@ -69,7 +69,7 @@ def collect_core(env: dict[str, Path], as_of: datetime = AS_OF) -> tuple[dict[st
 def collect_dagster(instance: dg.DagsterInstance) -> dict[str, Any]:
     return launch_collection(
         defs, instance, RadarPaths.from_env(), "all", (), datetime.now(UTC), "test"
-    )
+    ).to_json()
 
 
 def latest_check_metadata(

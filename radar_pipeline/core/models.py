@@ -53,7 +53,7 @@ class FetchResult:
     error_class: str | None = None  # one of errors.FETCH_ERROR_CLASSES when failed
     error_message: str | None = None  # redacted, one line
     retry_after_s: float | None = None
-    # Feed manners (issue 19; docs/obsidian.md and docs/operations.md say what acts on them):
+    # Feed manners (docs/obsidian.md and docs/operations.md say what acts on them):
     cache_max_age_s: int | None = None  # Cache-Control: max-age of the final response
     feed_ttl_s: int | None = None  # RSS <ttl> (minutes in the feed), in seconds
     permanent_redirect: str | None = None  # where 301/308 from the Source's URL lead

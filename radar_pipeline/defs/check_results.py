@@ -4,8 +4,6 @@ ERROR marks a broken promise (a duplicate file, missing provenance, text that ou
 an index row with no file); WARN a soft one (an overdue Source, a file not indexed yet).
 """
 
-from typing import Any
-
 import dagster as dg
 
 from radar_pipeline.core.audit.findings import AuditResult
@@ -24,7 +22,7 @@ def _severity(audit: AuditResult) -> dg.AssetCheckSeverity:
     return dg.AssetCheckSeverity.WARN
 
 
-def _metadata(audit: AuditResult) -> dict[str, Any]:
+def _metadata(audit: AuditResult) -> dict[str, dg.MetadataValue | int | str]:
     return {
         "report": dg.MetadataValue.md(audit.markdown()),
         "findings": len(audit.findings),

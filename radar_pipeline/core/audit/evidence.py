@@ -16,11 +16,12 @@ from radar_pipeline.core.audit.run import AUDIT_NAMES, AuditInputs, run_audits
 from radar_pipeline.core.audit.source_audits import audit_overdue, overdue_sources
 from radar_pipeline.core.audit.stream_audits import silent_sources
 from radar_pipeline.core.clock import format_utc, parse_utc
-from radar_pipeline.core.collect.report import merge_reports
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import CleanupRefused
+from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.plan.schedule import RECOVERY_CAP
 from radar_pipeline.core.registry.sources import load_registry
+from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.closes import last_close
 from radar_pipeline.core.store.collections import last_launch_reports
 from radar_pipeline.core.store.connection import Store
@@ -31,7 +32,7 @@ from radar_pipeline.core.vault.cleanup import temporary_inventory
 from radar_pipeline.core.vault.signals import list_signal_ids
 
 
-def evidence_snapshot(paths: RadarPaths, now: datetime) -> dict[str, Any]:
+def evidence_snapshot(paths: RadarPaths, now: datetime) -> JsonObject:
     """What the Radar can show about itself at `now` (the contract's report keys and more).
 
     The registry, the feed states, the last close and Temporary Content are read once here
@@ -47,7 +48,7 @@ def evidence_snapshot(paths: RadarPaths, now: datetime) -> dict[str, Any]:
     production = {r.source.id for r in eligible if not r.source.is_fixture}
     overdue = overdue_sources(snapshot, states, now)
     launch = last_launch_reports(store)
-    last = merge_reports(launch) if launch else None
+    last = CollectionReport.merge(launch) if launch else None
     temporary = list_temporary(paths.vault)
     try:
         retained, retained_bytes = temporary_inventory(paths.vault)
@@ -68,7 +69,7 @@ def evidence_snapshot(paths: RadarPaths, now: datetime) -> dict[str, Any]:
         "recoveryCapDays": RECOVERY_CAP.days,
         "overdue": len(overdue),
         "retainedTemporary": retained,
-        "lastCollection": last,
+        "lastCollection": last.to_json() if last is not None else None,
         "openDeadLetters": open_dead,
         "silentSources": silent,
         # ---- what else the evidence shows
@@ -115,30 +116,30 @@ def _source_files(paths: RadarPaths) -> int:
 
 
 def _recovery(
-    paths: RadarPaths, last: dict[str, Any] | None, snapshot: Any, states: Any
-) -> dict[str, Any] | None:
+    paths: RadarPaths, last: CollectionReport | None, snapshot: Any, states: Any
+) -> JsonObject | None:
     """The last collection's recovery: overdue before it, outcome, and overdue right after it
     (evaluated at that collection's own clock with the state it left)."""
     if last is None:
         return None
-    as_of = parse_utc(str(last["asOf"]))
+    as_of = parse_utc(last.as_of)
     after = overdue_sources(snapshot, states, as_of)
     eligible = sum(1 for r in snapshot.sources if r.source.is_eligible)
     return {
-        "asOf": last["asOf"],
-        "mode": last.get("mode"),
-        "downtimeFrom": last.get("downtimeFrom"),
-        "overdueBefore": last.get("overdue"),
-        "due": last.get("due"),
-        "passed": last.get("passed"),
-        "failed": last.get("failed"),
-        "skipped": last.get("skipped"),
+        "asOf": last.as_of,
+        "mode": last.mode,
+        "downtimeFrom": last.downtime_from,
+        "overdueBefore": last.overdue,
+        "due": last.due,
+        "passed": last.passed,
+        "failed": last.failed,
+        "skipped": last.skipped,
         "postRecoveryOverdue": audit_overdue(after, eligible, as_of).figures["overdue"],
         "postRecoveryOverdueSources": [o.source_id for o in after],
     }
 
 
-def evidence_text(report: dict[str, Any]) -> str:
+def evidence_text(report: JsonObject) -> str:
     """The snapshot as a few readable lines for `radar report`."""
     inv, prod, tmp = report["inventory"], report["production"], report["temporary"]
     rec = report["recovery"]

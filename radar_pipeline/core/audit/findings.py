@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from radar_pipeline.core.jsontypes import JsonObject
+
 Severity = Literal["ERROR", "WARN"]
 
 MAX_TABLE_ROWS = 200
@@ -62,7 +64,7 @@ class AuditResult:
             lines.append(f"\n… and {len(self.findings) - MAX_TABLE_ROWS} more findings")
         return head + "\n\n" + "\n".join(lines)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "passed": self.passed,
             "severity": None if self.passed else self.severity,

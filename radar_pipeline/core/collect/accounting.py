@@ -65,15 +65,6 @@ class CheckAccount:
     def balanced(self) -> bool:
         return self.items_parsed == sum(self.outcomes.values())
 
-    def to_json(self) -> dict[str, Any]:
-        """The contract's per-Source accounting keys."""
-        return {
-            "itemsParsed": self.items_parsed,
-            **self.outcomes,
-            "late": self.late,
-            "possibleGap": self.possible_gap,
-        }
-
 
 def account(item: DedupedCheck, write: SourceWrite, previous: PreviousCheck | None) -> CheckAccount:
     """The accounting of one check after its files were written (zeros without a parsed body)."""

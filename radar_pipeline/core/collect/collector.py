@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import uuid
 from concurrent.futures import Future
-from typing import Any
 
 import duckdb
 
@@ -51,6 +50,7 @@ from radar_pipeline.core.plan.collection import (
 from radar_pipeline.core.plan.locks import LockBook
 from radar_pipeline.core.plan.schedule import ITEM_CAP, window_from
 from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
+from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.accounting import previous_checks, record_accounts
 from radar_pipeline.core.store.collections import last_as_of, record_collection, record_metrics
 from radar_pipeline.core.store.connection import Store
@@ -226,7 +226,7 @@ class Collector:
         self.folder_scans.append(judgement.verdict)
         return tuple(DedupedCheck(res, d) for res, d in zip(results, decisions, strict=True))
 
-    def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> dict[str, Any]:
+    def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> CollectionReport:
         """Write the new Signals, then record everything in one transaction, mirror each
         Source's health into its file, run the page stage and release the Source locks; the
         report."""
@@ -254,12 +254,12 @@ class Collector:
                 record_accounts(
                     con,
                     [
-                        accounting_row(spec, d, a, src["outcome"])
-                        for d, a, src in zip(deduped, accounts, report["sources"], strict=True)
-                        if src["outcome"] != "skipped"
+                        accounting_row(spec, d, a, src.outcome)
+                        for d, a, src in zip(deduped, accounts, report.sources, strict=True)
+                        if src.outcome != "skipped"
                     ],
                 )
-                record_metrics(con, spec.collection_id, report["sources"])
+                record_metrics(con, spec.collection_id, report.sources)
                 record_collection(con, spec.dagster_run_id, spec.trigger, spec.as_of, report)
             self._mirror_health(spec, deduped)
             try:
@@ -271,8 +271,8 @@ class Collector:
             self.locks.release_all(spec.collection_id)
 
     def pages(
-        self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...], report: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...], report: CollectionReport
+    ) -> CollectionReport:
         """Page extraction for the checked `fullText: page-extraction` Sources, while their
         locks are still held (so no other check of them overlaps); the report with each
         Source's `pages` figures, as recorded in DuckDB."""
@@ -286,7 +286,7 @@ class Collector:
             report,
         )
 
-    def run(self, spec: CollectionSpec) -> dict[str, Any]:
+    def run(self, spec: CollectionSpec) -> CollectionReport:
         """All stages in one call (the same code the Dagster ops run, for plain tests)."""
         plan = self.plan(spec)
         try:

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import duckdb
 
@@ -30,6 +29,7 @@ from radar_pipeline.core.models import FetchPurpose, FetchRequest, FetchResult
 from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec
 from radar_pipeline.core.plan.schedule import next_backoff, window_from
 from radar_pipeline.core.registry.sources import SourceRecord
+from radar_pipeline.core.reports import CollectionReport, PageFigures
 from radar_pipeline.core.store.collections import replace_report
 from radar_pipeline.core.store.connection import Store, to_json_text
 from radar_pipeline.core.store.feed_state import FeedState, load_states, save_state
@@ -106,8 +106,8 @@ def run_pages(
     settings: PageSettings,
     plan: CollectionPlan,
     deduped: Sequence[DedupedCheck],
-    report: dict[str, Any],
-) -> dict[str, Any]:
+    report: CollectionReport,
+) -> CollectionReport:
     """Run the page pass of each page-extraction Source this collection checked; the report
     with its `pages` object filled in for those Sources (the others keep None)."""
     records = _page_sources(deduped)
@@ -172,10 +172,10 @@ def _record(
     passes: Sequence[SourcePages],
     expired: dict[str, int],
     robots_fetched: dict[str, int],
-    report: dict[str, Any],
-) -> dict[str, Any]:
+    report: CollectionReport,
+) -> CollectionReport:
     """Page results, the backoff of refused Sources and the `pages` figures, in one transaction."""
-    by_id = {src["id"]: src for src in report["sources"]}
+    by_id = {src.id: src for src in report.sources}
     health: list[HealthUpdate] = []
     with store.transaction() as con:
         states = load_states(con)
@@ -187,26 +187,29 @@ def _record(
             if blocked is not None:
                 state = _blocked_state(states.get(sid) or FeedState(sid), blocked, spec.as_of)
                 save_state(con, state)
-                src["consecutiveFailures"] = state.consecutive_failures
-                src["backoffUntil"] = (
-                    format_utc(state.backoff_until) if state.backoff_until else None
+                src = replace(
+                    src,
+                    consecutive_failures=state.consecutive_failures,
+                    backoff_until=format_utc(state.backoff_until) if state.backoff_until else None,
                 )
                 health.append(
                     HealthUpdate(sid, rec.path, rec.record_path, {"errorState": PAGE_BLOCKED})
                 )
                 log.warning("page extraction of %s stopped: %s", sid, blocked.error_message)
-            src["pages"] = {
-                "fetched": done.count("fetched"),
-                "pending": count_open(con, sid),
-                "disallowed": done.count("disallowed"),
-                "stopped": done.stopped,
-                "failed": done.count("failed"),
-                "expired": expired.get(sid, 0),
-                "requests": sum(1 for r in done.results if r.attempted),
-                "robotsFetched": robots_fetched.get(sid, 0),
-                "blocked": blocked.error_message if blocked is not None else None,
-            }
-        replace_report(con, spec.collection_id, to_json_text(report))
+            pages = PageFigures(
+                fetched=done.count("fetched"),
+                pending=count_open(con, sid),
+                disallowed=done.count("disallowed"),
+                stopped=done.stopped,
+                failed=done.count("failed"),
+                expired=expired.get(sid, 0),
+                requests=sum(1 for r in done.results if r.attempted),
+                robots_fetched=robots_fetched.get(sid, 0),
+                blocked=blocked.error_message if blocked is not None else None,
+            )
+            by_id[sid] = replace(src, pages=pages)
+        report = replace(report, sources=tuple(by_id[src.id] for src in report.sources))
+        replace_report(con, spec.collection_id, to_json_text(report.to_json()))
     for failure in write_health(health):
         log.warning("health of %s not written: %s", failure.source_id, failure.error)
     return report

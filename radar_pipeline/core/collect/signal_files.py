@@ -13,11 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult
 from radar_pipeline.core.identity.keys import IDENTITY_VERSION
+from radar_pipeline.core.jsontypes import Frontmatter
 from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.text import wikilink
@@ -121,7 +121,7 @@ def build_document(
         notes.append("future-dated")
     if res.parsed is not None and res.parsed.bozo:
         notes.append("feed-ill-formed")
-    fm: dict[str, Any] = {
+    fm: Frontmatter = {
         "entityType": "signal",
         "schemaVersion": 1,
         "id": signal_id,

@@ -4,7 +4,7 @@ Decision per candidate (one Source):
 - identity known (or an alias of it recorded by a re-key) -> `reused`, or `updated` when its
   content hash changed (a revision) and it is dated inside the period the check covers (or
   undated): an older item is looked at again only since every item inside the 7-day cap is
-  (issue 17), and that must not add revisions the rule before it would never have seen;
+  (invariant 8), and that must not add revisions the rule before it would never have seen;
 - identity recorded as a duplicate by an earlier check -> `duplicate` of the same Signal again
   (the decision is kept, so a change of the rules below never turns it into a new Signal);
 - otherwise the item is unknown. At most `item_cap` unknown items are decided per check,

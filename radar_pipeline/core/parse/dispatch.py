@@ -34,7 +34,9 @@ def parse_body(
     Raises ParseError (a classified failure of this Source) and ValueError for a method or spec
     the registry should have refused (a bug: the collector reports it as a crash).
     """
-    if method == "jsonfeed":
+    if method == "jsonfeed" or (method in ("rss", "atom") and _is_json(body)):
+        # Feed readers list JSON Feeds as rss outlines (NetNewsWire), so an rss or atom Source
+        # may answer with one: its bytes, which no XML feed starts with, decide.
         return parse_json_feed(source_id, body, base_url=base_url, now=now, window_from=window_from)
     if method in FEED_METHODS:
         return parse_feed(
@@ -60,3 +62,8 @@ def parse_body(
             source_id, body, spec=spec, base_url=base_url, now=now, window_from=window_from
         )
     raise ValueError(f"no parser for collectionMethod {method!r} with spec {spec!r}")
+
+
+def _is_json(body: bytes) -> bool:
+    """True when the body's first character (after a BOM and whitespace) opens a JSON object."""
+    return body.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] == b"{"

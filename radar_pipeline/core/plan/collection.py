@@ -37,7 +37,7 @@ class CollectionSpec:
     trigger: str = "cli"
     dagster_run_id: str | None = None
     # One command's collection may take several runs (one per block of partitions it checks);
-    # they share this id, and their reports read as one (core/collect/report.merge_reports).
+    # they share this id, and their reports read as one (CollectionReport.merge, core/reports.py).
     launch_id: str | None = None
 
 

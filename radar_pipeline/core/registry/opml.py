@@ -1,39 +1,48 @@
 """OPML in and out of the Source Registry: `radar sources import FILE` and `radar sources export`.
 
-Import turns each feed outline (an `outline` with an `xmlUrl`) into a new Source note with
+Import turns each feed outline (an `outline` with an `xmlUrl`; element and attribute names are
+compared without case, as LiveJournal writes `xmlURL`) into a new Source note with
 `legalAssessment: pending`, so nothing is fetched until a person approves it. The id comes from
-the outline's title (unique in the registry), the folder outlines above it (or a `category`
-attribute) become tags. A URL already registered, repeated in the file, or not an http(s) URL
-is skipped with a reason; no file is ever overwritten (a new file is linked to its name, which
-fails if the name exists). Export writes OPML 2.0 of every valid Source.
+the outline's title (unique in the registry); the folder outlines above it (or a `category`
+attribute) become `radar/folder/<name>` tags in any script, and a feed listed in several
+folders is one Source with every folder's tag. A URL already registered, repeated in the file,
+not an http(s) URL, or one the address policy refuses (a loopback or private address, unless
+RADAR_ALLOWED_PRIVATE_HOSTS allows it; judged without a DNS lookup) is skipped with a reason;
+no file is ever overwritten (a new file is linked to its name, which fails if the name exists).
+The kind is the outline's `type` (`atom`, `jsonfeed`, else `rss`): import never fetches, and an
+`rss` Source that answers with a JSON Feed is read as one by the parse stage. Export writes OPML
+2.0 of every valid Source, nested by its folder tags, with `htmlUrl` and the kind, so an export
+read back gives the same Sources with the same tags.
 
-The OPML is parsed by expat into xml.etree elements with the care of defusedxml: a document
-type declaration (where entities, and so entity expansion bombs, would live) is refused, no
-external resource is ever read, and the file is bounded in size.
+Reading the file safely (no DOCTYPE, no entities, broken outlines cut out and reported) is
+`opml_read.py`'s job.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import re
 import unicodedata
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
-from xml.parsers import expat
 
 import yaml
 
+from radar_pipeline.core.acquire.address_policy import check_addresses, check_url, normalise_host
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.errors import RegistryError
+from radar_pipeline.core.errors import FetchError, RegistryError
 from radar_pipeline.core.files import create_once
 from radar_pipeline.core.frontmatter import split_frontmatter
+from radar_pipeline.core.jsontypes import Frontmatter, JsonObject
 from radar_pipeline.core.layout import SOURCES_DIR
+from radar_pipeline.core.registry.opml_read import FeedOutline, feed_outlines, parse_opml
 from radar_pipeline.core.registry.sources import (
     RegistrySnapshot,
     http_url_problem,
@@ -41,82 +50,34 @@ from radar_pipeline.core.registry.sources import (
 )
 from radar_pipeline.core.text import inert_markdown, inert_property, one_line
 
-MAX_OPML_BYTES = 5_000_000
+FOLDER_TAG = "radar/folder/"
+# Where import keeps an outline's `htmlUrl` (the site), so that export can write it back.
+SITE_KEY = "siteUrl"
+FOLDERS_KEY = "folders"
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
-_TAG_PART = re.compile(r"[^a-z0-9_-]+")
-
-
-# ---- parsing ----------------------------------------------------------------------------------
-
-
-def parse_opml(data: bytes) -> ET.Element:
-    """The OPML document as an element tree; RegistryError for anything that is not safe,
-    well-formed OPML."""
-    if len(data) > MAX_OPML_BYTES:
-        raise RegistryError(f"import: the OPML file is over {MAX_OPML_BYTES} bytes")
-    builder = ET.TreeBuilder()
-    parser = expat.ParserCreate()
-    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
-
-    def refuse(*_: Any) -> None:
-        raise RegistryError("import: the OPML declares a DOCTYPE or entities; refused")
-
-    parser.StartDoctypeDeclHandler = refuse
-    parser.EntityDeclHandler = refuse
-    parser.ExternalEntityRefHandler = refuse  # type: ignore[assignment]
-    parser.StartElementHandler = lambda tag, attrs: builder.start(tag, attrs)
-    parser.EndElementHandler = lambda tag: builder.end(tag)
-    parser.CharacterDataHandler = builder.data
-    try:
-        parser.Parse(data, True)
-    except expat.ExpatError as exc:
-        raise RegistryError(f"import: the file is not well-formed XML ({exc})") from exc
-    root = builder.close()
-    if root.tag != "opml" or root.find("body") is None:
-        raise RegistryError("import: the file is not OPML (no <opml> with a <body>)")
-    return root
-
-
-@dataclass(frozen=True)
-class FeedOutline:
-    """One feed outline: what the OPML says about it, as given."""
-
-    url: str
-    title: str
-    html_url: str
-    kind: str  # the outline's `type` (rss, atom, ...), lowercased
-    folders: tuple[str, ...]  # the folder outlines above it, outermost first, and categories
-
-
-def feed_outlines(root: ET.Element) -> Iterator[FeedOutline]:
-    """Every outline with an `xmlUrl`, in document order, with its folders."""
-    body = root.find("body")
-    if body is not None:
-        yield from _walk(body, ())
-
-
-def _walk(parent: ET.Element, folders: tuple[str, ...]) -> Iterator[FeedOutline]:
-    for outline in parent.findall("outline"):
-        attrs = outline.attrib
-        label = (attrs.get("title") or attrs.get("text") or "").strip()
-        if "xmlUrl" in attrs:
-            categories = tuple(
-                part.strip()
-                for group in attrs.get("category", "").split(",")
-                for part in group.split("/")
-                if part.strip()
-            )
-            yield FeedOutline(
-                url=attrs["xmlUrl"].strip(),
-                title=label,
-                html_url=attrs.get("htmlUrl", "").strip(),
-                kind=attrs.get("type", "").strip().lower(),
-                folders=folders + categories,
-            )
-        yield from _walk(outline, folders + ((label,) if label and "xmlUrl" not in attrs else ()))
 
 
 # ---- import -----------------------------------------------------------------------------------
+
+
+def _merged(outlines: Iterable[FeedOutline]) -> dict[str, FeedOutline]:
+    """One outline per feed (by url_key), holding every folder it is listed in, in order."""
+    merged: dict[str, FeedOutline] = {}
+    for outline in outlines:
+        key = url_key(outline.url)
+        first = merged.get(key)
+        if first is None:
+            merged[key] = outline
+            continue
+        merged[key] = FeedOutline(
+            url=first.url,
+            title=first.title or outline.title,
+            html_url=first.html_url or outline.html_url,
+            kind=first.kind or outline.kind,
+            folders=tuple(dict.fromkeys(first.folders + outline.folders)),
+            paths=tuple(dict.fromkeys(first.paths + outline.paths)),
+        )
+    return merged
 
 
 @dataclass
@@ -126,29 +87,41 @@ class ImportResult:
     imported: list[dict[str, str]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"imported": self.imported, "skipped": self.skipped}
 
 
 def import_opml(
-    vault: Path, data: bytes, snapshot: RegistrySnapshot, now: datetime, origin: str
+    vault: Path,
+    data: bytes,
+    snapshot: RegistrySnapshot,
+    now: datetime,
+    origin: str,
+    allowed_private_hosts: Iterable[str] = (),
 ) -> ImportResult:
-    """One new pending Source note per new, valid feed outline of `data` (see the module)."""
-    root = parse_opml(data)
+    """One new pending Source note per new, valid feed of `data` (see the module).
+
+    `allowed_private_hosts`: RADAR_ALLOWED_PRIVATE_HOSTS, the hosts the fetch stage may reach
+    although they are loopback or private; any other such address is skipped here already.
+    """
+    root, broken = parse_opml(data)
     folder = vault / SOURCES_DIR
     folder.mkdir(parents=True, exist_ok=True)
     known_urls, taken_ids = _registered(vault, snapshot)
+    allowed = frozenset(allowed_private_hosts)
     result = ImportResult()
-    for outline in feed_outlines(root):
-        problem = http_url_problem(outline.url) if outline.url else "the outline has no xmlUrl"
-        if not problem and inert_property(outline.url) != outline.url:
-            problem = "holds characters Obsidian would act on ([[, ]], <)"
-        key = url_key(outline.url)
+    result.skipped += [{"url": b.url, "reason": b.reason} for b in broken]
+    outlines = list(feed_outlines(root))
+    feeds = _merged(outlines)
+    for listed in outlines:
+        key = url_key(listed.url)
+        outline = feeds[key]
+        problem = _url_problem(listed.url, allowed)
         if problem:
-            result.skipped.append({"url": outline.url, "reason": f"invalid URL: {problem}"})
+            result.skipped.append({"url": listed.url, "reason": problem})
             continue
         if key in known_urls:
-            result.skipped.append({"url": outline.url, "reason": known_urls[key]})
+            result.skipped.append({"url": listed.url, "reason": known_urls[key]})
             continue
         source_id = _unique_id(outline, taken_ids)
         text = source_note(source_id, outline, now, origin)
@@ -156,18 +129,51 @@ def import_opml(
         _, problems = validate_source(fm)
         if problems:  # a guard: what we write must be a valid Source
             reason = "; ".join(f"{k}: {m}" for k, m in problems)
-            result.skipped.append({"url": outline.url, "reason": f"invalid Source: {reason}"})
+            result.skipped.append({"url": listed.url, "reason": f"invalid Source: {reason}"})
             continue
         path = folder / f"{source_id}.md"
         if not create_once(path, text):
             taken_ids.add(source_id)
-            result.skipped.append({"url": outline.url, "reason": f"{path.name} already exists"})
+            result.skipped.append({"url": listed.url, "reason": f"{path.name} already exists"})
             continue
         taken_ids.add(source_id)
-        known_urls[key] = f"already imported from this file as {source_id}"
+        known_urls[key] = (
+            f"already imported from this file as {source_id} (each folder it is listed in "
+            "is a tag of that Source)"
+        )
         relative = (SOURCES_DIR / path.name).as_posix()
         result.imported.append({"id": source_id, "path": relative, "url": outline.url})
     return result
+
+
+def _url_problem(url: str, allowed: frozenset[str]) -> str | None:
+    """Why `url` cannot become a Source (the reason to skip it with), or None."""
+    problem = http_url_problem(url) if url else "the outline has no xmlUrl"
+    if not problem and inert_property(url) != url:
+        problem = "holds characters Obsidian would act on ([[, ]], <)"
+    if problem:
+        return f"invalid URL: {problem}"
+    refused = address_problem(url, allowed)
+    if refused:
+        return (
+            f"refused by the address policy: {refused} (the fetch would refuse it too; "
+            "RADAR_ALLOWED_PRIVATE_HOSTS names the hosts that may be fetched)"
+        )
+    return None
+
+
+def address_problem(url: str, allowed: Iterable[str]) -> str | None:
+    """What the fetch stage's address policy says against `url` without any DNS lookup: an
+    IP literal that is loopback, private, link-local or reserved, or `localhost` (RFC 6761:
+    always loopback), unless allowed; None otherwise."""
+    try:
+        parsed = check_url(url, allowed)
+        host = normalise_host(parsed.host)
+        if host == "localhost" or host.endswith(".localhost"):
+            check_addresses(host, [ipaddress.ip_address("127.0.0.1")], allowed)
+    except FetchError as exc:
+        return exc.message
+    return None
 
 
 def url_key(url: str) -> str:
@@ -230,8 +236,10 @@ def source_note(source_id: str, outline: FeedOutline, now: datetime, origin: str
     """A pending Source note for one outline: the contract's keys, then a body for people."""
     name = inert_property(one_line(outline.title, 200, html=False)) or source_id
     tags = ["radar/source", "radar/imported"]
-    tags += [f"radar/folder/{t}" for t in (_tag(f) for f in outline.folders) if t]
-    fm: dict[str, Any] = {
+    tags += [f"{FOLDER_TAG}{t}" for t in (folder_tag(f) for f in outline.folders) if t]
+    site = bool(outline.html_url) and not http_url_problem(outline.html_url)
+    site = site and inert_property(outline.html_url) == outline.html_url
+    fm: Frontmatter = {
         "entityType": "source",
         "schemaVersion": 1,
         "id": source_id,
@@ -242,12 +250,16 @@ def source_note(source_id: str, outline: FeedOutline, now: datetime, origin: str
         "authorityScore": 0.5,
         "legalAssessment": "pending",
         "priority": "normal",
-        "collectionMethod": "atom" if outline.kind == "atom" else "rss",
+        "collectionMethod": feed_kind(outline.kind),
         "enabled": True,
         "cadence": "P1D",
         "minIntervalSeconds": 3600,
         "fullText": "none",
         "tags": list(dict.fromkeys(tags)),
+        # The reader's folders as paths (one per placement, "" the top level): export writes
+        # them back as nested outlines; the tags alone cannot tell a path from two folders.
+        FOLDERS_KEY: _folders(outline.paths),
+        SITE_KEY: outline.html_url if site else None,
         "lastAttemptAt": None,
         "lastSuccessAt": None,
         "errorState": None,
@@ -270,14 +282,34 @@ def source_note(source_id: str, outline: FeedOutline, now: datetime, origin: str
     if outline.folders:
         folders = " / ".join(inert_markdown(one_line(f, 100, html=False)) for f in outline.folders)
         lines += ["", f"Folder in the feed reader: {folders}"]
-    if outline.html_url and not http_url_problem(outline.html_url):
+    if site:
         lines += ["", f"Site: {inert_markdown(one_line(outline.html_url, 500, html=False))}"]
     return f"---\n{header}---\n\n" + "\n".join(lines) + "\n"
 
 
-def _tag(folder: str) -> str:
-    ascii_text = unicodedata.normalize("NFKD", folder).encode("ascii", "ignore").decode()
-    return _TAG_PART.sub("-", ascii_text.lower()).strip("-")[:60]
+def _folders(paths: tuple[str, ...]) -> list[str] | None:
+    """The `folders` value: None for a feed only at the top level."""
+    if not any(paths):
+        return None
+    return [inert_property(one_line(p, 300, html=False)) for p in paths]
+
+
+# An OPML outline's `type` for a feed, and the collectionMethod it becomes. Readers write
+# `rss` for every feed (NetNewsWire's JSON Feeds too: the parse stage reads those as JSON Feeds).
+KIND_BY_TYPE = {"atom": "atom", "jsonfeed": "jsonfeed", "json": "jsonfeed"}
+
+
+def feed_kind(outline_type: str) -> str:
+    """The collectionMethod of a feed outline of this `type` (rss unless it says otherwise)."""
+    return KIND_BY_TYPE.get(outline_type, "rss")
+
+
+def folder_tag(folder: str) -> str:
+    """A folder's name as one Obsidian tag segment: letters and digits of any script (NFKC,
+    lowercased), `_` and `-`; everything else (spaces, `/`, `#`, punctuation) becomes `-`."""
+    text = unicodedata.normalize("NFKC", folder).lower()
+    kept = "".join(ch if ch in "_-" or unicodedata.category(ch)[0] in "LMN" else "-" for ch in text)
+    return re.sub(r"-{2,}", "-", kept).strip("-")[:60].strip("-")
 
 
 # ---- export -----------------------------------------------------------------------------------
@@ -286,29 +318,62 @@ EXPORTED_AS_FEEDS = frozenset({"rss", "atom", "jsonfeed"})
 
 
 def export_opml(snapshot: RegistrySnapshot, now: datetime) -> bytes:
-    """OPML 2.0 of every valid Source with an http(s) URL (fixtures live in the vault), grouped
-    by the Source's role. A feed (rss, atom, jsonfeed) is an `rss` outline with its `xmlUrl`; a
-    page or JSON answer read with selectors or paths is a `link` outline with its `url`, which
-    no feed reader (nor our import) mistakes for a feed."""
+    """OPML 2.0 of every valid Source with an http(s) URL (fixtures live in the vault).
+
+    A Source sits in the folder outlines its `radar/folder/...` tags name, nested in the order
+    of its tags (how import wrote them), so import reads back the same tags. A feed (rss, atom,
+    jsonfeed) is an outline of `type` its collectionMethod with its `xmlUrl` and, when import
+    kept one, its `htmlUrl`; a page or JSON answer read with selectors or paths is a `link`
+    outline with its `url`, which no feed reader (nor our import) mistakes for a feed."""
     root = ET.Element("opml", version="2.0")
     head = ET.SubElement(root, "head")
     ET.SubElement(head, "title").text = "Radar Sources"
     ET.SubElement(head, "dateCreated").text = format_datetime(now, usegmt=True)
     ET.SubElement(head, "docs").text = "https://opml.org/spec2.opml"
     body = ET.SubElement(root, "body")
-    groups: dict[str, ET.Element] = {}
+    folders: dict[tuple[str, ...], ET.Element] = {(): body}
     for record in _exportable(snapshot.sources):
         src = record.source
-        group = groups.get(src.role)
-        if group is None:
-            group = groups[src.role] = ET.SubElement(body, "outline", text=src.role, title=src.role)
+        fm = _frontmatter(record.path)
         address = {"type": "link", "url": src.url}
         if src.collection_method in EXPORTED_AS_FEEDS:
-            address = {"type": "rss", "xmlUrl": src.url}
-        ET.SubElement(group, "outline", text=src.name, title=src.name, **address)
+            address = {"type": src.collection_method, "xmlUrl": src.url}
+            site = fm.get(SITE_KEY)
+            if isinstance(site, str) and site and not http_url_problem(site):
+                address["htmlUrl"] = site
+        for path in placements(fm):
+            for depth in range(1, len(path) + 1):
+                if path[:depth] not in folders:
+                    name = path[depth - 1]
+                    parent = folders[path[: depth - 1]]
+                    folders[path[:depth]] = ET.SubElement(parent, "outline", text=name, title=name)
+            ET.SubElement(folders[path], "outline", text=src.name, title=src.name, **address)
     ET.indent(root)
     text = ET.tostring(root, encoding="unicode")
     return ('<?xml version="1.0" encoding="UTF-8"?>\n' + text + "\n").encode("utf-8")
+
+
+def placements(fm: Frontmatter) -> list[tuple[str, ...]]:
+    """The folder paths a Source is exported in: its `folders` as import wrote them, else one
+    path of its `radar/folder/<name>` tags in the order listed (a hand-written Source)."""
+    listed = fm.get(FOLDERS_KEY)
+    if isinstance(listed, list) and listed and all(isinstance(p, str) for p in listed):
+        paths = [tuple(part for part in p.split("/") if part.strip()) for p in listed]
+        return list(dict.fromkeys(paths))
+    tags = fm.get("tags")
+    if not isinstance(tags, list):
+        return [()]
+    names = (t[len(FOLDER_TAG) :] for t in tags if isinstance(t, str) and t.startswith(FOLDER_TAG))
+    return [tuple(dict.fromkeys(n for n in names if n))]
+
+
+def _frontmatter(path: Path) -> Frontmatter:
+    """The Source file's frontmatter, for the keys the Source model does not carry (tags, the
+    site); empty when the file went away or changed since the registry was read."""
+    with contextlib.suppress(OSError, UnicodeDecodeError, RegistryError):
+        fm, _ = split_frontmatter(path.read_text(encoding="utf-8"))
+        return fm
+    return {}
 
 
 def _exportable(records: Sequence[Any]) -> list[Any]:

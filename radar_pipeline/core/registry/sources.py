@@ -30,6 +30,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from radar_pipeline.core.clock import parse_cadence
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import split_frontmatter
+from radar_pipeline.core.jsontypes import Frontmatter, JsonObject
 from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.parse.spec import ExtractionSpec, HtmlSpec, JsonSpec
 from radar_pipeline.core.registry.extraction import EXTRACTION_KEYS, extraction_issues
@@ -315,7 +316,7 @@ class RegistrySnapshot:
         """The valid Source with this id, or None."""
         return next((r for r in self.sources if r.source.id == source_id), None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The `radar sources validate --json` object."""
         return {
             "sources": [
@@ -352,7 +353,7 @@ def _issue_for(error: ErrorDetails) -> tuple[str, str]:
     return code, f"`{key}` is {value} ({reason}): set it to {hint}"
 
 
-def validate_source(data: dict[str, Any]) -> tuple[Source | None, list[tuple[str, str]]]:
+def validate_source(data: Frontmatter) -> tuple[Source | None, list[tuple[str, str]]]:
     """A Source from one frontmatter mapping, or the (code, message) of every problem."""
     entity = data.get("entityType")
     if entity is not None and entity != "source":

@@ -5,32 +5,30 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
 
 import duckdb
 
+from radar_pipeline.core.reports import CollectionReport, SourceReport
 from radar_pipeline.core.store.connection import Store, to_json_text, unnested
-
-COUNT_KEYS = ("created", "reused", "updated", "duplicates", "rejected")
 
 
 def record_metrics(
-    con: duckdb.DuckDBPyConnection, collection_id: str, sources: list[dict[str, Any]]
+    con: duckdb.DuckDBPyConnection, collection_id: str, sources: tuple[SourceReport, ...]
 ) -> None:
     """Complete this collection's attempt rows with what only the commit knows (one statement)."""
     rows = [
         (
-            src["id"],
-            src["outcome"],
-            src["itemsParsed"],
-            src["itemsNew"],
-            src["duplicates"],
-            src["rejected"],
-            src["consecutiveFailures"],
-            src["backoffUntil"],
+            src.id,
+            src.outcome,
+            src.items_parsed,
+            src.items_new,
+            src.duplicates,
+            src.rejected,
+            src.consecutive_failures,
+            src.backoff_until,
         )
         for src in sources
-        if src["outcome"] != "skipped"
+        if src.outcome != "skipped"
     ]
     if not rows:
         return
@@ -49,53 +47,59 @@ def record_collection(
     dagster_run_id: str | None,
     trigger: str,
     as_of: datetime,
-    report: dict[str, Any],
+    report: CollectionReport,
 ) -> None:
-    """The collection's row; `report` is the `radar collect --json` object (with its id)."""
+    """The collection's row; `report_json` holds the `radar collect --json` object (with its
+    id), as `to_json` spells it."""
+    totals = report.totals
     con.execute(
         "INSERT INTO collections VALUES (?, ?, ?, ?, ?, now(), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            report["collectionId"],
+            report.collection_id,
             dagster_run_id,
             trigger,
             as_of,
             as_of,
-            report["downtimeFrom"],
-            report["overdue"],
-            report["due"],
-            report["passed"],
-            report["failed"],
-            report["skipped"],
-            *(report[k] for k in COUNT_KEYS),
-            to_json_text(report),
+            report.downtime_from,
+            report.overdue,
+            report.due,
+            totals.passed,
+            totals.failed,
+            totals.skipped,
+            totals.created,
+            totals.reused,
+            totals.updated,
+            totals.duplicates,
+            totals.rejected,
+            to_json_text(report.to_json()),
         ],
     )
 
 
-def last_launch_reports(store: Store) -> list[dict[str, Any]]:
+def last_launch_reports(store: Store) -> list[CollectionReport]:
     """The reports of the command that collected last: the runs sharing the `launchId` of the
     collection that finished last (one, unless its launcher split it), in the order they ran."""
     last = _stored_report(store, "ORDER BY finished_at DESC LIMIT 1", [])
-    if last is None or "launchId" not in last:
+    if last is None or last.launch_id is None:
         return [last] if last is not None else []
     with store.transaction() as con:
         rows = con.execute(
             "SELECT report_json FROM collections "
             "WHERE json_extract_string(report_json, '$.launchId') = ? ORDER BY finished_at",
-            [last["launchId"]],
+            [last.launch_id],
         ).fetchall()
-    return [json.loads(row[0]) for row in rows]
+    return [CollectionReport.from_json(json.loads(row[0])) for row in rows]
 
 
-def report_for(store: Store, collection_id: str) -> dict[str, Any] | None:
+def report_for(store: Store, collection_id: str) -> CollectionReport | None:
     """The report recorded for one collection (its id is the Dagster run id)."""
     return _stored_report(store, "WHERE collection_id = ?", [collection_id])
 
 
-def _stored_report(store: Store, clause: str, params: list[Any]) -> dict[str, Any] | None:
+def _stored_report(store: Store, clause: str, params: list[object]) -> CollectionReport | None:
     with store.transaction() as con:
         row = con.execute(f"SELECT report_json FROM collections {clause}", params).fetchone()
-    return json.loads(row[0]) if row and row[0] else None
+    return CollectionReport.from_json(json.loads(row[0])) if row and row[0] else None
 
 
 def last_as_of(con: duckdb.DuckDBPyConnection) -> datetime | None:

@@ -23,6 +23,8 @@ import duckdb
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import RadarError
+from radar_pipeline.core.jsontypes import JsonObject
+from radar_pipeline.core.reports import CollectionReport, SourceReport
 from radar_pipeline.core.store.connection import Store, rows_as_dicts
 
 STATUSES = ("open", "replayed", "dismissed")
@@ -58,7 +60,7 @@ class DeadLetter:
     decision: str | None = None
     replay_collection_id: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The contract's keys (id, sourceId, stage, errorClass, message, status, createdAt)
         plus the decision's."""
         return {
@@ -83,8 +85,13 @@ class Replay:
     dead letter the replay itself opened if its check failed again."""
 
     dead_letter: DeadLetter
-    source_report: Mapping[str, Any]
+    source: SourceReport
     new_dead_letter: DeadLetter | None
+
+    @property
+    def source_report(self) -> JsonObject:
+        """The Source's entry as the report's JSON spells it (what `radar dlq replay` prints)."""
+        return self.source.to_json()
 
 
 def _from_row(row: Mapping[str, Any]) -> DeadLetter:
@@ -162,7 +169,7 @@ def replay(
     store: Store,
     dead_letter_id: str,
     now: datetime,
-    run_check: Callable[[str], Mapping[str, Any]],
+    run_check: Callable[[str], CollectionReport],
 ) -> Replay:
     """Run a check of the dead letter's Source now and record the decision.
 
@@ -175,18 +182,18 @@ def replay(
     letter = get_dead_letter(store, dead_letter_id)
     _require_open(letter)
     report = run_check(letter.source_id)
-    entry = next((s for s in report.get("sources", ()) if s.get("id") == letter.source_id), None)
-    if entry is None or entry.get("outcome") == "skipped":
-        reason = (entry or {}).get("error") or "the Source was not part of the collection"
+    entry = report.source(letter.source_id)
+    if entry is None or entry.outcome == "skipped":
+        reason = (entry.error if entry else None) or "the Source was not part of the collection"
         raise DeadLetterError(
             f"dead letter {letter.id} not replayed: {letter.source_id} was not checked "
             f"({reason}); it stays open"
         )
-    collection_id = str(report.get("collectionId") or "")
-    outcome = str(entry.get("outcome"))
+    collection_id = report.collection_id or ""
+    outcome = entry.outcome
     decision = f"replayed: {outcome}"
-    if entry.get("errorClass"):
-        decision += f" ({entry['errorClass']})"
+    if entry.error_class:
+        decision += f" ({entry.error_class})"
     decided = _decide(store, letter, "replayed", decision, now, collection_id or None)
     new_letter = None
     if outcome == "failed" and collection_id:

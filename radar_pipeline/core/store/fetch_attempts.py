@@ -11,7 +11,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 
 import duckdb
 
@@ -83,15 +82,15 @@ def with_uncommitted_fetches(
     out = dict(states)
     for source_id, fetched_at, error_class, retry_after_s in rows:
         state = out.get(source_id) or FeedState(source_id)
-        changes: dict[str, Any] = {}
+        updated = state
         if state.last_fetch_at is None or fetched_at > state.last_fetch_at:
-            changes["last_fetch_at"] = fetched_at
+            updated = replace(updated, last_fetch_at=fetched_at)
         if error_class in PUBLISHER_WAITS and retry_after_s:
             until = fetched_at + timedelta(seconds=retry_after_s)
             if state.backoff_until is None or until > state.backoff_until:
-                changes.update(backoff_until=until, error_state=error_class)
-        if changes:
-            out[source_id] = replace(state, **changes)
+                updated = replace(updated, backoff_until=until, error_state=error_class)
+        if updated is not state:
+            out[source_id] = updated
     return out
 
 

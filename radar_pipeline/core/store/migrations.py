@@ -304,7 +304,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     ),
     (
         9,
-        # Field evidence (issue 21): for an item of an html, json or jsonfeed Source, which CSS
+        # Field evidence: for an item of an html, json or jsonfeed Source, which CSS
         # selector or JMESPath expression produced each of its fields, and what of the match
         # was read (text, attr:href, attr:datetime, value). One row per observed item and
         # field, written in the commit transaction with the item's observation, so every
@@ -325,7 +325,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     ),
     (
         10,
-        # Page extraction (issue 21): the page of each Signal of a `fullText: page-extraction`
+        # Page extraction: the page of each Signal of a `fullText: page-extraction`
         # Source, from pending to its end state, and robots.txt per origin with its expiry. No
         # page text is stored here: it lives only in Temporary Content.
         """

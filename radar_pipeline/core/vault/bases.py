@@ -1,9 +1,10 @@
 """The views Radar ships: `Radar/Signals.base` and `Radar/Sources.base` (Obsidian Bases).
 
-Bases files are YAML (filters, formulas, properties, views; docs/obsidian.md). They are vault
-set-up, not pipeline work: `radar collect` and `radar sources import` create the ones that are
-missing before anything else runs, and never touch one that exists, since a person may have
-edited it. Creation is a temp file linked to its name, so a file is complete or absent.
+Bases files are YAML (filters, formulas, properties, views; docs/obsidian.md), read by Obsidian
+1.9 or later. They are vault set-up, not pipeline work: `radar collect` and `radar sources
+import` create the ones that are missing before anything else runs, and never touch one that
+exists, since a person may have edited it. Creation is a temp file linked to its name, so a
+file is complete or absent.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ filters:
     - file.inFolder("Radar/Signals")
     - 'entityType == "signal"'
 formulas:
-  observed: 'if(observedOn, date(observedOn), "")'
-  collected: 'if(collectedOn, date(collectedOn), "")'
+  # No third argument: an absent day yields nothing (null), not an empty text.
+  observed: 'if(observedOn, date(observedOn))'
+  collected: 'if(collectedOn, date(collectedOn))'
 properties:
   note.title:
     displayName: Title
@@ -49,8 +51,12 @@ views:
       - formula.collected
       - formula.observed
       - note.validationState
+    # Newest first by the item's own time, then by when it was collected (both ISO-8601 UTC
+    # text of one width, so text order is time order); the file name is the run's time only.
     sort:
-      - property: file.name
+      - property: note.observedAt
+        direction: DESC
+      - property: note.fetchedAt
         direction: DESC
   - type: table
     name: Duplicate candidates
@@ -78,7 +84,9 @@ views:
       - formula.observed
       - note.analysisState
     sort:
-      - property: file.name
+      - property: note.observedAt
+        direction: DESC
+      - property: note.fetchedAt
         direction: DESC
 """
 
@@ -90,7 +98,8 @@ filters:
     - file.inFolder("Radar/Sources")
     - 'entityType == "source"'
 formulas:
-  signals: file.backlinks.length
+  # Only the Signals among the notes linking here (a person's notes may link a Source too).
+  signals: 'file.backlinks.filter(file(value).inFolder("Radar/Signals")).length'
 properties:
   note.errorState:
     displayName: Error

@@ -95,7 +95,7 @@ class FolderScan:
     files_stat: int  # files stat'ed (every file in a full scan; only unreadable ones else)
     names_listed: int  # entries a listing read (0 when the folder was trusted)
 
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> dict[str, str | int]:
         return {
             "folder_scan": self.mode,
             "files_stat": self.files_stat,

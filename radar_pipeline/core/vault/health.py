@@ -52,7 +52,7 @@ def write_health(updates: Sequence[HealthUpdate]) -> list[HealthFailure]:
         return [f for f in tp.map(one, updates) if f is not None]
 
 
-# The Source-file keys of the feed manners (issue 19), for the commit to merge into a check's
+# The Source-file keys of the feed manners, for the commit to merge into a check's
 # health update: where a permanent redirect leads (a person updates `url`), and for a 410 a
 # `blockedReason` that stops the Source until a person decides.
 PERMANENT_REDIRECT_KEY = "permanentRedirect"

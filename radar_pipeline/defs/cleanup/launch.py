@@ -1,12 +1,12 @@
 """Launching the weekly close from a command: one run of `weekly_cleanup_job` in this process."""
 
 from datetime import UTC, datetime
-from typing import Any
 
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import CleanupRefused, RadarError
+from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.defs.cleanup.assets import FIRST_WEEK, WEEKLY_CLEANUP_JOB_NAME, week_of
 
 
@@ -18,7 +18,7 @@ class CleanupFailed(RadarError):
 
 def launch_cleanup(
     defs: dg.Definitions, instance: dg.DagsterInstance, as_of: datetime
-) -> dict[str, Any]:
+) -> JsonObject:
     """Materialize the week of `as_of` in this process (one Dagster run, its retention check
     after it) on the vault and DuckDB of the environment (`RADAR_VAULT`, `RADAR_DB`).
 

@@ -14,6 +14,7 @@ from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, source_timings
 from radar_pipeline.core.plan.schedule import next_due_at
 from radar_pipeline.core.registry.sources import RegistrySnapshot
+from radar_pipeline.core.reports import SourceReport
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.defs.collection.config import FAILED_SOURCES, SIGNALS_KEY, CollectConfig
 from radar_pipeline.defs.collection.metadata import collection_markdown, source_metadata
@@ -111,19 +112,24 @@ def signal_materialize(
         asset_key=SIGNALS_KEY,
         metadata={
             "collection_report": dg.MetadataValue.md(collection_markdown(report)),
-            "downtime_from": report["downtimeFrom"] or "",
-            **{k: report[k] for k in ("overdue", "due", "passed", "failed", "skipped", "created")},
+            "downtime_from": report.downtime_from or "",
+            "overdue": report.overdue,
+            "due": report.due,
+            "passed": report.totals.passed,
+            "failed": report.totals.failed,
+            "skipped": report.totals.skipped,
+            "created": report.totals.created,
         },
     )
     next_due = next_due_times(radar, deduped.plan)
-    for src in report["sources"]:
-        if src["outcome"] == "skipped":
+    for src in report.sources:
+        if src.outcome == "skipped":
             continue  # not checked: neither materialized nor failed by this run
-        passed = src["outcome"] in ("passed", "not-modified")
+        passed = src.outcome in ("passed", "not-modified")
         event_type = dg.AssetMaterialization if passed else dg.AssetObservation
-        metadata = source_metadata(src, next_due.get(src["id"], "manual"))
-        yield event_type(asset_key=SIGNALS_KEY, partition=src["id"], metadata=metadata)
-    failed = [s for s in report["sources"] if s["outcome"] == "failed"]
+        metadata = source_metadata(src, next_due.get(src.id, "manual"))
+        yield event_type(asset_key=SIGNALS_KEY, partition=src.id, metadata=metadata)
+    failed = [s for s in report.sources if s.outcome == "failed"]
     if failed:
         raise sources_failed(failed)
 
@@ -144,13 +150,13 @@ def next_due_times(radar: RadarResource, plan: CollectionPlan) -> dict[str, str]
     return out
 
 
-def sources_failed(failed: list[dict[str, Any]]) -> dg.Failure:
+def sources_failed(failed: list[SourceReport]) -> dg.Failure:
     """The step failure of a run in which Sources failed: it names each with its error class.
     Its `failed_sources` metadata tells the sensors the commit recorded those failures."""
-    names = ", ".join(f"{s['id']} ({s.get('errorClass') or 'error'})" for s in failed)
+    names = ", ".join(f"{s.id} ({s.error_class or 'error'})" for s in failed)
     return dg.Failure(
         description=f"{len(failed)} Source(s) failed: {names}",
-        metadata={FAILED_SOURCES: ",".join(s["id"] for s in failed)},
+        metadata={FAILED_SOURCES: ",".join(s.id for s in failed)},
         # The same request would fail the same way; the Source's backoff decides when it is
         # checked again.
         allow_retries=False,

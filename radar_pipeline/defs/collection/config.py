@@ -16,6 +16,7 @@ import dagster as dg
 from pydantic import Field
 
 from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.plan.collection import Mode
 
 SIGNALS_KEY = dg.AssetKey("signals")
@@ -44,7 +45,7 @@ class CollectConfig(dg.Config):
 
 def collect_run_config(
     mode: Mode, sources: list[str], as_of: datetime | None, trigger: str, launch: str = ""
-) -> dict[str, Any]:
+) -> JsonObject:
     """The run config of a collection run (the graph asset's op path spelled once, here)."""
     config = {
         "mode": mode,

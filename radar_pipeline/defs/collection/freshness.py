@@ -24,6 +24,7 @@ from typing import Any
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.plan.collection import SourceTiming, source_timings
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.feed_state import load_states
@@ -137,7 +138,7 @@ def source_freshness_sensor(
     partitions = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     by_id = {t.source_id: t for t in _timings(radar, now)}
     try:
-        previous: dict[str, Any] = json.loads(context.cursor) if context.cursor else {}
+        previous: JsonObject = json.loads(context.cursor) if context.cursor else {}
     except json.JSONDecodeError:
         previous = {}
     current: dict[str, bool] = {}

@@ -9,17 +9,17 @@ so nothing here imports the module that assembles them.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.collect.report import TOTAL_KEYS, merge_reports
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import CollectionError
 from radar_pipeline.core.plan.collection import CollectionSpec, Mode, preview_collection
 from radar_pipeline.core.registry.sources import load_registry
+from radar_pipeline.core.reports import CollectionReport, Counts
 from radar_pipeline.core.store.collections import report_for
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.feed_state import load_states
@@ -47,7 +47,7 @@ def launch_collection(
     source_ids: tuple[str, ...],
     as_of: datetime,
     trigger: str,
-) -> dict[str, Any]:
+) -> CollectionReport:
     """Run `collect_signals` over the Sources this collection checks, then its checks.
 
     Each run covers one partition range (N Sources fetched concurrently cost one run), and its
@@ -86,15 +86,17 @@ def launch_collection(
             blocks, [list(preview.skipped)] + [[]] * (len(blocks) - 1), strict=True
         )
     ]
-    merged = merge_reports([_recorded_report(store, result) for result in runs])
-    merged["dagsterRunStatus"] = "SUCCESS" if all(r.success for r in runs) else "FAILURE"
-    merged["dagsterRunId"] = runs[0].run_id
-    merged["dagsterRunIds"] = [r.run_id for r in runs]
-    merged["checks"] = _run_checks(defs, instance, runs[-1].run_id, as_of)
-    return merged
+    merged = CollectionReport.merge([_recorded_report(store, result) for result in runs])
+    return replace(
+        merged,
+        dagster_run_status="SUCCESS" if all(r.success for r in runs) else "FAILURE",
+        dagster_run_id=runs[0].run_id,
+        dagster_run_ids=tuple(r.run_id for r in runs),
+        checks=_run_checks(defs, instance, runs[-1].run_id, as_of),
+    )
 
 
-def _recorded_report(store: Store, result: dg.ExecuteInProcessResult) -> dict[str, Any]:
+def _recorded_report(store: Store, result: dg.ExecuteInProcessResult) -> CollectionReport:
     """The report a run's commit recorded. A run in which Sources failed is a failed run, but
     its commit recorded the report, which says which Sources failed (the CLI exits 2). Only a
     run that recorded no report (it failed before its commit) is an error of the collection."""
@@ -103,7 +105,7 @@ def _recorded_report(store: Store, result: dg.ExecuteInProcessResult) -> dict[st
         if not result.success:
             raise CollectionError(f"Dagster run {result.run_id} failed: {_step_failures(result)}")
         raise CollectionError(f"run {result.run_id} finished without recording a report")
-    if not result.success and not report["failed"]:
+    if not result.success and not report.failed:
         raise CollectionError(f"Dagster run {result.run_id} failed: {_step_failures(result)}")
     return report
 
@@ -170,16 +172,8 @@ def _step_failures(result: dg.ExecuteInProcessResult) -> str:
     return "; ".join(failures) or "see the Dagster UI"
 
 
-def _empty_report(as_of: datetime, mode: str) -> dict[str, Any]:
-    return {
-        "asOf": format_utc(as_of),
-        "mode": mode,
-        "downtimeFrom": None,
-        "overdue": 0,
-        "due": 0,
-        "passed": 0,
-        "failed": 0,
-        "skipped": 0,
-        **dict.fromkeys(TOTAL_KEYS, 0),
-        "sources": [],
-    }
+def _empty_report(as_of: datetime, mode: str) -> CollectionReport:
+    """A command that found no Source to collect: no run, so no ids, scopes or checks."""
+    return CollectionReport(
+        as_of=format_utc(as_of), mode=mode, downtime_from=None, overdue=0, due=0, totals=Counts()
+    )

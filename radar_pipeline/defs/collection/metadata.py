@@ -2,74 +2,82 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import dagster as dg
 
 from radar_pipeline.core.collect.accounting import OUTCOME_KEYS
+from radar_pipeline.core.reports import CollectionReport, PageFigures, SourceReport
 
 _COLUMNS = ("id", "outcome", "httpStatus", *OUTCOME_KEYS, "error")
 
+# Values a Dagster metadata entry can hold as they are (the rest go through MetadataValue).
+MetadataEntry = str | int | float | bool | dg.MetadataValue
 
-def collection_markdown(report: dict[str, Any]) -> str:
+
+def collection_markdown(report: CollectionReport) -> str:
+    t = report.totals
     head = (
-        f"as of {report['asOf']} · downtime from {report['downtimeFrom'] or '–'} · overdue "
-        f"{report['overdue']} · due {report['due']} · passed {report['passed']} · failed "
-        f"{report['failed']} · skipped {report['skipped']} · created {report['created']} · "
-        f"reused {report['reused']} · updated {report['updated']} · duplicates "
-        f"{report['duplicates']} · rejected {report['rejected']}\n\n"
+        f"as of {report.as_of} · downtime from {report.downtime_from or '–'} · overdue "
+        f"{report.overdue} · due {report.due} · passed {t.passed} · failed "
+        f"{t.failed} · skipped {t.skipped} · created {t.created} · "
+        f"reused {t.reused} · updated {t.updated} · duplicates "
+        f"{t.duplicates} · rejected {t.rejected}\n\n"
     )
     lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
-    for src in report["sources"]:
+    for src in report.sources:
+        entry = src.to_json()  # the table shows the entry as the JSON spells it
         cells = [
-            str(src.get(c) if src.get(c) is not None else "–").replace("|", "\\|") for c in _COLUMNS
+            str(entry[c] if entry[c] is not None else "–").replace("|", "\\|") for c in _COLUMNS
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return head + "\n".join(lines)
 
 
-def source_metadata(src: dict[str, Any], next_due: str = "") -> dict[str, Any]:
+def source_metadata(src: SourceReport, next_due: str = "") -> dict[str, MetadataEntry]:
     """One Source at a glance on its partition page (figures the UI also plots over time):
     last outcome, HTTP status, counts, next due time, backoff and last error class (and, for
     a page-extraction Source, its page figures)."""
     return {
-        **_page_metadata(src.get("pages")),
-        "outcome": src["outcome"],
-        "http_status": src["httpStatus"] if src["httpStatus"] is not None else -1,
-        "created": src["created"],
-        "reused": src["reused"],
-        "updated": src["updated"],
-        "duplicates": src["duplicates"],
-        "rejected": src["rejected"],
+        **_page_metadata(src.pages),
+        "outcome": src.outcome,
+        "http_status": src.http_status if src.http_status is not None else -1,
+        "created": src.created,
+        "reused": src.reused,
+        "updated": src.updated,
+        "duplicates": src.duplicates,
+        "rejected": src.rejected,
         # The accounting (invariant 14): items_parsed = created + reused + updated +
-        # duplicates + rejected + deferred + outside_window; .get for older reports.
-        "deferred": int(src.get("deferred") or 0),
-        "outside_window": int(src.get("outsideWindow") or 0),
-        "late": int(src.get("late") or 0),
-        "possible_gap": bool(src.get("possibleGap")),
+        # duplicates + rejected + deferred + outside_window.
+        "deferred": src.deferred,
+        "outside_window": src.outside_window,
+        "late": src.late,
+        "possible_gap": src.possible_gap,
         "next_due_at": next_due,
-        "backoff_until": src.get("backoffUntil") or "",
-        "error_class": src.get("errorClass") or "",
-        "error": src["error"] or "",
-        "bytes": src["bytes"],
-        "duration_ms": dg.MetadataValue.float(float(src["durationMs"])),
-        "coverage_from": src["coverageFrom"] or "",
-        # Metrics per attempt; .get keeps reports recorded before they existed readable.
-        "conditional": bool(src.get("conditional")),
-        "body_sha256": src.get("bodySha256") or "",
-        "validators_changed": bool(src.get("validatorsChanged")),
-        "items_parsed": int(src.get("itemsParsed") or 0),
-        "items_new": int(src.get("itemsNew") or 0),
-        "consecutive_failures": int(src.get("consecutiveFailures") or 0),
+        "backoff_until": src.backoff_until or "",
+        "error_class": src.error_class or "",
+        "error": src.error or "",
+        "bytes": src.bytes,
+        "duration_ms": dg.MetadataValue.float(float(src.duration_ms)),
+        "coverage_from": src.coverage_from or "",
+        # Metrics per attempt.
+        "conditional": bool(src.conditional),
+        "body_sha256": src.body_sha256 or "",
+        "validators_changed": bool(src.validators_changed),
+        "items_parsed": src.items_parsed,
+        "items_new": src.items_new,
+        "consecutive_failures": src.consecutive_failures,
     }
 
 
-def _page_metadata(pages: dict[str, Any] | None) -> dict[str, Any]:
+def _page_metadata(pages: PageFigures | None) -> dict[str, MetadataEntry]:
     """Page extraction's figures of one check (none for a Source without the policy)."""
-    if not pages:
+    if pages is None:
         return {}
-    figures = ("fetched", "pending", "disallowed", "stopped", "failed", "requests")
     return {
-        **{f"pages_{key}": int(pages.get(key) or 0) for key in figures},
-        "pages_blocked": pages.get("blocked") or "",
+        "pages_fetched": pages.fetched,
+        "pages_pending": pages.pending,
+        "pages_disallowed": pages.disallowed,
+        "pages_stopped": pages.stopped,
+        "pages_failed": pages.failed,
+        "pages_requests": pages.requests,
+        "pages_blocked": pages.blocked or "",
     }
