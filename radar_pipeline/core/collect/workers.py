@@ -208,5 +208,6 @@ class _RenderedText:
             try:
                 return self.future.result()[self.index]
             except Exception as exc:  # a worker died: this chunk is rendered here instead
-                log.warning("render worker failed (%r); rendering in-process", exc)
+                if self.index == 0:  # once per chunk
+                    log.warning("render worker failed (%r); rendering in-process", exc)
         return self.document.render()
