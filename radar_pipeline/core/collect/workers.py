@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 # Below this many bodies the round trip to a worker costs more than the second core gives.
 MIN_PARALLEL_BODIES = 4
 MAX_WORKERS = 4
-# Signal documents per render job: the round trip to a worker costs about one document's render,
-# and a collection's file writes start as soon as its first chunk is back.
+# Signal documents per render job: the round trip to a worker is paid once a chunk, and a
+# collection's file writes start as soon as its first chunk is back.
 RENDER_CHUNK = 40
 
 
