@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from radar_pipeline import __version__
-from radar_pipeline.core.clock import format_utc, parse_utc
-from radar_pipeline.core.config import REPO_ROOT, RadarPaths, Settings, export_dagster_home
+from radar_pipeline.core.clock import as_of_or_now, format_utc
+from radar_pipeline.core.config import RadarPaths, Settings, export_dagster_home
 from radar_pipeline.core.errors import RadarError
 from radar_pipeline.core.files import replace
 
@@ -110,6 +110,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     exp.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
     exp.set_defaults(handler=cmd_sources_export)
+    add = _command(
+        sources_sub,
+        "add",
+        "one pending Source note for the feed a site page or feed URL offers (never overwrites)",
+        "radar sources add https://blog.example.com/",
+        "radar sources add https://example.com/feed.xml --id example-blog --json",
+    )
+    add.add_argument("url", metavar="URL", help="a feed URL, or a site page that advertises one")
+    add.add_argument("--id", metavar="ID", help="the new Source's id (default: from its title)")
+    add.add_argument("--json", action="store_true", help=JSON_HELP)
+    add.set_defaults(handler=cmd_sources_add)
+    trial = _command(
+        sources_sub,
+        "try",
+        "dry run: one fetch and every decision a check would take; writes nothing (no Dagster run)",
+        "radar sources try react-blog",
+        "radar sources try Radar/Sources/new-blog.md --json",
+    )
+    trial.add_argument("source", metavar="ID|FILE", help="a registered id, or a Source file")
+    trial.add_argument("--as-of", metavar="TS", help=AS_OF_HELP)
+    trial.add_argument("--json", action="store_true", help=JSON_HELP)
+    trial.set_defaults(handler=cmd_sources_try)
 
     collect = _command(
         sub,
@@ -160,6 +182,7 @@ def _parser() -> argparse.ArgumentParser:
     rebuild.add_argument("--json", action="store_true", help=JSON_HELP)
     rebuild.set_defaults(handler=cmd_index_rebuild)
     _add_dlq_parser(sub)
+    _add_history_parser(sub)
     return parser
 
 
@@ -167,10 +190,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _as_of(value: str | None) -> datetime:
-    if not value:
-        return datetime.now(UTC)
     try:
-        return parse_utc(value)
+        return as_of_or_now(value)
     except ValueError as exc:
         raise UsageError(f"--as-of {value!r} is not an ISO-8601 time: {exc}") from exc
 
@@ -240,19 +261,11 @@ def dagster_definitions() -> dg.Definitions:
 
 
 def dagster_instance() -> Any:
-    """The Dagster instance in DAGSTER_HOME (default: the repository's data/dagster_home)."""
-    import dagster as dg
-    import filelock
+    """The Dagster instance in DAGSTER_HOME (default: the repository's data/dagster_home),
+    created or repaired under its bootstrap lock (defs/instance.py)."""
+    from radar_pipeline.defs.instance import open_instance
 
-    home = _dagster_home()
-    home.mkdir(parents=True, exist_ok=True)
-    # Processes starting together on an empty home would race: one reads a half-copied
-    # dagster.yaml, two create the same SQLite tables ("table ... already exists"). The lock
-    # makes the first one create everything; the others then open what exists.
-    with filelock.FileLock(home / ".radar-bootstrap.lock"):
-        if not (home / "dagster.yaml").exists():
-            replace(home / "dagster.yaml", (REPO_ROOT / "dagster.yaml").read_bytes())
-        return dg.DagsterInstance.get()
+    return open_instance(_dagster_home())
 
 
 # ---- commands ------------------------------------------------------------------------------
@@ -316,6 +329,55 @@ def cmd_sources_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_sources_add(args: argparse.Namespace) -> int:
+    """Discovery, then one new pending Source note (vault set-up: nothing is collected)."""
+    from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings
+    from radar_pipeline.core.registry.new_source import add_source
+
+    vault = RadarPaths.from_env().vault
+    with Fetcher(FetchSettings.from_env(), vault) as fetcher:
+        result = add_source(vault, args.url, args.id, fetcher, datetime.now(UTC))
+    lines = [
+        f"found    {c.kind:<9} {c.items:>4} items  {c.url}  {c.title}" for c in result.candidates
+    ]
+    if result.added:
+        lines.append(
+            f"added {result.added['id']} ({result.added['kind']}) as {result.added['path']}, "
+            "legalAssessment: pending (not collected until a person approves it)"
+        )
+    if args.json or lines:
+        _emit(args, result.to_json(), "\n".join(lines))
+    if result.problem:
+        print(f"radar: sources add: {result.problem}", file=sys.stderr)
+    return EXIT_OK if result.added else EXIT_ERROR
+
+
+def cmd_sources_try(args: argparse.Namespace) -> int:
+    """A dry run of one Source: no pipeline work, so no Dagster run (it writes nothing)."""
+    from radar_pipeline.core.acquire.fetch import FetchSettings
+    from radar_pipeline.core.collect.dry_run import source_to_try, try_source
+
+    paths = RadarPaths.from_env()
+    record = source_to_try(paths.vault, args.source)
+    tried = try_source(paths, record, _as_of(args.as_of), FetchSettings.from_env())
+    payload = tried.to_json()
+    lines = [
+        f"{i['decision']:<13} {(i['title'] or '-')[:60]:<60} {i['canonicalUrl'] or '-'}"
+        + (f"\n{'':<14}{i['reason']}" if i["reason"] else "")
+        for i in payload["items"]
+    ]
+    lines.append(
+        f"{tried.source_id}: {tried.outcome}, http {tried.http_status or '-'}, items "
+        f"{tried.items_parsed}"
+        + (f": {tried.error}" if tried.error else "")
+        + " (dry run: nothing was written)"
+    )
+    _emit(args, payload, "\n".join(lines))
+    if tried.error:
+        print(f"radar: sources try: {tried.source_id}: {tried.error}", file=sys.stderr)
+    return EXIT_OK if tried.outcome == "passed" else EXIT_ERROR
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     as_of = _as_of(args.as_of)
     if args.source and args.all:
@@ -354,7 +416,7 @@ def _collect_text(report: CollectionReport) -> str:
         f"{report.overdue}, passed {t.passed}, failed {t.failed}, skipped {t.skipped}",
         f"items: created {t.created} (late {t.late}), reused {t.reused}, updated {t.updated},"
         f" duplicates {t.duplicates}, rejected {t.rejected}, deferred {t.deferred}, outside "
-        f"window {t.outside_window}",
+        f"window {t.outside_window}, filtered {t.filtered}",
     ]
     for src in report.sources:
         flags = [f"late {src.late}"] if src.late else []
@@ -367,7 +429,8 @@ def _collect_text(report: CollectionReport) -> str:
             f"  {src.id:<28} {src.outcome:<13} http {src.http_status or '-':<4} "
             f"items {src.items_parsed}: created {src.created} reused {src.reused} "
             f"updated {src.updated} duplicates {src.duplicates} rejected "
-            f"{src.rejected} deferred {src.deferred} outside {src.outside_window}{extra}"
+            f"{src.rejected} deferred {src.deferred} outside {src.outside_window} "
+            f"filtered {src.filtered}{extra}"
         )
     return "\n".join(lines)
 
@@ -515,6 +578,53 @@ def cmd_dlq_dismiss(args: argparse.Namespace) -> int:
 
     letter = dismiss(Store(RadarPaths.from_env().db), args.id, _as_of(args.as_of)).to_json()
     _emit(args, {"deadLetter": letter}, _dlq_line(letter))
+    return EXIT_OK
+
+
+# ---- run history ---------------------------------------------------------------------------
+
+
+def _add_history_parser(sub: Any) -> None:
+    history = _command(sub, "history", "the Dagster run history", "radar history prune")
+    history_sub = history.add_subparsers(dest="action", required=True, metavar="ACTION")
+    prune = _command(
+        history_sub,
+        "prune",
+        "delete Dagster runs (and their event logs) older than the retention, except those a "
+        "partition, a check or an open dead letter still needs",
+        "radar history prune",
+        "radar history prune --keep-days 7 --json",
+    )
+    prune.add_argument(
+        "--keep-days",
+        metavar="N",
+        help="keep N days of runs (default RADAR_RUN_RETENTION_DAYS, else 30)",
+    )
+    prune.add_argument("--as-of", metavar="TS", help=AS_OF_HELP)
+    prune.add_argument("--json", action="store_true", help=JSON_HELP)
+    prune.set_defaults(handler=cmd_history_prune)
+
+
+def cmd_history_prune(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.run_history import keep_days_value, retention_days
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.defs.history.prune import prune_run_history
+
+    as_of = _as_of(args.as_of)
+    keep = (
+        retention_days()
+        if args.keep_days is None
+        else keep_days_value(args.keep_days, "--keep-days")
+    )
+    store = Store(RadarPaths.from_env().db)
+    result = prune_run_history(dagster_instance(), store, keep, as_of).to_json()
+    _emit(
+        args,
+        result,
+        f"run history before {result['cutoff']} ({keep} days before {result['asOf']}): deleted "
+        f"{result['deletedRuns']} runs ({result['bytesFreed']} bytes), kept {result['keptRuns']} "
+        f"({result['protectedRuns']} older ones still needed)",
+    )
     return EXIT_OK
 
 

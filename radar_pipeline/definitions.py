@@ -30,6 +30,7 @@ from radar_pipeline.defs.collection.schedules import due_sources_schedule
 from radar_pipeline.defs.collection.sensors import run_failure_dead_letter_sensor
 from radar_pipeline.defs.collection.stream_checks import STREAM_CHECKS
 from radar_pipeline.defs.evidence.assets import evidence_snapshot
+from radar_pipeline.defs.history.schedules import prune_run_history_job, run_history_schedule
 from radar_pipeline.defs.registry.assets import source_registry
 from radar_pipeline.defs.registry.checks import registry_check
 from radar_pipeline.defs.registry.sensors import source_registry_sensor
@@ -44,8 +45,20 @@ defs = dg.Definitions(
         registry_check,
         retention_check,
     ],
-    jobs=[collect_job, cadence_check_job, weekly_cleanup_job, signal_checks_job, signal_audit_job],
-    schedules=[due_sources_schedule, weekly_cleanup_schedule, signal_audit_schedule],
+    jobs=[
+        collect_job,
+        cadence_check_job,
+        weekly_cleanup_job,
+        signal_checks_job,
+        signal_audit_job,
+        prune_run_history_job,
+    ],
+    schedules=[
+        due_sources_schedule,
+        weekly_cleanup_schedule,
+        signal_audit_schedule,
+        run_history_schedule,
+    ],
     sensors=[
         source_registry_sensor,
         source_freshness_sensor,

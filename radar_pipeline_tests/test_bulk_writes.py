@@ -13,7 +13,9 @@ from radar_pipeline.core.vault.index import insert_signal_rows
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
-def _row(signal_id: str, identity: str, source: str, url: str) -> tuple[Any, ...]:
+def _row(
+    signal_id: str, identity: str, source: str, url: str, fragment: str = ""
+) -> tuple[Any, ...]:
     return (
         signal_id,
         identity,
@@ -28,6 +30,7 @@ def _row(signal_id: str, identity: str, source: str, url: str) -> tuple[Any, ...
         NOW,
         None,
         f"Radar/Signals/{signal_id}.md",
+        fragment,  # link_fragment
     )
 
 
@@ -45,10 +48,12 @@ def test_insert_signal_rows_skips_every_kind_of_conflict(tmp_path: Path) -> None
                 _row("s4", "i4", "b", "https://x/1"),  # same URL, other Source: new
                 _row("s5", "i5", "b", "https://x/5"),
                 _row("s6", "i5", "b", "https://x/6"),  # repeats s5's identity in the batch
+                _row("s7", "i7", "a", "https://x/1", "entry-2"),  # another fragment: new
+                _row("s8", "i8", "a", "https://x/1", "entry-2"),  # repeats s7's link key
             ],
         )
         rows = con.execute("SELECT signal_id, identity, simhash FROM signals ORDER BY 1").fetchall()
-    assert rows == [("s1", "i1", 7), ("s4", "i4", 7), ("s5", "i5", 7)]
+    assert rows == [("s1", "i1", 7), ("s4", "i4", 7), ("s5", "i5", 7), ("s7", "i7", 7)]
 
 
 def test_save_states_upserts_and_last_state_wins(tmp_path: Path) -> None:

@@ -334,6 +334,10 @@ def test_duplicates_decided_under_the_old_rules_stay_duplicates_after_migration_
         con.execute("DROP TABLE field_evidence")  # migration 9's
         con.execute("DROP TABLE page_state; DROP TABLE robots_cache")  # migration 10's
         con.execute("DROP TABLE vault_folder_state")  # migration 11's
+        con.execute(  # migration 13's: `signals` back to its shape before (no link_fragment)
+            "CREATE TABLE signals_v11 AS SELECT * EXCLUDE (link_fragment) FROM signals; "
+            "DROP TABLE signals; ALTER TABLE signals_v11 RENAME TO signals"
+        )
         con.execute("DELETE FROM schema_migrations WHERE version >= 7")
     Store.forget_migrations()
 

@@ -28,6 +28,28 @@ def test_definitions_load() -> None:
     }
 
 
+def test_loading_the_code_location_imports_no_collect_only_library() -> None:
+    """Every run, the daemon's code server and each `radar` command load the definitions;
+    the fetcher (httpx), its parsers and the page extractor are imported only by a run that
+    collects."""
+    probe = (
+        "import sys, radar_pipeline.definitions; "
+        "print(','.join(m for m in ('feedparser', 'trafilatura', 'httpx') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == ""
+
+
+def test_the_page_interval_default_is_the_extractors() -> None:
+    from radar_pipeline.core.extract.pages import DEFAULT_INTERVAL_S
+    from radar_pipeline.defs.resources import PAGE_INTERVAL_S
+
+    assert PAGE_INTERVAL_S == DEFAULT_INTERVAL_S
+    assert CollectionResource().page_interval_s == DEFAULT_INTERVAL_S
+
+
 def test_dagster_definitions_validate_cli(tmp_path: Path) -> None:
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
     proc = subprocess.run(

@@ -642,3 +642,30 @@ def test_only_the_store_runs_sql() -> None:
 def test_the_sql_check_sees_sql() -> None:
     """The check above is not vacuous: it finds the statements of a store module."""
     assert _sql_offences(STORE_DIR / "feed_state.py"), "the SQL check found nothing in the store"
+
+
+# Run tags are a contract between the launchers, the sensors and the checks: spelled once.
+TAGS_MODULE = PACKAGE_DIR / "defs" / "tags.py"
+RUN_TAG_LITERAL = re.compile(r"^(dagster|radar)/[a-z_]+$")
+# `radar/...` strings that are Obsidian note tags written into Signals and Sources, not run tags.
+NOTE_TAG_PREFIXES = (
+    "radar/signal",
+    "radar/source",
+    "radar/imported",
+    "radar/added",
+    "radar/folder",
+)
+
+
+def test_run_tags_are_spelled_once() -> None:
+    offences = [
+        f"{_where(path, node)}: run tag {node.value!r} outside defs/tags.py"
+        for path in _package_files()
+        if path != TAGS_MODULE
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and RUN_TAG_LITERAL.match(node.value)
+        and not node.value.startswith(NOTE_TAG_PREFIXES)
+    ]
+    assert not offences, _report("run tags spelled outside defs/tags.py", offences)

@@ -462,13 +462,17 @@ def test_migration_6_keeps_the_facts_of_declared_ids_and_reads_the_rest_again(
             "UPDATE audit_signal_files SET declared_id = NULL WHERE name = ?", [files[1].name]
         )
         con.execute("ALTER TABLE audit_signal_files DROP COLUMN identity")
-        # The tables and column of migrations 7 to 11 go too, so 6 to 11 are applied again.
+        # The tables and columns of migrations 7 to 13 go too, so 6 to 13 are applied again.
         con.execute("DROP TABLE check_accounting; DROP TABLE duplicate_items")
         con.execute("DROP TABLE source_items")
         con.execute("ALTER TABLE feed_state DROP COLUMN polite_until")
         con.execute("DROP TABLE field_evidence")
         con.execute("DROP TABLE page_state; DROP TABLE robots_cache")
         con.execute("DROP TABLE vault_folder_state")
+        con.execute(
+            "CREATE TABLE signals_v11 AS SELECT * EXCLUDE (link_fragment) FROM signals; "
+            "DROP TABLE signals; ALTER TABLE signals_v11 RENAME TO signals"
+        )
         con.execute("DELETE FROM schema_migrations WHERE version >= 6")
     Store.forget_migrations()
 

@@ -324,6 +324,7 @@ def test_source_aliases_are_the_contract_keys() -> None:
         "itemSelector", "titleSelector", "linkSelector", "dateSelector", "summarySelector",
         "itemsPath", "titlePath", "linkPath", "idPath", "datePath", "summaryPath",
         "pageBudget",  # pages per check under `fullText: page-extraction`
+        "include", "exclude",  # the rules a person keeps or drops items by
     }  # fmt: skip
 
 

@@ -45,6 +45,7 @@ def _rows(count: int, rng: random.Random) -> list[tuple[Any, ...]]:
                 NOW + timedelta(seconds=i),
                 None,
                 f"Radar/Signals/{signal_id}.md",
+                "",  # link_fragment
             )
         )
     return rows

@@ -94,45 +94,53 @@ def apply_partitions(instance: dg.DagsterInstance, data: dg.SensorExecutionData)
                 instance.delete_dynamic_partition(req.partitions_def_name, key)
 
 
+def block_of(req: dg.RunRequest) -> list[str]:
+    """The Sources a request's run covers: its config's selection (the range's contents)."""
+    return list(req.run_config["ops"]["signals"]["ops"]["fetch"]["config"]["sources"])
+
+
 def launch(instance: dg.DagsterInstance, requests: list[dg.RunRequest]) -> dict[str, bool]:
-    """Run each request as the daemon would launch it (here in-process), run key included;
-    returns each partition's run success (a run in which its Source failed is a failed run)."""
+    """Run each request as the daemon would launch it (here in-process), run key and range
+    tags included; returns, per Source, the success of the run that covered it (a run in
+    which one of its Sources failed is a failed run)."""
     from radar_pipeline.definitions import defs
 
     job = defs.resolve_job_def(COLLECT_JOB_NAME)
     outcome: dict[str, bool] = {}
     for req in requests:
+        assert req.partition_key is None  # a block: the range tags say which partitions
         result = job.execute_in_process(
             run_config=req.run_config,
             instance=instance,
-            partition_key=req.partition_key,
             tags={**req.tags, "dagster/run_key": str(req.run_key)},
             raise_on_error=False,
         )
-        outcome[str(req.partition_key)] = result.success
+        outcome.update(dict.fromkeys(block_of(req), result.success))
     return outcome
 
 
-def run_cadence_checks(instance: dg.DagsterInstance, data: dg.SensorExecutionData) -> None:
-    """Launch the freshness sensor's check-only runs, as the daemon would."""
+def run_cadence_checks(
+    instance: dg.DagsterInstance, data: dg.SensorExecutionData
+) -> tuple[bool, int, str]:
+    """Launch the freshness sensor's check-only run, as the daemon would: one per tick, however
+    many Sources flipped. Its verdict: passed, how many Sources are late, which."""
     from radar_pipeline.definitions import defs
 
     job = defs.resolve_job_def("source_cadence_check")
-    for req in data.run_requests or []:
-        result = job.execute_in_process(
-            instance=instance, tags={**req.tags, "dagster/run_key": str(req.run_key)}
-        )
-        assert result.success
+    [req] = data.run_requests or []
+    assert int(req.tags["dagster/priority"]) < 0  # queued behind every collection run
+    result = job.execute_in_process(
+        instance=instance, tags={**req.tags, "dagster/run_key": str(req.run_key)}
+    )
+    assert result.success
+    [evaluation] = result.get_asset_check_evaluations()
+    assert evaluation.check_name == ON_CADENCE
+    meta = evaluation.metadata
+    return evaluation.passed, int(meta["overdue"].value), str(meta["late"].value)  # type: ignore[arg-type]
 
 
-def on_cadence_by_partition(instance: dg.DagsterInstance) -> dict[str, str]:
-    key = dg.AssetCheckKey(dg.AssetKey("signals"), ON_CADENCE)
-    infos = instance.event_log_storage.get_asset_check_partition_info([key])
-    return {str(i.partition_key): i.latest_execution_status.value for i in infos if i.partition_key}
-
-
-def keys_at(now: datetime, ids: list[str]) -> list[str]:
-    return [f"{sid}:{format_utc(due_slot(sid, SIX_HOURS, now))}" for sid in ids]
+def block_key(now: datetime, first: str, last: str) -> str:
+    return f"due:{format_utc(now)}:{first}..{last}"
 
 
 def test_registry_sensor_follows_source_files(
@@ -154,7 +162,7 @@ def test_registry_sensor_follows_source_files(
     assert instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME) == ["gamma"]
 
 
-def test_schedule_one_run_per_due_source_slot_in_priority_order(
+def test_schedule_one_run_per_block_of_due_sources_in_priority_order(
     radar_env: dict[str, Path],
     instance: dg.DagsterInstance,
     feed_server: FeedServer,
@@ -168,21 +176,38 @@ def test_schedule_one_run_per_due_source_slot_in_priority_order(
     apply_partitions(instance, tick(source_registry_sensor, instance))
     monkeypatch.setenv("RADAR_AS_OF", format_utc(T0))
 
+    partitions = instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)
+    assert list(partitions) == sorted(partitions)  # the registry adds them in id order
     requests = due_tick(instance)
-    assert [r.partition_key for r in requests] == SIX_HOUR_IDS  # never checked: all due
-    assert [r.run_key for r in requests] == keys_at(T0, SIX_HOUR_IDS)
-    assert [int(r.tags["dagster/priority"]) for r in requests] == [23, 12, 10, 2, 1]
+    # Never checked: all five due. `by-hand` (manual) splits them into two contiguous blocks;
+    # the block of the most urgent Source (eng-crit) first, ranked by it in the queue.
+    assert [block_of(r) for r in requests] == [
+        ["disc-high", "eng-crit", "prim-low", "research-normal"],
+        ["blog-high"],
+    ]
+    assert [r.partition_key for r in requests] == [None, None]
+    assert [
+        (r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"])
+        for r in requests
+    ] == [("disc-high", "research-normal"), ("blog-high", "blog-high")]
+    assert [r.run_key for r in requests] == [
+        block_key(T0, "disc-high", "research-normal"),
+        block_key(T0, "blog-high", "blog-high"),
+    ]
+    assert [int(r.tags["dagster/priority"]) for r in requests] == [23, 2]
     fetch_config = requests[0].run_config["ops"]["signals"]["ops"]["fetch"]["config"]
-    assert fetch_config == {
+    assert {k: v for k, v in fetch_config.items() if k != "launch"} == {
         "mode": "due",
-        "sources": ["eng-crit"],
+        "sources": ["disc-high", "eng-crit", "prim-low", "research-normal"],
         "as_of": format_utc(T0),
         "trigger": "schedule",
     }
-    # Stable offsets: the five slots of the same cadence start at five different instants.
-    assert len({r.tags["radar/slot"] for r in requests}) == 5
+    # The runs of one tick share one launch (the checks follow it) and record its clock.
+    assert len({r.tags["radar/launch"] for r in requests}) == 1
+    assert fetch_config["launch"] == requests[0].tags["radar/launch"]
+    assert {r.tags["radar/tick"] for r in requests} == {format_utc(T0)}
     # Nothing launched yet: a repeated tick asks for the same keys (no state of its own).
-    assert [r.run_key for r in due_tick(instance)] == keys_at(T0, SIX_HOUR_IDS)
+    assert [r.run_key for r in due_tick(instance)] == [r.run_key for r in requests]
 
 
 def test_schedule_is_on_by_default_and_replaces_the_due_sensor() -> None:
@@ -196,7 +221,7 @@ def test_schedule_is_on_by_default_and_replaces_the_due_sensor() -> None:
 
 
 @pytest.mark.slow  # 18 in-process runs (collections and check-only runs)
-def test_no_replay_after_downtime_and_freshness_per_partition(
+def test_no_replay_after_downtime_and_freshness_in_one_run_per_tick(
     radar_env: dict[str, Path],
     instance: dg.DagsterInstance,
     feed_server: FeedServer,
@@ -210,34 +235,33 @@ def test_no_replay_after_downtime_and_freshness_per_partition(
 
     monkeypatch.setenv("RADAR_AS_OF", format_utc(T0))
     never = tick(source_freshness_sensor, instance)  # never succeeded: late
-    run_cadence_checks(instance, never)
-    assert on_cadence_by_partition(instance) == dict.fromkeys(ids, "FAILED")
-    assert launch(instance, due_tick(instance)) == dict.fromkeys(ids, True)
+    assert run_cadence_checks(instance, never) == (False, 3, ", ".join(ids))
+    first = due_tick(instance)
+    assert [block_of(r) for r in first] == [sorted(ids)]  # one block: one run for three
+    assert launch(instance, first) == dict.fromkeys(ids, True)
     monkeypatch.setenv("RADAR_AS_OF", format_utc(T0 + timedelta(minutes=1)))
     assert not due_tick(instance)
     freshness = tick(source_freshness_sensor, instance, cursor=never.cursor)
-    run_cadence_checks(instance, freshness)
-    assert on_cadence_by_partition(instance) == dict.fromkeys(ids, "SUCCEEDED")
+    assert run_cadence_checks(instance, freshness) == (True, 0, "none")
     collections = [r for r in instance.get_runs() if r.job_name == COLLECT_JOB_NAME]
-    assert len(collections) == 3
+    assert len(collections) == 1
 
     # Dagster stopped for three days: twelve slots per Source went by.
     later = T0 + timedelta(days=3)
     monkeypatch.setenv("RADAR_AS_OF", format_utc(later))
     late = tick(source_freshness_sensor, instance, cursor=freshness.cursor)
-    run_cadence_checks(instance, late)
-    assert on_cadence_by_partition(instance) == dict.fromkeys(ids, "FAILED")
+    assert run_cadence_checks(instance, late) == (False, 3, ", ".join(ids))
     requests = due_tick(instance)
-    assert [r.run_key for r in requests] == keys_at(later, ids)  # one each, current
+    # One current check each, in one run.
+    assert [r.run_key for r in requests] == [block_key(later, *sorted(ids)[::2])]
     launch(instance, requests)
     collections = [r for r in instance.get_runs() if r.job_name == COLLECT_JOB_NAME]
-    assert len(collections) == 6
+    assert len(collections) == 2
 
     monkeypatch.setenv("RADAR_AS_OF", format_utc(later + timedelta(minutes=1)))
     assert not due_tick(instance)
     on_time = tick(source_freshness_sensor, instance, cursor=late.cursor)
-    run_cadence_checks(instance, on_time)
-    assert on_cadence_by_partition(instance) == dict.fromkeys(ids, "SUCCEEDED")
+    assert run_cadence_checks(instance, on_time) == (True, 0, "none")
     # Nothing changed since: the freshness sensor stays quiet.
     assert not tick(source_freshness_sensor, instance, cursor=on_time.cursor).run_requests
 
@@ -279,7 +303,7 @@ def test_schedule_respects_backoff_and_retries_in_a_later_slot(
     next_slot = due_slot("flaky", SIX_HOURS, start) + SIX_HOURS
     monkeypatch.setenv("RADAR_AS_OF", format_utc(next_slot))
     retry = due_tick(instance)
-    assert [r.run_key for r in retry] == [f"flaky:{format_utc(next_slot)}"]
+    assert [r.run_key for r in retry] == [block_key(next_slot, "flaky", "flaky")]
 
 
 def test_run_failure_sensor_records_a_dead_letter(
@@ -419,5 +443,7 @@ def test_a_run_failed_by_its_sources_gets_no_second_dead_letter_and_still_its_ch
     )
     request = signal_checks_after_failed_collection(checks_context)
     assert isinstance(request, dg.RunRequest)
-    assert request.run_key == f"checks-after:{run.run_id}"
+    # The checks follow the tick's launch (here one run): requested once, by its last run.
+    assert request.run_key == f"checks-after:{run.tags['radar/launch']}"
+    assert int(request.tags["dagster/priority"]) < 0  # behind every collection in the queue
     assert signal_checks_after_collection.name != signal_checks_after_failed_collection.name

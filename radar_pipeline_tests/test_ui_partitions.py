@@ -2,8 +2,9 @@
 dev` in a temp home, its daemon ticking): the collection schedule listed under Automation,
 ticking, requesting exactly the due Sources once per slot; a failing Source as a *failed*
 partition of `signals` beside a passing one *materialized*; the failing Source cleared by its
-next success; and after a simulated downtime one run per overdue Source, not one per missed
-slot. The clock of the schedule and its runs is `RADAR_AS_OF` (no waiting for six hours)."""
+next success; and after a simulated downtime one current check per overdue Source (a run per
+contiguous block of them), not one per missed slot. The clock of the schedule and its runs is
+`RADAR_AS_OF` (no waiting for six hours)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from typing import Any
 import pytest
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.plan.schedule import due_slot
 from radar_pipeline_tests.daemonkit import DagsterDev, read_db, wait_for
 from radar_pipeline_tests.faults.farm import RadarHome, record_figures
 from radar_pipeline_tests.feedserver import FeedServer
@@ -39,7 +39,9 @@ def feed(source_id: str) -> bytes:
 
 
 def keys_at(now: datetime, ids: list[str]) -> set[str]:
-    return {f"{sid}:{format_utc(due_slot(sid, SIX_HOURS, now))}" for sid in ids}
+    """The run keys of a tick at `now` in which each of `ids` is a block of its own (here the
+    manual Source lies between the two in partition order)."""
+    return {f"due:{format_utc(now)}:{sid}..{sid}" for sid in ids}
 
 
 def schedule_runs(dev: DagsterDev) -> list[Any]:
@@ -93,13 +95,15 @@ def test_schedule_and_failed_partitions_in_the_ui(tmp_path: Path, feed_server: F
             "RUNNING",
         )
 
-        # A tick requests the two due Sources (not the manual one), one run each.
+        # A tick requests the two due Sources (not the manual one): one run per contiguous
+        # block, and the manual Source between them in partition order splits them in two.
         runs = wait_for("the scheduled runs", lambda: finished_runs(dev, 2), 240)
         figures["first_runs_s"] = round(time.time() - started, 1)
         assert {r.tags["dagster/run_key"] for r in runs} == keys_at(T0, [PASSING, FAILING])
-        status = {r.tags["dagster/partition"]: r.status.value for r in runs}
+        status = {r.tags["dagster/asset_partition_range_start"]: r.status.value for r in runs}
         assert status == {PASSING: "SUCCESS", FAILING: "FAILURE"}
-        [failed_run] = [r for r in runs if r.tags["dagster/partition"] == FAILING]
+        assert {r.tags["dagster/asset_partition_range_end"] for r in runs} == {PASSING, FAILING}
+        [failed_run] = [r for r in runs if r.tags["dagster/asset_partition_range_start"] == FAILING]
         [requesting] = [t for t in ticks_after(dev, 0) if t["runIds"]]
         assert requesting["status"] == "SUCCESS"
         assert sorted(requesting["runIds"]) == sorted(r.run_id for r in runs)
@@ -111,7 +115,7 @@ def test_schedule_and_failed_partitions_in_the_ui(tmp_path: Path, feed_server: F
         figures["after_first_tick"] = statuses
 
         # The run failure names the Source; its dead letter is the commit's alone; the
-        # evidence checks still follow the failed collection.
+        # evidence checks still follow the tick's runs, once, after the last of them.
         with dev.instance() as instance:
             import dagster as dg
 
@@ -121,8 +125,8 @@ def test_schedule_and_failed_partitions_in_the_ui(tmp_path: Path, feed_server: F
             error = failure.dagster_event.step_failure_data.error  # type: ignore[union-attr]
             assert f"1 Source(s) failed: {FAILING}" in error.message
         wait_for(
-            "the evidence checks after the failed run",
-            lambda: _checks_after(dev, failed_run.run_id),
+            "the evidence checks after the tick's runs",
+            lambda: _checks_after(dev, [r.run_id for r in runs]),
             150,
         )
 
@@ -171,9 +175,15 @@ def test_schedule_and_failed_partitions_in_the_ui(tmp_path: Path, feed_server: F
     record_figures("ui-schedule-partitions", figures)
 
 
-def _checks_after(dev: DagsterDev, run_id: str) -> bool:
+def _checks_after(dev: DagsterDev, run_ids: list[str]) -> bool:
+    """One finished `signal_checks` run follows the given runs (one launch), not one each."""
     import dagster as dg
 
     with dev.instance() as instance:
-        runs = instance.get_runs(dg.RunsFilter(tags={"radar/after_run": run_id}))
-    return bool(runs) and all(r.is_finished for r in runs)
+        runs = [
+            r
+            for r in instance.get_runs(dg.RunsFilter(job_name="signal_checks"))
+            if r.tags.get("radar/after_run") in run_ids
+        ]
+    assert len(runs) <= 1, f"{len(runs)} checks runs for one launch"
+    return len(runs) == 1 and runs[0].is_finished

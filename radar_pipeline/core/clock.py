@@ -63,6 +63,13 @@ def parse_utc(value: str) -> datetime:
     return parsed.astimezone(UTC)
 
 
+def as_of_or_now(value: str | None) -> datetime:
+    """The clock rule of every run, sensor and command: the given ISO-8601 instant (`--as-of`,
+    `RADAR_AS_OF`, a run's `as_of`: simulations and tests), else now; blank counts as none."""
+    text = (value or "").strip()
+    return parse_utc(text) if text else datetime.now(UTC)
+
+
 def format_utc(value: datetime) -> str:
     """Format an aware datetime as `2026-11-30T01:02:03Z` (UTC, seconds, fraction dropped)."""
     require_aware(value, "value")

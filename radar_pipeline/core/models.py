@@ -67,7 +67,9 @@ class FieldEvidence:
 
     field: str  # title | link | id | date | summary | content
     expression: str  # the CSS selector or JMESPath expression that matched
-    origin: str  # what of the match was read: text, attr:href, attr:datetime, value
+    origin: str  # what of the match was read: text, attr:href, attr:datetime, value; for a
+    # feed's date: text, feedparser (its reading alone) or unreadable
+    raw: str | None = None  # the text as written, where it explains the value (a feed's date)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,11 @@ class ItemCandidate:
     simhash: int  # 64-bit simhash of title + summary
     position: int  # index of the item in the feed
     evidence: tuple[FieldEvidence, ...] = ()  # html/json/jsonfeed: each field's selector or path
+    categories: tuple[str, ...] = ()  # the feed's own categories or tags (include/exclude rules)
+    # The identity the rule before ids were read as written gave this item (None: the same),
+    # looked up so an item already in a vault keeps its Signal ("Faithful to the bytes").
+    legacy_identity: str | None = None
+    legacy_source_item_id: str | None = None  # its item id under that rule, when it differs
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,14 @@ class Rejection:
     detail: str
     source_item_id: str | None = None
     position: int | None = None
+
+
+@dataclass(frozen=True)
+class FilteredItem:
+    """A candidate a Source's include/exclude rule dropped: counted `filtered`, with the rule."""
+
+    candidate: ItemCandidate
+    rule: str  # e.g. "exclude: sponsored" or "include: no rule matched"
 
 
 @dataclass(frozen=True)
@@ -114,6 +129,8 @@ class ParsedFeed:
     # Identifiable items dated before the recovery cap: counted and recorded, never decided
     # (their text is not extracted: only identity, link and date are filled in).
     outside_window: tuple[ItemCandidate, ...] = ()
+    # Candidates a Source's include/exclude rule dropped before dedupe (collect/filtering.py).
+    filtered: tuple[FilteredItem, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,8 @@ class SourceReport:
     outcome: Outcome
     http_status: int | None = None
     # The accounting: items_parsed = created + reused + updated + duplicates + rejected +
-    # deferred + outside_window (collect/accounting.py); late is part of created.
+    # deferred + outside_window + filtered (collect/accounting.py); late is part of created.
+    # filtered: dropped by the Source's include/exclude rules (collect/filtering.py).
     items_parsed: int = 0
     created: int = 0
     reused: int = 0
@@ -85,6 +86,7 @@ class SourceReport:
     rejected: int = 0
     deferred: int = 0
     outside_window: int = 0
+    filtered: int = 0
     late: int = 0
     possible_gap: bool = False
     coverage_from: str | None = None  # ISO-8601 UTC, as printed
@@ -117,6 +119,7 @@ class SourceReport:
                 "rejected": self.rejected,
                 "deferred": self.deferred,
                 "outsideWindow": self.outside_window,
+                "filtered": self.filtered,
                 "late": self.late,
                 "possibleGap": self.possible_gap,
                 "coverageFrom": self.coverage_from,
@@ -153,6 +156,7 @@ class SourceReport:
             rejected=int(data.get("rejected") or 0),
             deferred=int(data.get("deferred") or 0),
             outside_window=int(data.get("outsideWindow") or 0),
+            filtered=int(data.get("filtered") or 0),
             late=int(data.get("late") or 0),
             possible_gap=bool(data.get("possibleGap")),
             coverage_from=data.get("coverageFrom"),
@@ -187,6 +191,7 @@ class Counts:
     rejected: int = 0
     deferred: int = 0
     outside_window: int = 0
+    filtered: int = 0
     late: int = 0
 
     @classmethod
@@ -202,6 +207,7 @@ class Counts:
             rejected=sum(s.rejected for s in sources),
             deferred=sum(s.deferred for s in sources),
             outside_window=sum(s.outside_window for s in sources),
+            filtered=sum(s.filtered for s in sources),
             late=sum(s.late for s in sources),
         )
 
@@ -230,6 +236,7 @@ class Counts:
             "rejected": self.rejected,
             "deferred": self.deferred,
             "outsideWindow": self.outside_window,
+            "filtered": self.filtered,
             "late": self.late,
         }
 
@@ -246,6 +253,7 @@ class Counts:
             rejected=int(data.get("rejected") or 0),
             deferred=int(data.get("deferred") or 0),
             outside_window=int(data.get("outsideWindow") or 0),
+            filtered=int(data.get("filtered") or 0),
             late=int(data.get("late") or 0),
         )
 

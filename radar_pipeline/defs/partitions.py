@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -40,3 +41,18 @@ def sync_partitions(instance: dg.DagsterInstance, valid: list[str]) -> list[str]
         for key in to_delete:
             instance.delete_dynamic_partition(SOURCES_PARTITIONS_NAME, key)
         return list(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
+
+
+def partition_blocks(keys: Sequence[str], checked: Sequence[str]) -> list[list[str]]:
+    """The Sources to check as contiguous blocks of the partition order, the block holding
+    the most urgent Source (first in `checked`, recovery priority order) first. The one
+    planning of blocks: `radar collect` and the collection schedule both split by it."""
+    position = {key: n for n, key in enumerate(keys)}
+    blocks: list[list[str]] = []
+    for key in sorted(checked, key=position.__getitem__):
+        if blocks and position[blocks[-1][-1]] == position[key] - 1:
+            blocks[-1].append(key)
+        else:
+            blocks.append([key])
+    urgency = {sid: n for n, sid in enumerate(checked)}
+    return sorted(blocks, key=lambda block: min(urgency[s] for s in block))

@@ -1,6 +1,7 @@
 """Every item a fetched feed held, in exactly one outcome (docs/architecture.md, invariant 14).
 
     itemsParsed = created + reused + updated + duplicates + rejected + deferred + outsideWindow
+                  + filtered
 
 `late` (part of `created`) counts new items dated before the check's coverageFrom; a possible
 gap is a check that shares no item with the Source's previous parsing check although the feed
@@ -16,7 +17,7 @@ from typing import Any
 
 from radar_pipeline.core.collect.commit import SourceWrite, outcome_name
 from radar_pipeline.core.collect.results import DedupedCheck
-from radar_pipeline.core.models import ParsedFeed
+from radar_pipeline.core.models import ItemCandidate, ParsedFeed
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.plan.schedule import window_from
 from radar_pipeline.core.store.accounting import PreviousCheck
@@ -30,6 +31,7 @@ OUTCOME_KEYS = (
     "rejected",
     "deferred",
     "outsideWindow",
+    "filtered",
 )
 
 
@@ -45,7 +47,11 @@ class CheckAccount:
     rejected: int = 0
     deferred: int = 0
     outside_window: int = 0
+    filtered: int = 0  # dropped by the Source's include/exclude rules (collect/filtering.py)
     late: int = 0
+    # Eligible items without a date the feed's text states (always inside the window, so
+    # counted: recorded in check_accounting and the partition metadata, not the report keys).
+    undated: int = 0
     possible_gap: bool = False
     newest_observed_at: datetime | None = None
 
@@ -59,6 +65,7 @@ class CheckAccount:
             "rejected": self.rejected,
             "deferred": self.deferred,
             "outsideWindow": self.outside_window,
+            "filtered": self.filtered,
         }
 
     @property
@@ -92,12 +99,14 @@ def account(item: DedupedCheck, write: SourceWrite, previous: PreviousCheck | No
         rejected=len(parsed.rejections),
         deferred=counts["deferred"],
         outside_window=len(parsed.outside_window),
+        filtered=len(parsed.filtered),
         late=late,
+        undated=sum(1 for c in parsed.candidates if c.observed_at is None),
         possible_gap=_possible_gap(parsed, parsed_count, previous),
         newest_observed_at=max(
             (
                 c.observed_at
-                for c in (*parsed.candidates, *parsed.outside_window)
+                for c in (*parsed.candidates, *parsed.outside_window, *_dropped(parsed))
                 if c.observed_at is not None and not c.future_dated
             ),
             default=None,
@@ -107,14 +116,28 @@ def account(item: DedupedCheck, write: SourceWrite, previous: PreviousCheck | No
 
 def items_parsed(parsed: ParsedFeed) -> int:
     """Every entry of the feed the parser saw, whatever became of it."""
-    return len(parsed.candidates) + len(parsed.outside_window) + len(parsed.rejections)
+    return (
+        len(parsed.candidates)
+        + len(parsed.outside_window)
+        + len(parsed.rejections)
+        + len(parsed.filtered)
+    )
 
 
 def item_ids(parsed: ParsedFeed) -> frozenset[str]:
-    """The Source item ids of every entry of the feed that has one."""
-    ids = {c.source_item_id for c in (*parsed.candidates, *parsed.outside_window)}
+    """The Source item ids of every entry of the feed that has one (and the id the rule before
+    ids were read as written gave it, so the first check after that change still shares its
+    items with the check before)."""
+    entries = (*parsed.candidates, *parsed.outside_window, *_dropped(parsed))
+    ids = {c.source_item_id for c in entries}
+    ids.update(c.legacy_source_item_id for c in entries if c.legacy_source_item_id)
     ids.update(r.source_item_id for r in parsed.rejections if r.source_item_id)
     return frozenset(ids)
+
+
+def _dropped(parsed: ParsedFeed) -> tuple[ItemCandidate, ...]:
+    """The candidates the Source's rules filtered out (they were in the feed all the same)."""
+    return tuple(f.candidate for f in parsed.filtered)
 
 
 def _possible_gap(parsed: ParsedFeed, count: int, previous: PreviousCheck | None) -> bool:
@@ -147,4 +170,6 @@ def accounting_row(
         window_from(spec.as_of),
         acc.newest_observed_at,
         sorted(item_ids(item.result.parsed)) if item.result.parsed is not None else [],
+        acc.filtered,  # migration 12 added it
+        acc.undated,  # migration 13 added it (the last column)
     )

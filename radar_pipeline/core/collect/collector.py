@@ -26,6 +26,8 @@ from radar_pipeline.core.collect.commit import (
     commit_source,
     health_fields,
 )
+from radar_pipeline.core.collect.decisions import by_identity, decide_checks
+from radar_pipeline.core.collect.filtering import filter_for
 from radar_pipeline.core.collect.report import build_report
 from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
 from radar_pipeline.core.collect.signal_files import SignalWrite, build_document, write_signals
@@ -38,8 +40,8 @@ from radar_pipeline.core.collect.workers import (
 )
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.extract.pages import PageSettings
-from radar_pipeline.core.identity.dedupe import DedupeBatch, decide_many, resolve_pending
-from radar_pipeline.core.identity.keys import identity_of, make_signal_id
+from radar_pipeline.core.identity.dedupe import resolve_pending
+from radar_pipeline.core.identity.keys import make_signal_id
 from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.plan.collection import (
     CollectionPlan,
@@ -48,7 +50,7 @@ from radar_pipeline.core.plan.collection import (
     plan_collection,
 )
 from radar_pipeline.core.plan.locks import LockBook
-from radar_pipeline.core.plan.schedule import ITEM_CAP, window_from
+from radar_pipeline.core.plan.schedule import window_from
 from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
 from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.accounting import previous_checks, record_accounts
@@ -200,16 +202,13 @@ class Collector:
         The Signals folder is listed only when it changed since its recorded state
         (vault/folder_state.py): while it is as recorded, its files are the names the stored
         facts hold, and the unindexed ones and the candidates' files are set queries."""
-        batch = DedupeBatch()  # new items of earlier Sources in this collection count too
-        checks = [
-            (res.check.source_id, res.parsed.candidates if res.parsed else ()) for res in results
-        ]
-        covered = [res.check.coverage_from for res in results]
         with self.store.transaction() as con:
             judgement = judge(con, folder_of(self.paths.vault))
             if judgement.unchanged:
                 repair = index.reconcile_known(con, self.paths.vault)
-                wanted = sorted({c.identity for _, cands in checks for c in cands})
+                wanted = sorted(
+                    {c.identity for r in results if r.parsed for c in r.parsed.candidates}
+                )
                 on_disk = index.files_of_identities(con, wanted)
             else:
                 listing = judgement.listing or list_names(folder_of(self.paths.vault))
@@ -219,12 +218,12 @@ class Collector:
                 # Every item inside the cap is looked at again, so a Signal file the index
                 # cannot hold (unreadable) must still count as known: its name carries the
                 # identity.
-                on_disk = {identity_of(sid): sid for sid in ids}
+                on_disk = by_identity(ids)
             if repair.indexed:
                 log.info("index: %d Signal files had no index row; indexed", repair.indexed)
-            decisions = decide_many(con, checks, batch, ITEM_CAP, covered, on_disk)
+            deduped = decide_checks(con, results, on_disk)
         self.folder_scans.append(judgement.verdict)
-        return tuple(DedupedCheck(res, d) for res, d in zip(results, decisions, strict=True))
+        return deduped
 
     def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> CollectionReport:
         """Write the new Signals, then record everything in one transaction, mirror each
@@ -401,4 +400,4 @@ def _check_result(
     if outcome.error_class is not None:
         message = f"parse: {outcome.error_class}: {outcome.message}"
         return CheckResult(check, result, None, "parse", outcome.error_class, message)
-    return CheckResult(check, result, outcome.parsed)
+    return CheckResult(check, result, filter_for(check.record, outcome.parsed))

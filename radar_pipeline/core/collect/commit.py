@@ -21,7 +21,7 @@ from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
 from radar_pipeline.core.collect.signal_files import WrittenSignal
 from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, ItemDecision, resolve_pending
-from radar_pipeline.core.identity.keys import IDENTITY_VERSION
+from radar_pipeline.core.identity.keys import IDENTITY_VERSION, distinguishing_fragment
 from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.plan.collection import CollectionSpec
@@ -34,7 +34,7 @@ from radar_pipeline.core.store.observations import (
     record_observations,
     rejection_row,
 )
-from radar_pipeline.core.store.signals import insert_signals, record_revisions
+from radar_pipeline.core.store.signals import insert_signals, record_aliases, record_revisions
 from radar_pipeline.core.vault.facts import FactsKey, SignalFile, record_facts
 from radar_pipeline.core.vault.health import manners_fields
 
@@ -70,6 +70,7 @@ class PendingRows:
     duplicates: list[tuple[Any, ...]] = field(default_factory=list)
     source_items: list[tuple[str, str, datetime | None, datetime]] = field(default_factory=list)
     evidence: list[tuple[Any, ...]] = field(default_factory=list)
+    aliases: list[tuple[str, str, str, str, datetime]] = field(default_factory=list)
     revisions: list[tuple[Any, ...]] = field(default_factory=list)
 
     def flush(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -81,8 +82,9 @@ class PendingRows:
         record_facts(con, self.facts)
         record_duplicates(con, self.duplicates)
         record_source_items(con, self.source_items)
+        record_aliases(con, IDENTITY_VERSION, self.aliases)
         self.signals, self.observations, self.states, self.facts = [], [], [], []
-        self.duplicates, self.source_items, self.evidence = [], [], []
+        self.duplicates, self.source_items, self.evidence, self.aliases = [], [], [], []
         self.revisions = []
 
 
@@ -104,6 +106,7 @@ def commit_source(
         return
     _commit_items(spec, item, write, pending)
     _commit_outside_window(spec, res, pending)
+    _commit_filtered(spec, res, pending)
     _commit_rejections(spec, res, pending)
     # Deferred items are not persisted yet: the validators stay where they were, so the next
     # check fetches and parses the feed again instead of ending on a 304 (invariant 6).
@@ -132,6 +135,10 @@ def _commit_items(
                 signal_id = resolved.get(signal_id[len(PENDING_PREFIX) :], signal_id)
         if dec.decision == "updated":
             pending.revisions.append(_revision(spec, signal_id, cand))
+        if dec.by_legacy_identity and not signal_id.startswith(PENDING_PREFIX):
+            # Found under the rule before ids were read as written: its identity now is an
+            # alias of that Signal, whatever URL the feed moves to ("Faithful to the bytes").
+            pending.aliases.append((cand.identity, signal_id, source_id, cand.canonical_url, now))
         if dec.decision == "duplicate" and not signal_id.startswith(PENDING_PREFIX):
             pending.duplicates.append(
                 (cand.identity, signal_id, source_id, cand.canonical_url, now)
@@ -157,8 +164,23 @@ def _commit_outside_window(spec: CollectionSpec, res: CheckResult, pending: Pend
         pending.evidence.extend(_evidence(spec, res, cand))
 
 
+def _commit_filtered(spec: CollectionSpec, res: CheckResult, pending: PendingRows) -> None:
+    """Items the Source's include/exclude rules dropped: recorded with the rule, never decided."""
+    if res.parsed is None:
+        return
+    source_id = res.check.source_id
+    for dropped in res.parsed.filtered:
+        row = _observation(spec, source_id, dropped.candidate, "filtered", None)
+        pending.observations.append((*row[:10], dropped.rule[:500]))
+        pending.source_items.append(
+            (dropped.candidate.identity, source_id, dropped.candidate.observed_at, spec.as_of)
+        )
+        pending.evidence.extend(_evidence(spec, res, dropped.candidate))
+
+
 def _evidence(spec: CollectionSpec, res: CheckResult, cand: ItemCandidate) -> list[tuple[Any, ...]]:
-    """One field_evidence row per field of an observed item (html, json, jsonfeed Sources)."""
+    """One field_evidence row per field of an observed item (html, json, jsonfeed Sources), and
+    for a feed's item the date text that was not read as it stands (its raw text kept)."""
     if not cand.evidence or res.check.record is None:
         return []
     method = res.check.record.source.collection_method
@@ -172,6 +194,7 @@ def _evidence(spec: CollectionSpec, res: CheckResult, cand: ItemCandidate) -> li
             ev.expression,
             ev.origin,
             spec.as_of,
+            ev.raw,
         )
         for ev in cand.evidence
     ]
@@ -329,6 +352,7 @@ def index_row(
         now,
         candidate_of,
         (SIGNALS_DIR / f"{signal_id}.md").as_posix(),
+        distinguishing_fragment(cand.link, cand.source_item_id),
     )
 
 

@@ -68,7 +68,7 @@ def _source_report(
         id=check.source_id,
         outcome=outcome,
         http_status=fetch.status if fetch else None,
-        # itemsParsed = created + ... + deferred + outsideWindow; late; gap
+        # itemsParsed = created + ... + outsideWindow + filtered; late; gap
         items_parsed=acc.items_parsed,
         created=acc.created,
         reused=acc.reused,
@@ -77,6 +77,7 @@ def _source_report(
         rejected=acc.rejected,
         deferred=acc.deferred,
         outside_window=acc.outside_window,
+        filtered=acc.filtered,
         late=acc.late,
         possible_gap=acc.possible_gap,
         coverage_from=format_utc(check.coverage_from) if check.coverage_from else None,

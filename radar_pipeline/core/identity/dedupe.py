@@ -1,17 +1,21 @@
 """Layered dedupe: identity first, then the secondary keys that catch what identity misses.
 
 Decision per candidate (one Source):
-- identity known (or an alias of it recorded by a re-key) -> `reused`, or `updated` when its
-  content hash changed (a revision) and it is dated inside the period the check covers (or
-  undated): an older item is looked at again only since every item inside the 7-day cap is
-  (invariant 8), and that must not add revisions the rule before it would never have seen;
+- identity known (or an alias of it recorded by a re-key, or the identity the rule before ids
+  were read as written gave the item: a Signal already in a vault keeps it) -> `reused`, or
+  `updated` when its content hash changed (a revision) and it is dated inside the period the
+  check covers (or undated): an older item is looked at again only since every item inside
+  the 7-day cap is (invariant 8), and that must not add revisions the rule before it would
+  never have seen;
 - identity recorded as a duplicate by an earlier check -> `duplicate` of the same Signal again
   (the decision is kept, so a change of the rules below never turns it into a new Signal);
 - otherwise the item is unknown. At most `item_cap` unknown items are decided per check,
   newest first (undated ones after the dated, in feed order); the rest are `deferred` to the
   next checks, which find them still unknown (docs/architecture.md, invariant 14);
-- same canonical URL, or the same content hash of *substantive* text, as a Signal of the same
-  Source -> `duplicate` of it (a re-publication under a new guid; no new file). Substantive:
+- same canonical URL and the same distinguishing fragment (links differing only by fragment
+  are two items: keys.distinguishing_fragment), or the same content hash of *substantive*
+  text, as a Signal of the same Source -> `duplicate` of it (a re-publication under a new
+  guid; no new file). Substantive:
   at least MIN_SUBSTANTIVE_WORDS words of summary or body, and not a template: a text held by
   three or more links of the check, by most of them, or by two or more Signals of the Source
   already is the feed's boilerplate and proves nothing (invariant 2);
@@ -38,7 +42,12 @@ from typing import Any, Literal
 
 import duckdb
 
-from radar_pipeline.core.identity.keys import hamming64, is_substantive, make_signal_id
+from radar_pipeline.core.identity.keys import (
+    distinguishing_fragment,
+    hamming64,
+    is_substantive,
+    make_signal_id,
+)
 from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.store import lookups
 from radar_pipeline.core.store.signals import BANDS, simhash_band_keys
@@ -56,6 +65,7 @@ class ItemDecision:
     decision: Decision
     signal_id: str | None = None  # the existing Signal for reused/updated/duplicate
     duplicate_candidate_of: str | None = None  # review flag for new Signals
+    by_legacy_identity: bool = False  # known only by the identity of the rule before
 
 
 @dataclass(frozen=True)
@@ -81,7 +91,7 @@ class DedupeBatch:
 
     def __init__(self) -> None:
         self._pending: list[_Pending] = []
-        self._by_url: dict[tuple[str, str], int] = {}
+        self._by_url: dict[tuple[str, str, str], int] = {}
         self._by_content: dict[tuple[str, str], int] = {}
         self._by_title: dict[tuple[str, date], int] = {}
         self._by_band: dict[int, list[int]] = {}
@@ -91,7 +101,7 @@ class DedupeBatch:
         position = len(self._pending)
         self._pending.append(entry)
         # setdefault: the first item with a key is the one a scan in order finds.
-        self._by_url.setdefault((source_id, cand.canonical_url), position)
+        self._by_url.setdefault((source_id, cand.canonical_url, _fragment(cand)), position)
         self._by_content.setdefault((source_id, cand.content_hash), position)
         day = _day(cand)
         if day is not None:
@@ -103,9 +113,9 @@ class DedupeBatch:
     def twin(
         self, source_id: str, cand: ItemCandidate, templates: frozenset[str] = frozenset()
     ) -> str | None:
-        """The first pending item of this Source with the same canonical URL, or (for a
-        candidate with substantive text) the same content hash."""
-        found = [self._by_url.get((source_id, cand.canonical_url))]
+        """The first pending item of this Source with the same canonical URL and fragment, or
+        (for a candidate with substantive text) the same content hash."""
+        found = [self._by_url.get((source_id, cand.canonical_url, _fragment(cand)))]
         if _is_evidence(cand, templates):
             found.append(self._by_content.get((source_id, cand.content_hash)))
         first = min((i for i in found if i is not None), default=None)
@@ -172,24 +182,51 @@ def decide_many(
     everything = [c for _, cands in checks for c in cands]
     if not everything:
         return [() for _ in checks]
-    known = lookup_identities(con, [c.identity for c in everything])
+    legacy = [c.legacy_identity for c in everything if c.legacy_identity is not None]
+    known = lookup_identities(con, [c.identity for c in everything] + legacy)
     for c in everything:
-        if c.identity not in known and on_disk and c.identity in on_disk:
-            known[c.identity] = (on_disk[c.identity], c.content_hash)
-    repeated = lookup_duplicates(con, [c.identity for c in everything if c.identity not in known])
+        for key in (c.identity, c.legacy_identity):
+            if key is not None and key not in known and on_disk and key in on_disk:
+                known[key] = (on_disk[key], c.content_hash)
+    by_legacy = _adopt_legacy(everything, known)
+    unsettled = [c for c in everything if c.identity not in known]
+    repeated = lookup_duplicates(
+        con, [k for c in unsettled for k in (c.identity, c.legacy_identity) if k is not None]
+    )
+    for c in unsettled:
+        if c.identity not in repeated and c.legacy_identity in repeated:
+            repeated[c.identity] = repeated[c.legacy_identity]
     unknown = [c for c in everything if c.identity not in known and c.identity not in repeated]
     index = _SecondaryIndex.load(con, unknown)
     periods = list(covered_from) if covered_from is not None else [None] * len(checks)
     return [
-        _decide_one(source_id, cands, _Known(known, repeated), index, batch, item_cap, since)
+        _decide_one(
+            source_id, cands, _Known(known, repeated, by_legacy), index, batch, item_cap, since
+        )
         for (source_id, cands), since in zip(checks, periods, strict=True)
     ]
+
+
+def _adopt_legacy(
+    candidates: Sequence[ItemCandidate], known: dict[str, tuple[str, str]]
+) -> frozenset[str]:
+    """Give each candidate whose identity is unknown but whose identity under the rule before
+    names a Signal that Signal (a vault collected before keeps its Signals); return their
+    identities."""
+    adopted = set()
+    for c in candidates:
+        legacy = c.legacy_identity
+        if c.identity not in known and legacy is not None and legacy in known:
+            known[c.identity] = known[legacy]
+            adopted.add(c.identity)
+    return frozenset(adopted)
 
 
 @dataclass(frozen=True)
 class _Known:
     identities: dict[str, tuple[str, str]]  # identity -> (Signal id, content hash)
     duplicates: dict[str, str]  # identity -> the Signal it was recorded a duplicate of
+    by_legacy: frozenset[str] = frozenset()  # identities known only by their legacy identity
 
 
 def _decide_one(
@@ -208,7 +245,12 @@ def _decide_one(
         if hit is not None:
             signal_id, content_hash = hit
             changed = content_hash != cand.content_hash and _covered(cand, covered_from)
-            decided[i] = ItemDecision(cand, "updated" if changed else "reused", signal_id)
+            decided[i] = ItemDecision(
+                cand,
+                "updated" if changed else "reused",
+                signal_id,
+                by_legacy_identity=cand.identity in known.by_legacy,
+            )
         elif cand.identity in known.duplicates:
             decided[i] = ItemDecision(cand, "duplicate", known.duplicates[cand.identity])
         else:
@@ -297,7 +339,7 @@ class _SecondaryIndex:
     per key and chunk (an IN list on one indexed column): a few queries, not a few per item.
     """
 
-    by_url: dict[str, list[_Row]]  # canonical URL -> (signal, source, first seen)
+    by_url: dict[tuple[str, str], list[_Row]]  # (canonical URL, fragment) -> (signal, ...)
     by_content: dict[str, list[_Row]]  # content hash -> (signal, source, first seen)
     by_title: dict[tuple[str, date], list[_Row]]  # (title key, day) -> (signal, flag, seen)
     by_band: dict[int, list[tuple[str, int, datetime]]]  # band key -> (signal, simhash, seen)
@@ -305,18 +347,22 @@ class _SecondaryIndex:
 
     @classmethod
     def load(cls, con: duckdb.DuckDBPyConnection, cands: list[ItemCandidate]) -> _SecondaryIndex:
-        by_url: dict[str, list[_Row]] = {}
+        by_url: dict[tuple[str, str], list[_Row]] = {}
         by_content: dict[str, list[_Row]] = {}
         by_title: dict[tuple[str, date], list[_Row]] = {}
         by_band: dict[int, list[tuple[str, int, datetime]]] = {}
         if not cands:
             return cls(by_url, by_content, by_title, by_band, {})
         urls = [c.canonical_url for c in cands]
-        for r in lookups.signals_by_url(con, urls):
-            by_url.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
-        # A re-key may have re-canonicalised an older Signal's URL: that form is the alias's.
-        for r in lookups.aliases_by_url(con, urls):
-            by_url.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
+        for u in lookups.signals_by_url(con, urls):
+            by_url.setdefault((u[0], str(u[4])), []).append((str(u[1]), str(u[2]), u[3]))
+        # A re-key may have re-canonicalised an older Signal's URL: that form is the alias's
+        # (with its Signal's fragment).
+        aliased = lookups.aliases_by_url(con, urls)
+        fragments = dict(lookups.link_fragments(con, [str(r[1]) for r in aliased]))
+        for r in aliased:
+            url_key = (str(r[0]), str(fragments.get(str(r[1]), "")))
+            by_url.setdefault(url_key, []).append((str(r[1]), str(r[2]), r[3]))
         hashes = [c.content_hash for c in cands if _has_substantive_text(c)]
         for r in lookups.signals_by_content(con, hashes):
             by_content.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
@@ -340,9 +386,9 @@ class _SecondaryIndex:
     def twin(
         self, source_id: str, cand: ItemCandidate, templates: frozenset[str] = frozenset()
     ) -> str | None:
-        """The oldest Signal of this Source with the candidate's canonical URL, or with its
-        substantive text when no more than one Signal of the Source holds that text."""
-        rows = self.by_url.get(cand.canonical_url, [])
+        """The oldest Signal of this Source with the candidate's canonical URL and fragment, or
+        with its substantive text when no more than one Signal of the Source holds that text."""
+        rows = self.by_url.get((cand.canonical_url, _fragment(cand)), [])
         if _is_evidence(cand, templates):
             same = [r for r in self.by_content.get(cand.content_hash, []) if r[1] == source_id]
             if len({r[0] for r in same}) == 1:  # two or more: the Source's boilerplate
@@ -380,6 +426,10 @@ def _has_substantive_text(cand: ItemCandidate) -> bool:
 def _is_evidence(cand: ItemCandidate, templates: frozenset[str]) -> bool:
     """Whether the candidate's content hash may prove a re-publication (invariant 2)."""
     return _has_substantive_text(cand) and cand.content_hash not in templates
+
+
+def _fragment(cand: ItemCandidate) -> str:
+    return distinguishing_fragment(cand.link, cand.source_item_id)
 
 
 def _day(cand: ItemCandidate) -> date | None:

@@ -135,6 +135,20 @@ def _item_key(source_item_id: str) -> str:
         return source_item_id  # not a URL (Atom tag:/urn: ids, opaque guids): used as given
 
 
+def distinguishing_fragment(link: str, source_item_id: str) -> str:
+    """The fragment that tells an item apart from others on the same page: its link's, else
+    that of an http(s) id (a link-standing RSS guid). The canonical URL drops it, so the
+    secondary key "same canonical URL in the Source" compares it as well: two items whose links
+    differ only by fragment are two items (docs/architecture.md, "Fragments")."""
+    fragment = urlsplit(link.strip()).fragment
+    if fragment:
+        return fragment
+    item_id = source_item_id.strip()
+    if urlsplit(item_id).scheme.lower() in _HTTP_SCHEMES:
+        return urlsplit(item_id).fragment
+    return ""
+
+
 def normalize_title(title: str) -> str:
     """Return the title key: NFKC, case-folded, punctuation/whitespace runs as one space."""
     folded = unicodedata.normalize("NFKC", title).casefold()

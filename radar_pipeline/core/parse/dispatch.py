@@ -16,6 +16,7 @@ from radar_pipeline.core.parse.json_feed import parse_json_feed
 from radar_pipeline.core.parse.spec import ExtractionSpec, HtmlSpec, JsonSpec
 
 FEED_METHODS = frozenset({"rss", "atom", "fixture"})  # `fixture`: a feed file in the vault
+_BOM = b"\xef\xbb\xbf"
 
 
 def parse_body(
@@ -34,9 +35,10 @@ def parse_body(
     Raises ParseError (a classified failure of this Source) and ValueError for a method or spec
     the registry should have refused (a bug: the collector reports it as a crash).
     """
-    if method == "jsonfeed" or (method in ("rss", "atom") and _is_json(body)):
-        # Feed readers list JSON Feeds as rss outlines (NetNewsWire), so an rss or atom Source
-        # may answer with one: its bytes, which no XML feed starts with, decide.
+    if method == "jsonfeed" or (method in FEED_METHODS and is_json_body(body)):
+        # A feed URL may answer a JSON Feed (publishers offer both under one name, and feed
+        # readers list JSON Feeds as rss outlines: NetNewsWire): its bytes, which no XML feed
+        # starts with, decide.
         return parse_json_feed(source_id, body, base_url=base_url, now=now, window_from=window_from)
     if method in FEED_METHODS:
         return parse_feed(
@@ -64,6 +66,7 @@ def parse_body(
     raise ValueError(f"no parser for collectionMethod {method!r} with spec {spec!r}")
 
 
-def _is_json(body: bytes) -> bool:
-    """True when the body's first character (after a BOM and whitespace) opens a JSON object."""
-    return body.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] == b"{"
+def is_json_body(body: bytes) -> bool:
+    """Whether the body is a JSON object (its first character, after a BOM and whitespace, is
+    `{`); no XML document starts so."""
+    return body.removeprefix(_BOM).lstrip()[:1] == b"{"

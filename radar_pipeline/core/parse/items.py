@@ -30,6 +30,8 @@ TITLE_MAX = 300
 SUMMARY_MAX = 2_000
 CONTENT_MAX = 200_000
 UNTITLED = "(untitled)"
+CATEGORIES_MAX = 20  # categories kept per item (what include/exclude rules read)
+CATEGORY_MAX = 100
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,11 @@ class RawItem:
     observed_at: datetime | None = None  # the Source's own date, UTC; never an invented one
     observed_field: str | None = None
     evidence: tuple[FieldEvidence, ...] = ()
+    categories: tuple[str, ...] = ()  # the item's own categories or tags, as written
+    # What the parser made of the id and links before they were read as written (feedparser
+    # resolves ids and copies guids into links); None: the same as `item_id` / `links`.
+    legacy_item_id: str | None = None
+    legacy_links: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,7 @@ class _Entry:
     link: str
     canonical_url: str
     raw: RawItem
+    legacy: tuple[str, str] | None = None  # (canonical URL, item id) under the rule before
 
 
 def build_parsed(
@@ -86,10 +94,15 @@ def build_parsed(
     entries: list[_Entry] = []
     rejections: list[Rejection] = []
     seen: dict[str, int] = {}
+    legacy_seen: dict[str, int] = {}
     for item in items:
         if isinstance(item, Rejection):
             rejections.append(item)
             continue
+        try:
+            legacy = _legacy_key(item, base_url, legacy_seen)
+        except Exception:  # the rule before could not identify it either: nothing to find
+            legacy = None
         try:
             entry = _identify(item, base_url)
         except Exception as exc:  # one bad item never sinks the check
@@ -97,7 +110,7 @@ def build_parsed(
         if isinstance(entry, Rejection):
             rejections.append(entry)
             continue
-        entries.append(_disambiguate(entry, seen))
+        entries.append(replace(_disambiguate(entry, seen), legacy=legacy))
     candidates, outside, more = _select(source_id, entries, now, window_from)
     rejections.extend(more)
     rejections.sort(key=lambda r: -1 if r.position is None else r.position)
@@ -117,16 +130,49 @@ def invalid_item(position: int, exc: BaseException) -> Rejection:
 
 
 def _identify(item: RawItem, base_url: str) -> _Entry | Rejection:
-    """Give the item an id and canonical link, or a reason why it has none."""
+    """Give the item an id and canonical link, or a reason why it has none.
+
+    The id is the item's own, as written; only an absolute http(s) id may stand in for a
+    missing link (never one resolved against the feed's URL). An item without an id is known
+    by its canonical link; a second one on the same page (links differing only by fragment)
+    takes a suffix like any repeated id, and the fragment keeps the two apart in dedupe
+    (docs/architecture.md, "Fragments")."""
     guid = item.item_id.strip()
     link = next((a for h in item.links if (a := absolute_http(h, base_url)) is not None), None)
-    if link is None and urlsplit(guid).scheme.lower() in ("http", "https"):
+    if link is None and is_absolute_http(guid):
         link = absolute_http(guid, base_url)  # an id that is a permalink (an RSS guid)
     if link is None:
         reason = "no-link" if guid else "unidentifiable"
-        return Rejection(reason, "no http(s) link and no URL guid", guid or None, item.position)
+        detail = "no http(s) link and no absolute http(s) id"
+        return Rejection(reason, detail, guid or None, item.position)
     canonical = canonicalize_url(link)
     return _Entry(guid or canonical, link, canonical, item)
+
+
+def is_absolute_http(value: str) -> bool:
+    """Whether `value` is, as written, an absolute http(s) URL with a host."""
+    try:
+        canonicalize_url(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _legacy_key(item: RawItem, base_url: str, seen: dict[str, int]) -> tuple[str, str] | None:
+    """(canonical URL, item id) under the identity rule before ids were read as written, or
+    None when that rule could not identify the item. Its ids were feedparser's (resolved
+    against the feed's URL), any of them standing in for a link, and an item without one was
+    known by its canonical URL; repeated ids took the same suffixes as now."""
+    guid = (item.legacy_item_id if item.legacy_item_id is not None else item.item_id).strip()
+    links = item.legacy_links if item.legacy_links is not None else item.links
+    link = next((a for h in links if (a := absolute_http(h, base_url)) is not None), None)
+    if link is None and urlsplit(guid).scheme.lower() in ("http", "https"):
+        link = absolute_http(guid, base_url)
+    if link is None:
+        return None
+    canonical = canonicalize_url(link)
+    entry = _disambiguate(_Entry(guid or canonical, link, canonical, item), seen)
+    return canonical, entry.source_item_id
 
 
 def absolute_http(href: str, base_url: str) -> str | None:
@@ -180,17 +226,31 @@ def _select(
     return candidates, outside, rejections
 
 
+def _identities(source_id: str, entry: _Entry) -> tuple[str, str | None, str | None]:
+    """The item's identity, and its identity and item id under the rule before when they
+    differ."""
+    identity = identity_hash(source_id, entry.canonical_url, entry.source_item_id)
+    if entry.legacy is None:
+        return identity, None, None
+    legacy = identity_hash(source_id, *entry.legacy)
+    if legacy == identity:
+        return identity, None, None
+    old_id = entry.legacy[1]
+    return identity, legacy, old_id if old_id != entry.source_item_id else None
+
+
 def _outside_candidate(source_id: str, entry: _Entry) -> ItemCandidate:
     """An item older than the cap: its identity, link and date, to be counted and recorded.
 
     Its text is never read (it is never decided or written), so the text keys stay empty."""
     raw = entry.raw
+    identity, legacy, legacy_item_id = _identities(source_id, entry)
     return ItemCandidate(
         source_item_id=entry.source_item_id,
         title="",
         link=entry.link,
         canonical_url=entry.canonical_url,
-        identity=identity_hash(source_id, entry.canonical_url, entry.source_item_id),
+        identity=identity,
         observed_at=raw.observed_at,
         observed_field=raw.observed_field,
         future_dated=False,
@@ -201,6 +261,8 @@ def _outside_candidate(source_id: str, entry: _Entry) -> ItemCandidate:
         simhash=0,
         position=raw.position,
         evidence=raw.evidence,
+        legacy_identity=legacy,
+        legacy_source_item_id=legacy_item_id,
     )
 
 
@@ -210,12 +272,13 @@ def _candidate(source_id: str, entry: _Entry, now: datetime) -> ItemCandidate:
     summary = _text(raw.summary, SUMMARY_MAX, single_line=False)
     content = _text(raw.content, CONTENT_MAX, single_line=False) or None
     observed_at = raw.observed_at
+    identity, legacy, legacy_item_id = _identities(source_id, entry)
     return ItemCandidate(
         source_item_id=entry.source_item_id,
         title=title,
         link=entry.link,
         canonical_url=entry.canonical_url,
-        identity=identity_hash(source_id, entry.canonical_url, entry.source_item_id),
+        identity=identity,
         observed_at=observed_at,
         observed_field=raw.observed_field,
         future_dated=observed_at is not None and observed_at > now + FUTURE_TOLERANCE,
@@ -226,6 +289,13 @@ def _candidate(source_id: str, entry: _Entry, now: datetime) -> ItemCandidate:
         simhash=simhash64(f"{title} {summary}"),
         position=raw.position,
         evidence=raw.evidence,
+        categories=tuple(
+            text
+            for value in raw.categories[:CATEGORIES_MAX]
+            if (text := one_line(value, CATEGORY_MAX, html=False))
+        ),
+        legacy_identity=legacy,
+        legacy_source_item_id=legacy_item_id,
     )
 
 

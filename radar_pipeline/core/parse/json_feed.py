@@ -101,9 +101,14 @@ def _raw_item(position: int, entry: Any) -> RawItem | Rejection:
             observed_at=observed_at,
             observed_field=observed_field,
             evidence=tuple(evidence),
+            categories=tuple(t for t in _list(entry.get("tags")) if isinstance(t, str)),
         )
     except Exception as exc:  # one odd item never sinks the feed
         return invalid_item(position, exc)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _date(

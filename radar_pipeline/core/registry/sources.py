@@ -11,9 +11,8 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -25,7 +24,7 @@ from pydantic import (
     field_validator,
 )
 from pydantic.alias_generators import to_camel, to_snake
-from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_core import PydanticCustomError
 
 from radar_pipeline.core.clock import parse_cadence
 from radar_pipeline.core.errors import RegistryError
@@ -34,40 +33,20 @@ from radar_pipeline.core.jsontypes import Frontmatter, JsonObject
 from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.parse.spec import ExtractionSpec, HtmlSpec, JsonSpec
 from radar_pipeline.core.registry.extraction import EXTRACTION_KEYS, extraction_issues
+from radar_pipeline.core.registry.filters import FILTER_KEYS, ItemFilter, filter_issues
+from radar_pipeline.core.registry.issues import (
+    fixture_path_problem,
+    issue_for,
+    one_line,
+)
+
+# Re-exported: OPML import checks feed URLs with the registry's own rule.
+from radar_pipeline.core.registry.issues import http_url_problem as http_url_problem
 
 MAX_SOURCE_FILE_BYTES = 1_000_000  # a Source note is a few hundred bytes; refuse anything absurd
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-# Calendar units (years, months) have no fixed length, so a cadence uses weeks, days and time.
-def _http_url_problem(url: str) -> str | None:
-    if any(c.isspace() or ord(c) < 0x20 for c in url):
-        return "contains spaces or control characters"
-    try:
-        parts = urlsplit(url)
-        _ = parts.port  # raises for a non-numeric or out-of-range port
-    except ValueError as exc:
-        return str(exc)
-    if parts.scheme not in ("http", "https"):
-        return "must start with http:// or https://"
-    if not parts.hostname:
-        return "has no host"
-    if parts.username is not None or parts.password is not None:
-        return "must not carry a user name or password (use authTokenEnv)"
-    return None
-
-
-def _fixture_path_problem(url: str) -> str | None:
-    path = PurePosixPath(url)
-    if not url or url != url.strip() or "\\" in url or ":" in url or "\x00" in url:
-        return "must be a plain vault-relative path such as Radar/Fixtures/feed.xml"
-    if path.is_absolute():
-        return "must be relative to the vault root, not absolute"
-    if ".." in path.parts:
-        return "must stay inside the vault (no `..`)"
-    return None
 
 
 DEFAULT_PAGE_BUDGET = 10
@@ -120,6 +99,9 @@ class Source(BaseModel):
     id_path: str | None = None
     date_path: str | None = None
     summary_path: str | None = None
+    # Rules a person keeps or drops items by (registry/filters.py checks them).
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
 
     @property
     def is_eligible(self) -> bool:
@@ -166,6 +148,16 @@ class Source(BaseModel):
             )
         return None
 
+    @property
+    def item_filter(self) -> ItemFilter:
+        """The compiled `include` / `exclude` rules (accepted by the registry already)."""
+        return ItemFilter.of(self.include, self.exclude)
+
+    @field_validator("include", "exclude", mode="before")
+    @classmethod
+    def _rules_list(cls, value: Any) -> Any:
+        return () if value is None else [value] if isinstance(value, str) else value
+
     @field_validator("schema_version", mode="before")
     @classmethod
     def _schema_version_is_int(cls, value: Any) -> Any:
@@ -189,11 +181,11 @@ class Source(BaseModel):
             raise PydanticCustomError("invalid_url", "must be text")
         method = info.data.get("collection_method")
         if method == "fixture" or info.data.get("source_type") == "fixture":
-            problem = _fixture_path_problem(value)
+            problem = fixture_path_problem(value)
         elif method is not None:
-            problem = _http_url_problem(value)
+            problem = http_url_problem(value)
         else:  # collectionMethod is itself invalid (reported apart); accept either form
-            problem = _http_url_problem(value) and _fixture_path_problem(value)
+            problem = http_url_problem(value) and fixture_path_problem(value)
         if problem:
             raise PydanticCustomError("invalid_url", problem)
         return value
@@ -254,39 +246,6 @@ class Source(BaseModel):
         return parsed.astimezone(UTC)
 
 
-def http_url_problem(url: str) -> str | None:
-    """Why `url` cannot be a Source's feed URL, or None (also for OPML import)."""
-    return _http_url_problem(url)
-
-
-# What each key must hold, for the one-line fix in an issue message.
-_HINTS = {
-    "entityType": "source",
-    "schemaVersion": "1",
-    "id": "a slug such as openai-news (a-z, 0-9, '-', 2-63 characters)",
-    "name": "the Source's display name",
-    "url": "an absolute http(s) URL (for sourceType: fixture, a vault-relative path)",
-    "role": "primary, discovery, engineering-blog or research",
-    "sourceType": "official, community or fixture",
-    "authorityScore": "a number from 0 to 1",
-    "legalAssessment": "approved, pending or rejected",
-    "priority": "critical, high, normal or low",
-    "collectionMethod": "rss, atom, jsonfeed, html, json or fixture",
-    "enabled": "true or false",
-    "cadence": "an ISO-8601 duration such as PT30M, PT6H, P1D, P7D, or manual",
-    "minIntervalSeconds": "a whole number of seconds, 0 or more",
-    "authTokenEnv": "the name of an environment variable, such as OPENAI_FEED_TOKEN, or empty",
-    "lastAttemptAt": "an ISO-8601 UTC time such as 2026-01-01T00:00:00Z, or empty",
-    "lastSuccessAt": "an ISO-8601 UTC time such as 2026-01-01T00:00:00Z, or empty",
-    "lastResponseAt": "an ISO-8601 UTC time such as 2026-01-01T00:00:00Z, or empty",
-    "httpStatus": "an HTTP status code such as 200, or empty",
-    "pageBudget": "a whole number of pages per check, 0 or more (default 10), or remove the key",
-}
-# Keys whose bad value has an issue code of its own.
-_KEY_CODES = {"pageBudget": "invalid-page-budget"}
-_USERINFO_RE = re.compile(r"(//)[^/@\s]*@")
-
-
 @dataclass(frozen=True)
 class RegistryIssue:
     """Why one Source file is not (or not only) an active Source."""
@@ -327,32 +286,6 @@ class RegistrySnapshot:
         }
 
 
-def _one_line(value: Any) -> str:
-    # A URL may carry a password by mistake; an issue message must never repeat it.
-    text = _USERINFO_RE.sub(r"\1***@", repr(value))
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _issue_for(error: ErrorDetails) -> tuple[str, str]:
-    """(code, message) for one pydantic error on a Source's frontmatter."""
-    key = str(error["loc"][0]) if error["loc"] else "frontmatter"
-    hint = _HINTS.get(key, "a value")
-    kind = error["type"]
-    if kind == "missing":
-        return "missing-key", f"`{key}` is missing: add `{key}:` with {hint}"
-    value = _one_line(error.get("input"))
-    if kind == "literal_error":
-        allowed = error.get("ctx", {}).get("expected", "")
-        return "unknown-value", f"`{key}` is {value}: use one of {allowed}"
-    if kind == "invalid_id":
-        return "invalid-id", f"`{key}` {value} {error['msg']}: set it to {hint}"
-    if kind == "invalid_url":
-        return "invalid-url", f"`{key}` {value} {error['msg']}: set it to {hint}"
-    reason = error["msg"][:1].lower() + error["msg"][1:]
-    code = _KEY_CODES.get(key, "invalid-value")
-    return code, f"`{key}` is {value} ({reason}): set it to {hint}"
-
-
 def validate_source(data: Frontmatter) -> tuple[Source | None, list[tuple[str, str]]]:
     """A Source from one frontmatter mapping, or the (code, message) of every problem."""
     entity = data.get("entityType")
@@ -360,18 +293,19 @@ def validate_source(data: Frontmatter) -> tuple[Source | None, list[tuple[str, s
         return None, [
             (
                 "wrong-entity-type",
-                f"`entityType` is {_one_line(entity)}: only `entityType: source` notes "
+                f"`entityType` is {one_line(entity)}: only `entityType: source` notes "
                 "belong in Radar/Sources; move this note or fix the key",
             )
         ]
     # The selectors and paths are checked apart, one code per problem (registry/extraction.py);
     # pydantic's own complaint about the same key would only repeat it.
-    problems = extraction_issues(data)
+    problems = extraction_issues(data) + filter_issues(data)
+    checked_apart = (*EXTRACTION_KEYS, *FILTER_KEYS)
     try:
         source = Source.model_validate(data)
     except ValidationError as exc:
-        errors = [e for e in exc.errors() if not (e["loc"] and e["loc"][0] in EXTRACTION_KEYS)]
-        return None, [_issue_for(error) for error in errors] + problems
+        errors = [e for e in exc.errors() if not (e["loc"] and e["loc"][0] in checked_apart)]
+        return None, [issue_for(error) for error in errors] + problems
     if problems:
         return None, problems
     return source, _policy_issues(source)

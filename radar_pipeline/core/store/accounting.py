@@ -27,6 +27,8 @@ ACCOUNTING_COLUMN_TYPES = (
     "TIMESTAMPTZ",  # window_from
     "TIMESTAMPTZ",  # newest_observed_at
     "VARCHAR[]",  # item_ids
+    "INTEGER",  # filtered (migration 12)
+    "INTEGER",  # undated (migration 13)
 )
 DUPLICATE_COLUMN_TYPES = ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "TIMESTAMPTZ")
 SOURCE_ITEM_COLUMN_TYPES = ("VARCHAR", "VARCHAR", "TIMESTAMPTZ", "TIMESTAMPTZ")
@@ -59,6 +61,16 @@ def previous_checks(
         str(r[0]): PreviousCheck(str(r[1]), int(r[2]), frozenset(str(i) for i in r[3] or ()))
         for r in rows
     }
+
+
+def undated_counts(con: duckdb.DuckDBPyConnection, collection_ids: Sequence[str]) -> dict[str, int]:
+    """Source id -> the undated eligible items of its check in these collections."""
+    rows = con.execute(
+        "SELECT source_id, sum(undated) FROM check_accounting "
+        "WHERE collection_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY source_id",
+        [list(collection_ids)],
+    ).fetchall()
+    return {str(r[0]): int(r[1] or 0) for r in rows}
 
 
 def record_accounts(con: duckdb.DuckDBPyConnection, rows: Sequence[Sequence[Any]]) -> None:

@@ -56,7 +56,9 @@ _AGREEMENT = """
     FROM j
 """
 
-_OUTCOME_SUM = "created + reused + updated + duplicates + rejected + deferred + outside_window"
+_OUTCOME_SUM = (
+    "created + reused + updated + duplicates + rejected + deferred + outside_window + filtered"
+)
 
 
 # ---- the Signal files against the index --------------------------------------------------------

@@ -275,3 +275,14 @@ def count_open(con: duckdb.DuckDBPyConnection) -> int:
     """How many dead letters wait for a decision."""
     row = con.execute("SELECT count(*) FROM dead_letters WHERE status = 'open'").fetchone()
     return int(row[0]) if row else 0
+
+
+def open_dead_letter_runs(store: Store) -> set[str]:
+    """The collections (Dagster run ids) that open dead letters name: a prune of the run
+    history keeps those runs until a person has decided on the failure."""
+    with store.transaction() as con:
+        rows = con.execute(
+            "SELECT DISTINCT collection_id FROM dead_letters "
+            "WHERE status = 'open' AND collection_id IS NOT NULL"
+        ).fetchall()
+    return {str(row[0]) for row in rows}

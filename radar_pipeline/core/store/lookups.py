@@ -48,10 +48,18 @@ def duplicates_by_identity(
 
 def signals_by_url(
     con: duckdb.DuckDBPyConnection, urls: Sequence[str]
-) -> list[tuple[str, str, str, datetime]]:
-    """(canonical URL, Signal id, Source id, first seen) of the Signals at these URLs."""
-    cols = "canonical_url, signal_id, source_id, first_seen_at"
+) -> list[tuple[str, str, str, datetime, str]]:
+    """(canonical URL, Signal id, Source id, first seen, distinguishing fragment) of the
+    Signals at these URLs."""
+    cols = "canonical_url, signal_id, source_id, first_seen_at, link_fragment"
     return _select_in(con, cols, "signals", "canonical_url", urls)
+
+
+def link_fragments(
+    con: duckdb.DuckDBPyConnection, signal_ids: Sequence[str]
+) -> list[tuple[str, str]]:
+    """(Signal id, distinguishing fragment) of these Signals."""
+    return _select_in(con, "signal_id, link_fragment", "signals", "signal_id", signal_ids)
 
 
 def aliases_by_url(

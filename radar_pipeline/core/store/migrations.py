@@ -6,7 +6,7 @@ means, is a new entry (and SCHEMA_VERSION moves with it).
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 13
 
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
@@ -373,6 +373,75 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             verified_at_ns BIGINT NOT NULL,
             temp_files BIGINT NOT NULL
         );
+        """,
+    ),
+    (
+        12,
+        # Items a Source's include/exclude rule dropped, counted per check (invariant 14); each
+        # one is an item_observations row with outcome `filtered` and the rule as its reason.
+        """
+        ALTER TABLE check_accounting ADD COLUMN filtered INTEGER DEFAULT 0;
+        """,
+    ),
+    (
+        13,
+        # What a Signal says is what the bytes said (docs/architecture.md, "Faithful to the
+        # bytes"). Two items of one Source whose links differ only by fragment are two
+        # Signals with one canonical URL, so `signals` trades UNIQUE (source_id,
+        # canonical_url) for UNIQUE (source_id, canonical_url, link_fragment), where
+        # `link_fragment` is the fragment that tells an item apart: its link's, else that of
+        # an http(s) id (DuckDB drops no constraint, so the table is copied; nor does it
+        # alter an indexed table, so the two indexes at the end are dropped and made again
+        # around their new column). The secondary key "same canonical URL in the Source"
+        # compares the fragment too. For the rows so far it comes from the id (the index
+        # never held the link; `radar index rebuild` reads it from the file's `itemUrl`).
+        # Duplicates recorded only because a link-standing id's fragment was dropped are
+        # forgotten: those items were never in the vault, and the next check gives them
+        # their own Signal. `field_evidence` keeps the raw text behind a value (a feed date
+        # that could not be read); `check_accounting` counts the undated items of each check
+        # (always eligible: never silent).
+        """
+        CREATE TABLE signals_v12 (
+            signal_id VARCHAR PRIMARY KEY,
+            identity VARCHAR NOT NULL UNIQUE,
+            identity_version INTEGER NOT NULL,
+            source_id VARCHAR NOT NULL,
+            source_item_id VARCHAR NOT NULL,
+            canonical_url VARCHAR NOT NULL,
+            title_key VARCHAR NOT NULL,
+            observed_day DATE,
+            content_hash VARCHAR NOT NULL,
+            simhash UBIGINT NOT NULL,
+            first_seen_at TIMESTAMPTZ NOT NULL,
+            duplicate_candidate_of VARCHAR,
+            file_path VARCHAR NOT NULL,
+            link_fragment VARCHAR NOT NULL DEFAULT '',
+            UNIQUE (source_id, canonical_url, link_fragment)
+        );
+        INSERT INTO signals_v12
+            SELECT *, CASE WHEN regexp_matches(source_item_id, '^[Hh][Tt][Tt][Pp][Ss]?://[^#]*#')
+                THEN regexp_extract(source_item_id, '#(.*)$', 1) ELSE '' END
+            FROM signals;
+        DROP TABLE signals;
+        ALTER TABLE signals_v12 RENAME TO signals;
+        CREATE INDEX signals_content ON signals (source_id, content_hash);
+        CREATE INDEX signals_title_day ON signals (title_key, observed_day);
+        CREATE INDEX signals_canonical_url ON signals (canonical_url);
+        CREATE INDEX signals_content_hash ON signals (content_hash);
+        CREATE INDEX signals_title_key ON signals (title_key);
+        DELETE FROM duplicate_items WHERE identity IN (
+            SELECT d.identity FROM duplicate_items d
+            JOIN signals s ON s.signal_id = d.signal_id AND s.canonical_url = d.canonical_url
+            JOIN item_observations o ON o.identity = d.identity AND o.outcome = 'duplicate'
+            WHERE regexp_matches(o.source_item_id, '^[Hh][Tt][Tt][Pp][Ss]?://[^#]*#')
+                AND regexp_extract(o.source_item_id, '#(.*)$', 1) <> s.link_fragment
+        );
+        DROP INDEX field_evidence_identity;
+        ALTER TABLE field_evidence ADD COLUMN raw_text VARCHAR;
+        CREATE INDEX field_evidence_identity ON field_evidence (identity);
+        DROP INDEX check_accounting_source;
+        ALTER TABLE check_accounting ADD COLUMN undated INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX check_accounting_source ON check_accounting (source_id);
         """,
     ),
 )

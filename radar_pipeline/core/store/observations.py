@@ -25,7 +25,7 @@ OBSERVATION_COLUMN_TYPES = (
     "VARCHAR",  # signal_id
     "VARCHAR",  # reason
 )
-# field_evidence columns in order (migration 9).
+# field_evidence columns in order (migrations 9 and 12).
 EVIDENCE_COLUMN_TYPES = (
     "VARCHAR",  # collection_id
     "VARCHAR",  # source_id
@@ -35,6 +35,7 @@ EVIDENCE_COLUMN_TYPES = (
     "VARCHAR",  # expression
     "VARCHAR",  # origin
     "TIMESTAMPTZ",  # recorded_at
+    "VARCHAR",  # raw_text: the text behind a value (a feed date not read as it stands)
 )
 
 

@@ -29,15 +29,19 @@ SIGNAL_COLUMN_TYPES = (
     "TIMESTAMPTZ",  # first_seen_at
     "VARCHAR",  # duplicate_candidate_of
     "VARCHAR",  # file_path
+    "VARCHAR",  # link_fragment (migration 12)
 )
 # The simhash_bands key: BANDS slices of BAND_BITS bits of a 64-bit simhash.
 BANDS = 4
 BAND_BITS = 16
 # Skip rows whose unique keys are already indexed: ON CONFLICT DO NOTHING, without its cost.
+# The link key is (Source, canonical URL, distinguishing fragment): links differing only by
+# fragment are two Signals (docs/architecture.md, "Fragments").
 _NOT_INDEXED = (
     "WHERE NOT EXISTS (SELECT 1 FROM signals s WHERE s.signal_id = n.c0) "
     "AND NOT EXISTS (SELECT 1 FROM signals s WHERE s.identity = n.c1) "
-    "AND NOT EXISTS (SELECT 1 FROM signals s WHERE s.source_id = n.c3 AND s.canonical_url = n.c5)"
+    "AND NOT EXISTS (SELECT 1 FROM signals s WHERE s.source_id = n.c3 AND s.canonical_url = n.c5 "
+    "AND s.link_fragment = n.c13)"
 )
 # Every table derived from the vault's Signal files (the audits' file facts included).
 _DERIVED_TABLES = ("signals", "identity_aliases", "simhash_bands", "audit_signal_files")
@@ -52,14 +56,15 @@ def simhash_band_keys(simhash: int) -> list[int]:
 def insert_signal_rows(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert index rows (SIGNAL_COLUMN_TYPES order), skipping conflicts, in one statement.
 
-    A row is skipped when its signal id, identity or (Source, canonical URL) is already indexed
-    or taken by an earlier row of `rows`. Why not ON CONFLICT: in DuckDB 2.0 it costs ~20 ms a
-    row, growing with the table (400 rows: 1.2-2 s against 100,000 Signals); this: ~0.2 s.
+    A row is skipped when its signal id, identity or (Source, canonical URL, fragment) is
+    already indexed or taken by an earlier row of `rows`. Why not ON CONFLICT: in DuckDB 2.0
+    it costs ~20 ms a row, growing with the table (400 rows: 1.2-2 s against 100,000
+    Signals); this: ~0.2 s.
     """
     seen: set[tuple[str, ...]] = set()
     unique = []
     for row in rows:
-        keys = {("id", row[0]), ("identity", row[1]), ("url", row[3], row[5])}
+        keys = {("id", row[0]), ("identity", row[1]), ("link", row[3], row[5], row[13])}
         if keys & seen:
             continue
         seen |= keys
@@ -202,4 +207,27 @@ def insert_aliases(
     con.execute(
         "INSERT INTO identity_aliases SELECT unnest(?), unnest(?), ?, unnest(?), unnest(?), ?",
         [idents, signal_ids, version, source_ids, urls, recorded_at],
+    )
+
+
+# identity_aliases columns in order (migration 3).
+_ALIAS_COLUMN_TYPES = ("VARCHAR", "VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "TIMESTAMPTZ")
+
+
+def record_aliases(
+    con: duckdb.DuckDBPyConnection,
+    version: int,
+    rows: Sequence[tuple[str, str, str, str, datetime]],
+) -> None:
+    """(identity, Signal id, Source id, canonical URL, recorded at) under identity `version`:
+    an item found by its identity under an earlier rule (docs/architecture.md, "Faithful to
+    the bytes"). The first alias of an identity stays; no Signal's own identity becomes one."""
+    unique = list({r[0]: r for r in reversed(rows)}.values())
+    insert_rows(
+        con,
+        "identity_aliases",
+        _ALIAS_COLUMN_TYPES,
+        [(r[0], r[1], version, r[2], r[3], r[4]) for r in unique],
+        where="WHERE n.c0 NOT IN (SELECT identity FROM identity_aliases) "
+        "AND n.c0 NOT IN (SELECT identity FROM signals)",
     )

@@ -13,7 +13,7 @@ import duckdb
 from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.identity import keys as identity
-from radar_pipeline.core.identity.keys import identity_of, normalize_title
+from radar_pipeline.core.identity.keys import distinguishing_fragment, identity_of, normalize_title
 from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.store import facts as stored_facts
 from radar_pipeline.core.store import signals as stored_signals
@@ -79,6 +79,7 @@ def index_row_from_frontmatter(signal_id: str, fm: dict[str, Any]) -> tuple[Any,
         parse_utc(str(fm["fetchedAt"])),
         link_target(fm.get("duplicateCandidateOf")),
         (SIGNALS_DIR / f"{signal_id}.md").as_posix(),
+        distinguishing_fragment(str(fm.get("itemUrl") or ""), str(fm["sourceItemId"])),
     )
 
 

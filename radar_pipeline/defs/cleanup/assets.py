@@ -5,11 +5,11 @@ the running week a partition, so the schedule's Sunday 00:00 tick and `radar cle
 materialize the week of their own clock.
 """
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import dagster as dg
 
-from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.clock import as_of_or_now, format_utc
 from radar_pipeline.core.store.closes import record_close
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault.cleanup import close_temporary_content
@@ -44,7 +44,7 @@ def weekly_cleanup(
     recorded in DuckDB `cleanup_runs` with files and bytes deleted and files retained (0).
     Refuses, deleting nothing, if the folder is a link or resolves outside the vault."""
     paths = radar.paths()
-    closed_at = parse_utc(config.as_of) if config.as_of else datetime.now(UTC)
+    closed_at = as_of_or_now(config.as_of)
     result = close_temporary_content(paths.vault)
     record = record_close(Store(paths.db), result, closed_at, context.partition_key)
     for refused in result.refused:

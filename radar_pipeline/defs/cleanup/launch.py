@@ -7,6 +7,7 @@ import dagster as dg
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import CleanupRefused, RadarError
 from radar_pipeline.core.jsontypes import JsonObject
+from radar_pipeline.defs import tags
 from radar_pipeline.defs.cleanup.assets import FIRST_WEEK, WEEKLY_CLEANUP_JOB_NAME, week_of
 
 
@@ -44,7 +45,7 @@ def launch_cleanup(
         run_config=run_config,
         instance=instance,
         partition_key=week,
-        tags={"radar/trigger": "cli"},
+        tags={tags.TRIGGER: "cli"},
         raise_on_error=False,
     )
     if not result.success:

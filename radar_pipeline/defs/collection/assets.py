@@ -15,6 +15,7 @@ from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, 
 from radar_pipeline.core.plan.schedule import next_due_at
 from radar_pipeline.core.registry.sources import RegistrySnapshot
 from radar_pipeline.core.reports import SourceReport
+from radar_pipeline.core.store.accounting import undated_counts
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.defs.collection.config import FAILED_SOURCES, SIGNALS_KEY, CollectConfig
 from radar_pipeline.defs.collection.metadata import collection_markdown, source_metadata
@@ -122,12 +123,15 @@ def signal_materialize(
         },
     )
     next_due = next_due_times(radar, deduped.plan)
+    ids = report.collection_ids or ((report.collection_id,) if report.collection_id else ())
+    with radar.store().transaction() as con:
+        undated = undated_counts(con, ids)
     for src in report.sources:
         if src.outcome == "skipped":
             continue  # not checked: neither materialized nor failed by this run
         passed = src.outcome in ("passed", "not-modified")
         event_type = dg.AssetMaterialization if passed else dg.AssetObservation
-        metadata = source_metadata(src, next_due.get(src.id, "manual"))
+        metadata = source_metadata(src, next_due.get(src.id, "manual"), undated.get(src.id, 0))
         yield event_type(asset_key=SIGNALS_KEY, partition=src.id, metadata=metadata)
     failed = [s for s in report.sources if s.outcome == "failed"]
     if failed:

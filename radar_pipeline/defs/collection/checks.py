@@ -11,6 +11,9 @@ for every other collection run (schedule, backfill, UI) a run status sensor requ
 `signal_checks_after_collection` after a successful run, `signal_checks_after_failed_collection`
 after a run that failed only because some of its Sources failed (its commit went through, so
 the vault and DuckDB changed). A run that died before its commit changed nothing to judge.
+The runs of one launch (one tick of the schedule: a run per block of due Sources) share a
+`radar/launch` tag and are followed by one checks run, requested when the last of them ends;
+check runs queue behind every collection (`dagster/priority`, defs/tags.py).
 From the UI, any check can also be run alone.
 
 How far the checks after a collection read the Signals folder: incrementally
@@ -27,16 +30,18 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from radar_pipeline.core.audit.run import run_audit
-from radar_pipeline.core.clock import parse_utc
+from radar_pipeline.core.clock import as_of_or_now
+from radar_pipeline.defs import tags
 from radar_pipeline.defs.check_results import check_result
-from radar_pipeline.defs.collection.config import SIGNALS_KEY, config_of, failed_sources_of
+from radar_pipeline.defs.collection.config import (
+    SIGNALS_KEY,
+    CollectConfig,
+    config_of,
+    failed_sources_of,
+)
 from radar_pipeline.defs.resources import RadarResource
 
 SIGNAL_CHECKS_JOB_NAME = "signal_checks"
-# Tag of a collection run whose launcher runs the checks itself (the CLI).
-CHECKS_TAG = "radar/checks"
-CHECKS_BY_LAUNCHER = "by-launcher"
-AFTER_RUN_TAG = "radar/after_run"
 
 
 # The daily full read of the Signals folder (UTC): what finds a Signal rewritten in place.
@@ -92,7 +97,7 @@ def provenance_check(config: AuditScope, radar: RadarResource) -> dg.AssetCheckR
 def overdue_check(config: CheckClock, radar: RadarResource) -> dg.AssetCheckResult:
     """Eligible Sources past their cadence, at the collection's clock (0 after a recovery).
     WARN: a failing publisher keeps its Source overdue; that is recorded, not broken."""
-    now = parse_utc(config.as_of) if config.as_of else datetime.now(UTC)
+    now = as_of_or_now(config.as_of)
     return check_result(run_audit("overdue", radar.paths(), now))
 
 
@@ -178,25 +183,65 @@ def signal_checks_after_failed_collection(
     context: dg.RunStatusSensorContext,
 ) -> dg.RunRequest | dg.SkipReason:
     """After a collection run that failed only because Sources failed (its commit recorded
-    them), run the evidence checks once for it, at its clock. A run that died before its
-    commit changed nothing the checks judge."""
-    run = context.dagster_run
-    if failed_sources_of(context.instance, run.run_id) is None:
-        return dg.SkipReason(f"run {run.run_id} failed before its commit")
+    them), run the evidence checks once for it (or for its launch), at its clock. A run that
+    died before its commit changed nothing the checks judge."""
     return _checks_after(context)
 
 
 def _checks_after(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
+    """The checks after a collection run, once per launch: the runs of one launch (one tick of
+    the schedule, split into blocks) are followed by one `signal_checks` run, requested when
+    the last of them ends (by end time, then run id, so exactly one of the two sensors asks),
+    if any of them committed. A run without a launch (a UI materialization, a backfill) is
+    followed on its own."""
     run = context.dagster_run
     collect = config_of(run.run_config)
     if collect is None and not _materialized_signals(context.instance, run.run_id):
         return dg.SkipReason(f"run {run.run_id} collected no Signals")
-    if run.tags.get(CHECKS_TAG) == CHECKS_BY_LAUNCHER:
+    if run.tags.get(tags.CHECKS) == tags.CHECKS_BY_LAUNCHER:
         return dg.SkipReason(f"run {run.run_id}: its launcher ran the checks")
+    launch = run.tags.get(tags.LAUNCH)
+    if not launch:
+        if not _committed(context.instance, run):
+            return dg.SkipReason(f"run {run.run_id} failed before its commit")
+        return _checks_request(f"checks-after:{run.run_id}", run.run_id, collect)
+    records = context.instance.get_run_records(
+        dg.RunsFilter(job_name=run.job_name, tags={tags.LAUNCH: launch})
+    )
+    going = [r.dagster_run.run_id for r in records if not r.dagster_run.is_finished]
+    if going:
+        return dg.SkipReason(
+            f"run {run.run_id}: {len(going)} more run(s) of launch {launch} still going; "
+            "the checks follow the last"
+        )
+    # A canceled run wakes neither sensor: the last run is the last that ended so.
+    ended = [r for r in records if r.dagster_run.status in _SENSED] or records
+    last = max(ended, key=lambda r: (r.end_time or 0.0, r.dagster_run.run_id))
+    if last.dagster_run.run_id != run.run_id:
+        return dg.SkipReason(
+            f"run {run.run_id}: the checks of launch {launch} follow its last run, "
+            f"{last.dagster_run.run_id}"
+        )
+    if not any(_committed(context.instance, r.dagster_run) for r in records):
+        return dg.SkipReason(f"no run of launch {launch} reached its commit")
+    return _checks_request(f"checks-after:{launch}", run.run_id, collect)
+
+
+_SENSED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE)
+
+
+def _committed(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+    """The run's commit went through: it succeeded, or it failed naming its failed Sources."""
+    if run.status == dg.DagsterRunStatus.SUCCESS:
+        return True
+    return failed_sources_of(instance, run.run_id) is not None
+
+
+def _checks_request(key: str, run_id: str, collect: CollectConfig | None) -> dg.RunRequest:
     return dg.RunRequest(
-        run_key=f"checks-after:{run.run_id}",
+        run_key=key,
         run_config=checks_run_config(collect.as_of if collect else ""),
-        tags={AFTER_RUN_TAG: run.run_id},
+        tags={tags.AFTER_RUN: run_id, tags.PRIORITY: str(tags.CHECKS_PRIORITY)},
     )
 
 

@@ -9,13 +9,13 @@ last step with `FAILED_SOURCES` in the failure's metadata).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 import dagster as dg
 from pydantic import Field
 
-from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.clock import as_of_or_now, format_utc
 from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.plan.collection import Mode
 
@@ -40,7 +40,7 @@ class CollectConfig(dg.Config):
     launch: str = ""
 
     def clock(self) -> datetime:
-        return parse_utc(self.as_of) if self.as_of else datetime.now(UTC)
+        return as_of_or_now(self.as_of)
 
 
 def collect_run_config(

@@ -4,33 +4,38 @@ Two layers, because Dagster's FreshnessPolicy is evaluated per asset, not per pa
 looks at the latest materialization of any partition):
 - `signals` carries a time-window FreshnessPolicy: the whole Radar is late when no Source has
   succeeded for a day (warn after 7 h: the default 6 h cadence plus the 1 h overlap).
-- The partitioned check `on_cadence` says, per Source partition, whether the Source is late:
-  its cadence passed without a success, plus `LATE_GRACE` so a check one sensor tick late is
-  not. `source_freshness_sensor` launches a check-only run for a partition whenever its verdict
-  flips (late, or on time again), so every partition shows late or on time in the UI.
+- The check `on_cadence` says which Sources are late: their cadence passed without a
+  success, plus `LATE_GRACE` so a check one sensor tick late is not; its Markdown table lists
+  every Source with its cadence, last success and since when it is overdue.
+  `source_freshness_sensor` launches one check-only run in a tick in which any Source's
+  verdict flipped (late, or on time again), never a run per Source.
 
-Why check-only runs and not runless check evaluations from the sensor: Dagster 1.13 stores a
-runless evaluation of a partitioned check under run id "" and a unique key (check, run id,
-partition), so a second runless verdict for the same partition fails with an IntegrityError.
-Verdicts flip rarely (a Source falls behind, then recovers), so the runs stay few.
+Why one verdict over all Sources and not one per partition: Dagster records a partitioned
+check's result per partition only in a run of that one partition (in a range run the
+partitions stay PLANNED and one result is kept), and a runless evaluation of a partitioned
+check cannot be repeated for the same partition (an IntegrityError in Dagster 1.13). A run per
+Source is what a burst must not cost (a first start flips every Source at once), so the check
+judges all Sources in one run, as the evidence checks do; the Source that fails stays a failed
+partition of `signals` itself.
 """
 
+import hashlib
 import json
-import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.plan.collection import SourceTiming, source_timings
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.defs import tags
 from radar_pipeline.defs.collection.config import SIGNALS_KEY, config_of
 from radar_pipeline.defs.collection.sensors import TICK_SECONDS, evaluation_time
-from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sources_partitions
+from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource
 
 ON_CADENCE = "on_cadence"
@@ -71,41 +76,30 @@ def _timings(radar: RadarResource, now: datetime) -> tuple[SourceTiming, ...]:
 def _run_clock(run_config: Mapping[str, Any]) -> datetime:
     """The clock of the collection this check runs in (its `as_of`), else the sensors' clock."""
     config = config_of(run_config)
-    return parse_utc(config.as_of) if config is not None and config.as_of else evaluation_time()
+    return config.clock() if config is not None and config.as_of else evaluation_time()
 
 
-def _on_cadence(
+@dg.asset_check(asset=SIGNALS_KEY, name=ON_CADENCE, blocking=False)
+def on_cadence_check(
     context: dg.AssetCheckExecutionContext, radar: RadarResource
 ) -> dg.AssetCheckResult:
-    """The checked Sources are on cadence: each succeeded less than one cadence (plus
-    `LATE_GRACE`) ago; `manual` and ineligible Sources are never late. WARN, not ERROR: a
-    failing publisher keeps its Source late, which is recorded, not broken. Run per partition
-    by `source_freshness_sensor`; in a range run Dagster keeps one result for all its Sources."""
+    """Every Source is on cadence: each succeeded less than one cadence (plus `LATE_GRACE`)
+    ago; `manual` and ineligible Sources are never late. WARN, not ERROR: a failing publisher
+    keeps its Source late, which is recorded, not broken. `overdue` counts the late ones; the
+    table lists every Source."""
     now = _run_clock(context.run.run_config or {})
-    keys = set(context.partition_keys)
-    timings = [t for t in _timings(radar, now) if t.source_id in keys]
+    timings = list(_timings(radar, now))
     late = [t for t in timings if is_late(t, now)]
     return dg.AssetCheckResult(
         passed=not late,
         severity=dg.AssetCheckSeverity.WARN,
         metadata={
             "overdue": len(late),
+            "late": ", ".join(t.source_id for t in late) or "none",
             "as_of": format_utc(now),
             "sources": dg.MetadataValue.md(cadence_table(timings)),
         },
     )
-
-
-with warnings.catch_warnings():
-    # Partitioned asset checks are a Dagster preview feature, used on purpose (per-Source
-    # evidence); its warning would otherwise land on the stderr of every `radar` command.
-    warnings.simplefilter("ignore", dg.PreviewWarning)
-    on_cadence_check = dg.asset_check(
-        asset=SIGNALS_KEY,
-        name=ON_CADENCE,
-        partitions_def=sources_partitions,
-        blocking=False,
-    )(_on_cadence)
 
 
 cadence_check_job = dg.define_asset_job(
@@ -131,9 +125,10 @@ def is_late(timing: SourceTiming, now: datetime) -> bool:
 def source_freshness_sensor(
     context: dg.SensorEvaluationContext, radar: RadarResource
 ) -> dg.SensorResult:
-    """A check-only `on_cadence` run for each Source partition whose verdict flipped since the
-    last tick (the first tick reports only the late ones). The run key names the verdict and
-    the lastSuccessAt it is about, so the same flip never runs twice."""
+    """One check-only `on_cadence` run in a tick in which some Source partition's verdict
+    flipped since the last tick (the first tick: when some Source is late), whatever the
+    number of Sources that flipped. The run key names the verdicts it is about, so the same
+    state never runs twice."""
     now = evaluation_time()
     partitions = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     by_id = {t.source_id: t for t in _timings(radar, now)}
@@ -142,28 +137,21 @@ def source_freshness_sensor(
     except json.JSONDecodeError:
         previous = {}
     current: dict[str, bool] = {}
-    requests: list[dg.RunRequest] = []
     for source_id in partitions:
         timing = by_id.get(source_id)
-        late = timing is not None and is_late(timing, now)
-        current[source_id] = late
-        if previous.get(source_id, False) == late:
-            continue
-        last = timing.last_success_at if timing else None
-        verdict = "late" if late else "on-time"
-        requests.append(
-            dg.RunRequest(
-                run_key=f"on_cadence:{source_id}:{verdict}:{format_utc(last) if last else 'never'}",
-                # A checks-only job has no PartitionsDefinition in Dagster 1.13 (partition_key
-                # is refused); the partition tag scopes the check to this Source.
-                tags={
-                    "dagster/partition": source_id,
-                    "radar/trigger": "freshness",
-                    "radar/verdict": verdict,
-                },
-            )
-        )
+        current[source_id] = timing is not None and is_late(timing, now)
+    flipped = [s for s in partitions if previous.get(s, False) != current[s]]
     cursor = json.dumps(current, sort_keys=True)
-    if not requests:
+    if not flipped:
         return dg.SensorResult(skip_reason="no Source changed its cadence verdict", cursor=cursor)
-    return dg.SensorResult(run_requests=requests, cursor=cursor)
+    late = sum(current.values())
+    digest = hashlib.sha256(cursor.encode("utf-8")).hexdigest()[:16]
+    request = dg.RunRequest(
+        run_key=f"on_cadence:{format_utc(now)}:{digest}",
+        tags={
+            tags.TRIGGER: "freshness",
+            tags.VERDICT: f"{late} late, {len(flipped)} changed",
+            tags.PRIORITY: str(tags.CHECKS_PRIORITY),
+        },
+    )
+    return dg.SensorResult(run_requests=[request], cursor=cursor)

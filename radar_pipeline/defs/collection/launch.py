@@ -23,15 +23,10 @@ from radar_pipeline.core.reports import CollectionReport, Counts
 from radar_pipeline.core.store.collections import report_for
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.feed_state import load_states
-from radar_pipeline.defs.collection.checks import (
-    AFTER_RUN_TAG,
-    CHECKS_BY_LAUNCHER,
-    CHECKS_TAG,
-    SIGNAL_CHECKS_JOB_NAME,
-    checks_run_config,
-)
+from radar_pipeline.defs import tags as run_tags
+from radar_pipeline.defs.collection.checks import SIGNAL_CHECKS_JOB_NAME, checks_run_config
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, collect_run_config
-from radar_pipeline.defs.partitions import sync_partitions
+from radar_pipeline.defs.partitions import partition_blocks, sync_partitions
 
 # The runs' own log stays in the Dagster event log (the UI shows it, stack traces included); the
 # terminal gets the report, and a run that could not collect becomes one CollectionError line.
@@ -110,20 +105,6 @@ def _recorded_report(store: Store, result: dg.ExecuteInProcessResult) -> Collect
     return report
 
 
-def partition_blocks(keys: list[str], checked: tuple[str, ...]) -> list[list[str]]:
-    """The Sources to check as contiguous blocks of the partition order, the block holding
-    the most urgent Source (first in `checked`, recovery priority order) first."""
-    position = {key: n for n, key in enumerate(keys)}
-    blocks: list[list[str]] = []
-    for key in sorted(checked, key=position.__getitem__):
-        if blocks and position[blocks[-1][-1]] == position[key] - 1:
-            blocks[-1].append(key)
-        else:
-            blocks.append([key])
-    urgency = {sid: n for n, sid in enumerate(checked)}
-    return sorted(blocks, key=lambda block: min(urgency[s] for s in block))
-
-
 def _collect(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
@@ -136,12 +117,11 @@ def _collect(
 ) -> dg.ExecuteInProcessResult:
     """One run of `collect_signals` over one contiguous block of partitions."""
     tags = {
-        "dagster/asset_partition_range_start": block[0],
-        "dagster/asset_partition_range_end": block[-1],
-        "radar/trigger": trigger,
-        "radar/mode": mode,
-        "radar/launch": launch,
-        CHECKS_TAG: CHECKS_BY_LAUNCHER,
+        **run_tags.partition_range(block[0], block[-1]),
+        run_tags.TRIGGER: trigger,
+        run_tags.MODE: mode,
+        run_tags.LAUNCH: launch,
+        run_tags.CHECKS: run_tags.CHECKS_BY_LAUNCHER,
     }
     sources = list(dict.fromkeys(block + skipped))
     config = collect_run_config(mode, sources, as_of, trigger, launch)
@@ -157,7 +137,7 @@ def _run_checks(
     result = defs.resolve_job_def(SIGNAL_CHECKS_JOB_NAME).execute_in_process(
         run_config=checks_run_config(format_utc(as_of)) | QUIET_LOGGERS,
         instance=instance,
-        tags={AFTER_RUN_TAG: run_id, "radar/trigger": "cli"},
+        tags={run_tags.AFTER_RUN: run_id, run_tags.TRIGGER: "cli"},
         raise_on_error=False,
     )
     return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import dagster as dg
 
-from radar_pipeline.core.collect.accounting import OUTCOME_KEYS
 from radar_pipeline.core.reports import CollectionReport, PageFigures, SourceReport
 
-_COLUMNS = ("id", "outcome", "httpStatus", *OUTCOME_KEYS, "error")
+
+def _columns() -> tuple[str, ...]:
+    # Imported here: the accounting module pulls in the commit and the fetcher (httpx), which
+    # only a collection run needs, not every process that loads the definitions.
+    from radar_pipeline.core.collect.accounting import OUTCOME_KEYS
+
+    return ("id", "outcome", "httpStatus", *OUTCOME_KEYS, "error")
+
 
 # Values a Dagster metadata entry can hold as they are (the rest go through MetadataValue).
 MetadataEntry = str | int | float | bool | dg.MetadataValue
@@ -22,20 +28,24 @@ def collection_markdown(report: CollectionReport) -> str:
         f"reused {t.reused} · updated {t.updated} · duplicates "
         f"{t.duplicates} · rejected {t.rejected}\n\n"
     )
-    lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
+    columns = _columns()
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for src in report.sources:
         entry = src.to_json()  # the table shows the entry as the JSON spells it
         cells = [
-            str(entry[c] if entry[c] is not None else "–").replace("|", "\\|") for c in _COLUMNS
+            str(entry[c] if entry[c] is not None else "–").replace("|", "\\|") for c in columns
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return head + "\n".join(lines)
 
 
-def source_metadata(src: SourceReport, next_due: str = "") -> dict[str, MetadataEntry]:
+def source_metadata(
+    src: SourceReport, next_due: str = "", undated: int = 0
+) -> dict[str, MetadataEntry]:
     """One Source at a glance on its partition page (figures the UI also plots over time):
     last outcome, HTTP status, counts, next due time, backoff and last error class (and, for
-    a page-extraction Source, its page figures)."""
+    a page-extraction Source, its page figures). `undated`: eligible items without a date
+    read from the feed's text (always inside the window: counted, not silent)."""
     return {
         **_page_metadata(src.pages),
         "outcome": src.outcome,
@@ -46,10 +56,13 @@ def source_metadata(src: SourceReport, next_due: str = "") -> dict[str, Metadata
         "duplicates": src.duplicates,
         "rejected": src.rejected,
         # The accounting (invariant 14): items_parsed = created + reused + updated +
-        # duplicates + rejected + deferred + outside_window.
+        # duplicates + rejected + deferred + outside_window + filtered (items the Source's
+        # include/exclude rules dropped; each rule is in DuckDB's item_observations).
         "deferred": src.deferred,
         "outside_window": src.outside_window,
+        "filtered": src.filtered,
         "late": src.late,
+        "undated": undated,
         "possible_gap": src.possible_gap,
         "next_due_at": next_due,
         "backoff_until": src.backoff_until or "",

@@ -1,65 +1,103 @@
-"""The collection schedule: every minute, one run per due Source partition.
+"""The collection schedule: every minute, one run per contiguous block of due Sources.
 
 One schedule for every Source, not one per Source: each Source's cadence is written in its
 file (editable at any time) and its due-ness depends on DuckDB state (lastSuccessAt,
 backoff), so a cron per Source would have to be rebuilt whenever a file changes and would
 still have to read the same state. Instead the schedule ticks every minute and asks the
-planner's due rule (core/plan: each Source on its own grid of stable offsets) which Sources
-are due now. Each due Source gets one run with run key `<source>:<due slot>`, so a slot never
-launches twice, however often the schedule ticks, and a Source still due a minute later (its
-run queued, or failed and out of backoff within the same slot) is not asked for again.
+planner which Sources a `due` collection would check now (`preview_collection`: the due rule
+of core/plan, each Source on its own grid, not in backoff, no publisher's wait pending).
+
+A tick's due Sources become one run per contiguous block of them in partition order (the
+range tags), exactly as `radar collect` splits its collection (`partition_blocks`): a run
+costs a fresh interpreter and its start-up, so a burst of 200 due Sources is a few runs, not
+200. A block holds only Sources the run checks: Dagster marks every partition of a failed
+range run that got no materialization as failed, so a Source that is not due must not lie
+inside the range of a run in which another Source fails. A failing Source is so exactly one
+failed partition, whichever block it rode in.
+
+Exactly one run per Source per slot (the slot: `due_slot`, the Source's cadence-long window
+on its own grid). A Source is not requested again while a collection run covering it is
+queued or running (its state changes only at that run's commit, so it still looks due), nor
+again in a slot in which a run of this schedule already covered it (a Source that failed and
+came out of backoff within the same slot waits for its next slot). Each run records the clock
+it was decided with (`radar/tick`), which is what says in which slot each of its Sources was.
 
 No replay: after any downtime the daemon evaluates only the latest tick of this schedule
 (Dagster does not catch up missed ticks of a schedule without a partition set), and that tick
-reads the state now: each overdue Source gets exactly one current run, whatever number of its
-slots went by.
+reads the state now: each overdue Source gets exactly one current check, whatever number of
+its slots went by.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.config import Settings
-from radar_pipeline.core.plan.collection import SourceTiming, source_timings
+from radar_pipeline.core.plan.collection import (
+    CollectionSpec,
+    SourceTiming,
+    preview_collection,
+    source_timings,
+)
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.defs import tags
 from radar_pipeline.defs.collection.config import collect_run_config
 from radar_pipeline.defs.collection.jobs import collect_job
-from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
+from radar_pipeline.defs.collection.sensors import run_sources
+from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, partition_blocks
 from radar_pipeline.defs.resources import RadarResource
 
 COLLECT_CRON = "* * * * *"
-RUN_KEY_TAG = "dagster/run_key"
 TRIGGER = "schedule"
-
-
-def run_key(timing: SourceTiming) -> str:
-    """`<source>:<due slot>`: one slot of one Source launches at most one run, ever."""
-    return f"{timing.source_id}:{format_utc(timing.slot)}"
+# A run that has not ended yet still owns its Sources.
+IN_FLIGHT = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+# How many of this schedule's runs one page of the slot look-up reads (newest first).
+RUNS_PAGE = 200
 
 
 def queue_priority(timing: SourceTiming) -> int:
     """`dagster/priority` for the run queue (higher first): critical, then primary/discovery,
-    then the rest; inside a group high > normal > low."""
+    then the rest; inside a group high > normal > low. Always 0 or more, above the checks'."""
     group, within = timing.rank
     return 10 * (2 - group) + (3 - within)
 
 
-def due_run_request(timing: SourceTiming, as_of: str) -> dg.RunRequest:
-    """One per-partition run of `collect_signals` in mode `due` for one Source."""
+def block_run_key(tick: datetime, block: Sequence[str]) -> str:
+    """`due:<tick clock>:<first>..<last>`: the same decision never launches twice."""
+    return f"due:{format_utc(tick)}:{block[0]}..{block[-1]}"
+
+
+def block_run_request(
+    block: Sequence[str],
+    timings: Mapping[str, SourceTiming],
+    tick: datetime,
+    as_of: str,
+    launch: str,
+) -> dg.RunRequest:
+    """One run of `collect_signals` in mode `due` over one contiguous block of partitions,
+    ranked in the queue by its most urgent Source."""
     clock = parse_utc(as_of) if as_of else None
     return dg.RunRequest(
-        run_key=run_key(timing),
-        partition_key=timing.source_id,
-        run_config=collect_run_config("due", [timing.source_id], clock, TRIGGER),
+        run_key=block_run_key(tick, block),
+        run_config=collect_run_config("due", list(block), clock, TRIGGER, launch),
         tags={
-            "dagster/priority": str(queue_priority(timing)),
-            "radar/trigger": TRIGGER,
-            "radar/mode": "due",
-            "radar/slot": format_utc(timing.slot),
+            **tags.partition_range(block[0], block[-1]),
+            tags.PRIORITY: str(max(queue_priority(timings[s]) for s in block)),
+            tags.TRIGGER: TRIGGER,
+            tags.MODE: "due",
+            tags.TICK: format_utc(tick),
+            tags.LAUNCH: launch,
         },
     )
 
@@ -74,9 +112,54 @@ def schedule_clock(context: dg.ScheduleEvaluationContext) -> tuple[datetime, str
     return (scheduled.astimezone(UTC) if scheduled else datetime.now(UTC)), ""
 
 
-def _spent(instance: dg.DagsterInstance, key: str) -> bool:
-    """A run with this run key exists already (launched by this schedule or an earlier one)."""
-    return bool(instance.get_run_ids(dg.RunsFilter(tags={RUN_KEY_TAG: key}), limit=1))
+def _launch_id(context: dg.ScheduleEvaluationContext, tick: datetime) -> str:
+    """The id the runs of one tick share (the checks follow the tick, not each run): the
+    tick's own instant, and the clock it decided with (a simulation holds that one still)."""
+    scheduled = context.scheduled_execution_time or datetime.now(UTC)
+    return f"schedule:{scheduled.astimezone(UTC).isoformat()}:{format_utc(tick)}"
+
+
+def taken_sources(
+    instance: dg.DagsterInstance,
+    candidates: Mapping[str, SourceTiming],
+    partitions: Sequence[str],
+) -> set[str]:
+    """The candidates a run already owns: covered by a collection run that has not ended (of
+    any launcher), or covered in their current slot by a run of this schedule."""
+    taken: set[str] = set()
+    for run in instance.get_runs(dg.RunsFilter(job_name=collect_job.name, statuses=IN_FLIGHT)):
+        taken.update(run_sources(run.tags, run.run_config or {}, partitions))
+    oldest_slot = min((t.slot for t in candidates.values()), default=None)
+    if oldest_slot is None:
+        return taken
+    for run in _schedule_runs_since(instance, oldest_slot):
+        tick = parse_utc(run.tags[tags.TICK])
+        for sid in run_sources(run.tags, run.run_config or {}, partitions):
+            timing = candidates.get(sid)
+            if timing is not None and tick >= timing.slot:
+                taken.add(sid)
+    return taken
+
+
+def _schedule_runs_since(instance: dg.DagsterInstance, since: datetime) -> Iterable[dg.DagsterRun]:
+    """This schedule's runs decided at or after `since`, newest first, read page by page."""
+    cursor: str | None = None
+    while True:
+        page = instance.get_runs(
+            dg.RunsFilter(job_name=collect_job.name, tags={tags.TRIGGER: TRIGGER}),
+            cursor=cursor,
+            limit=RUNS_PAGE,
+        )
+        for run in page:
+            tick = run.tags.get(tags.TICK)
+            if tick is None:
+                continue  # launched before runs recorded their tick: no slot to compare
+            if parse_utc(tick) < since:
+                return
+            yield run
+        if len(page) < RUNS_PAGE:
+            return
+        cursor = page[-1].run_id
 
 
 @dg.schedule(
@@ -85,31 +168,37 @@ def _spent(instance: dg.DagsterInstance, key: str) -> bool:
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
     description=(
-        "Every minute: one run of `collect_signals` per due Source partition (its cadence "
-        "passed on its own grid, not in backoff), run key `<source>:<due slot>`, critical "
-        "Sources first. Missed ticks are never replayed: after downtime, one run per overdue "
-        "Source."
+        "Every minute: the due Sources (cadence passed on their own grid, not in backoff) as "
+        "one run of `collect_signals` per contiguous block of Source partitions, the block of "
+        "the most urgent Source first; a Source's slot is collected once. Missed ticks are "
+        "never replayed: after downtime, one current check per overdue Source."
     ),
 )
 def due_sources_schedule(
     context: dg.ScheduleEvaluationContext, radar: RadarResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
-    """One run per due Source partition whose slot has no run yet, in recovery priority order
-    (critical, then primary/discovery, then the rest). A Source that is not yet a partition
-    waits one tick for the registry sensor to add it."""
+    """One run per contiguous block (in partition order) of the Sources a `due` collection
+    would check now, leaving out those a run already owns (`taken_sources`); blocks in
+    recovery priority order (critical, then primary/discovery, then the rest). A Source that
+    is not yet a partition waits one tick for the registry sensor to add it."""
     now, as_of = schedule_clock(context)
     paths = radar.paths()
-    partitions = set(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
+    partitions = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     snapshot = load_registry(paths.vault)
     with radar.store().transaction() as con:
         states = load_states(con)
-    requests = [
-        due_run_request(timing, as_of)
-        for timing in source_timings(snapshot, states, now)
-        if timing.due
-        and timing.source_id in partitions
-        and not _spent(context.instance, run_key(timing))
-    ]
-    if not requests:
+    preview = preview_collection(
+        CollectionSpec("preview", "due", now, (), TRIGGER), snapshot, states
+    )
+    timings = {t.source_id: t for t in source_timings(snapshot, states, now)}
+    known = set(partitions)
+    candidates = {s: timings[s] for s in preview.checked if s in known and s in timings}
+    taken = taken_sources(context.instance, candidates, partitions) if candidates else set()
+    due = tuple(s for s in candidates if s not in taken)
+    if not due:
         return dg.SkipReason(f"no Source due at {format_utc(now)} without a run in its slot")
-    return requests
+    launch = _launch_id(context, now)
+    return [
+        block_run_request(block, timings, now, as_of, launch)
+        for block in partition_blocks(partitions, due)
+    ]

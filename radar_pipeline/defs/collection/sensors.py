@@ -5,13 +5,15 @@ clock variable (`RADAR_AS_OF`) as `evaluation_time` here.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import dagster as dg
 
+from radar_pipeline.core.clock import as_of_or_now
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.store.dead_letters import record_run_failure
+from radar_pipeline.defs import tags
 from radar_pipeline.defs.collection.config import (
     COLLECT_JOB_NAME,
     SIGNALS_KEY,
@@ -22,9 +24,6 @@ from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource
 
 TICK_SECONDS = 60
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
-PARTITION_TAG = "dagster/partition"
 
 
 def evaluation_time(environ: Mapping[str, str] | None = None) -> datetime:
@@ -33,22 +32,23 @@ def evaluation_time(environ: Mapping[str, str] | None = None) -> datetime:
     The same variable is passed on to the runs a sensor requests, so the run decides with the
     clock the sensor decided with (as `radar collect --as-of` does for one command).
     """
-    as_of = Settings.from_env(environ).as_of
-    return as_of if as_of is not None else datetime.now(UTC)
+    return as_of_or_now(Settings.from_env(environ).as_of_text)
 
 
 def run_sources(
-    tags: Mapping[str, str], run_config: Mapping[str, Any], partitions: Sequence[str]
+    run_tags: Mapping[str, str], run_config: Mapping[str, Any], partitions: Sequence[str]
 ) -> list[str]:
     """The Sources a run covered: its partition, or its partition range (in partition order)
     narrowed to the selection in its config; keys that are not Source partitions are ignored
     (a run of another asset). A launcher's config may also name Sources it expected to skip
     (in backoff), outside the range: they are not the run's to check, so not counted here."""
-    if tags.get(PARTITION_TAG):
-        keys = [tags[PARTITION_TAG]]
-    elif tags.get(RANGE_START_TAG) in partitions and tags.get(RANGE_END_TAG) in partitions:
-        start = partitions.index(tags[RANGE_START_TAG])
-        end = partitions.index(tags[RANGE_END_TAG])
+    if run_tags.get(tags.PARTITION):
+        keys = [run_tags[tags.PARTITION]]
+    elif (
+        run_tags.get(tags.RANGE_START) in partitions and run_tags.get(tags.RANGE_END) in partitions
+    ):
+        start = partitions.index(run_tags[tags.RANGE_START])
+        end = partitions.index(run_tags[tags.RANGE_END])
         keys = list(partitions[start : end + 1])
     else:
         keys = []

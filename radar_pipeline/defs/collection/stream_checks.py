@@ -20,7 +20,8 @@ from radar_pipeline.defs.resources import RadarResource
 @dg.asset_check(asset=SIGNALS_KEY, name="accounting", blocking=False)
 def accounting_check(radar: RadarResource) -> dg.AssetCheckResult:
     """Every item a recorded check parsed is in exactly one outcome: itemsParsed = created +
-    reused + updated + duplicates + rejected + deferred + outsideWindow, one observation each."""
+    reused + updated + duplicates + rejected + deferred + outsideWindow + filtered, one
+    observation each."""
     return check_result(run_audit("accounting", radar.paths(), datetime.now(UTC)))
 
 

@@ -5,8 +5,6 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from radar_pipeline.core.audit.evidence import evidence_snapshot as build_snapshot
-from radar_pipeline.core.audit.evidence import evidence_text
 from radar_pipeline.defs.cleanup.assets import weekly_cleanup
 from radar_pipeline.defs.collection.config import SIGNALS_KEY
 from radar_pipeline.defs.registry.assets import source_registry
@@ -19,6 +17,11 @@ def evidence_snapshot(radar: RadarResource) -> dg.MaterializeResult:  # type: ig
     apart, the last collection's recovery and what stayed overdue after it, retained temporary
     text and the last weekly close, and every audit's verdict. The same object as
     `radar report --json`, so the UI plots its figures over time."""
+    # Imported here: the snapshot reads the collection reports, whose module pulls in the
+    # fetcher (httpx); loading the definitions should not.
+    from radar_pipeline.core.audit.evidence import evidence_snapshot as build_snapshot
+    from radar_pipeline.core.audit.evidence import evidence_text
+
     report = build_snapshot(radar.paths(), datetime.now(UTC))
     checks = report["checks"]
     return dg.MaterializeResult(

@@ -1,0 +1,487 @@
+"""`make soak` (`python -m benchmarks.soak [--days 7]`): a simulated week of the real
+`dagster-daemon` against loopback feeds, then the verdict and the figures.
+
+The clock of the schedule, the sensors and their runs is `RADAR_AS_OF`, read when the daemon
+starts; so the week is a series of steps 12 simulated hours apart, each one a daemon start
+with the step's clock, run until its runs are done and the instance has been quiet for a
+while, then stopped with Ctrl-C. Twice the daemon is killed instead (SIGKILL to its whole
+process group while a collection run is going) and started again on the same clock: run
+monitoring (its timeout shortened here) fails the dead run, and the retry or the next slot
+collects its Sources.
+
+The feeds (radar_pipeline_tests/feedserver.py, on 127.0.0.1) publish two items per Source per
+step, dated on the simulated clock. `down` answers 503 for a day, `limited` answers 429 with
+`Retry-After: 5 h` for a day, `gone` answers 410 from three quarters of the week on. The
+weekly close is run at its scheduled instant (Sunday 00:00 of the simulated week) with `radar
+cleanup --as-of` (the daemon's weekly schedule ticks on the real clock, so a simulated week
+cannot reach it). Runs older than `RADAR_RUN_RETENTION_DAYS=2` are pruned by the daily
+schedule as the week goes.
+
+At the end it asserts:
+- every item published inside the recovery window is exactly one Signal (and no Signal is of
+  an item never published), and every check's items add up (itemsParsed = its observations);
+- the failed partitions of `signals` are exactly the Sources failing at the end (`gone`);
+- the weekly close ran on schedule and retained 0 files;
+- a last `radar history prune --keep-days 1` deletes runs, and the checks above are made
+  after it (so pruning changed nothing a partition shows);
+and writes runs, CPU, bytes per run and the sizes of DAGSTER_HOME and the DuckDB file to
+benchmarks/results/soak.md and soak.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from benchmarks.measure import REPO, machine
+from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.vault.signals import SIGNALS_DIR, list_signal_ids, read_signal_frontmatter
+from radar_pipeline.defs.collection.config import SIGNALS_KEY
+from radar_pipeline.defs.instance import open_instance
+from radar_pipeline.defs.partitions import sources_partitions, sync_partitions
+from radar_pipeline_tests.daemonkit import group_alive, read_db, write_instance_yaml
+from radar_pipeline_tests.feedserver import FeedServer, RequestHandler
+from radar_pipeline_tests.vaultkit import write_source
+
+BIN = Path(sys.executable).parent
+CLOSE = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)  # a Sunday: the weekly close of the week
+STEP = timedelta(hours=12)
+STEADY = ("steady-a", "steady-b", "steady-c", "fulltext-a", "fulltext-b")
+SOURCES = (*STEADY, "down", "limited", "gone")
+QUIET_S = 35  # the instance is idle this long: the sensors (30-60 s) have had their say
+STEP_DEADLINE_S = 1500  # a loaded shared machine queues runs for minutes
+RETENTION_DAYS = 2
+# Monitoring fails a run whose process died after this long (the repository's is an hour).
+MONITORING = {"run_monitoring": {"max_runtime_seconds": 90, "poll_interval_seconds": 10}}
+ENDED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+
+
+@dataclass
+class Feeds:
+    """Every Source's feed on the simulated clock: item k is published at start + k * STEP/2
+    minus 30 minutes; the feed shows the latest 40 published items."""
+
+    start: datetime
+    steps: int
+    clock: datetime = field(init=False)
+    served: dict[str, int] = field(default_factory=dict)  # status -> count
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.clock = self.start
+
+    def step_of(self, when: datetime) -> int:
+        return int((when - self.start) / STEP)
+
+    def trouble(self, sid: str, when: datetime) -> int | None:
+        """The error status `sid` answers at `when`, or None when it serves its feed."""
+        step = self.step_of(when)
+        quarter = self.steps // 4
+        if sid == "down" and quarter <= step < quarter + 2:
+            return 503
+        if sid == "limited" and 2 * quarter - 1 <= step < 2 * quarter + 1:
+            return 429
+        if sid == "gone" and step >= 3 * quarter:
+            return 410
+        return None
+
+    def published(self, sid: str, until: datetime) -> list[tuple[str, datetime]]:
+        """(guid, date) of every item `sid` published up to `until`: a Source that is gone
+        publishes nothing more."""
+        items = []
+        k = 0
+        while (date := self.start + k * STEP / 2 - timedelta(minutes=30)) <= until:
+            # The feed goes away before anyone could read its last half-step: those items were
+            # never published to anyone.
+            if sid == "gone" and self.trouble(sid, date + STEP) == 410:
+                break
+            items.append((f"{sid}-{k}", date))
+            k += 1
+        return items
+
+    def handler(self, sid: str) -> Any:
+        def handle(req: RequestHandler) -> None:
+            with self.lock:
+                now = self.clock
+            status = self.trouble(sid, now)
+            with self.lock:
+                self.served[str(status or 200)] = self.served.get(str(status or 200), 0) + 1
+            if status is not None:
+                headers = {"Content-Type": "text/plain"}
+                if status == 429:
+                    headers["Retry-After"] = "18000"  # 5 h
+                req.send_simple(status, b"not now", headers)
+                return
+            items = self.published(sid, now)[-40:]
+            etag = f'"{sid}-{len(items)}-{items[-1][0] if items else ""}"'
+            if req.headers.get("If-None-Match") == etag:
+                req.send_simple(304, b"", {"ETag": etag})
+                return
+            req.send_simple(200, self.body(sid, items), {"ETag": etag, **RSS})
+
+        return handle
+
+    def body(self, sid: str, items: list[tuple[str, datetime]]) -> bytes:
+        full = sid.startswith("fulltext")
+        parts = []
+        for guid, date in reversed(items):
+            content = (
+                f"<content:encoded><![CDATA[<p>Full text of {guid}. {'Lorem ipsum. ' * 30}</p>]]>"
+                "</content:encoded>"
+                if full
+                else ""
+            )
+            parts.append(
+                f"<item><title>Release {guid}</title><link>https://soak.example/{sid}/{guid}</link>"
+                f'<guid isPermaLink="false">{guid}</guid>'
+                f"<pubDate>{date.strftime('%a, %d %b %Y %H:%M:%S +0000')}</pubDate>"
+                f"<description>Summary of {guid}</description>{content}</item>"
+            )
+        return (
+            '<?xml version="1.0" encoding="UTF-8"?><rss version="2.0" '
+            'xmlns:content="http://purl.org/rss/1.0/modules/content/"><channel>'
+            f"<title>{sid}</title><link>https://soak.example/</link><description>soak"
+            "</description>" + "".join(parts) + "</channel></rss>"
+        ).encode()
+
+
+RSS = {"Content-Type": "application/rss+xml; charset=utf-8"}
+
+
+@dataclass
+class Soak:
+    root: Path
+    feeds: Feeds
+    server: FeedServer
+    runs: dict[str, str] = field(default_factory=dict)  # run id -> job name, ever seen
+    shard_bytes: dict[str, int] = field(default_factory=dict)  # ended run -> its shard's size
+    cpu_s: float = 0.0
+    starts: int = 0
+    kills: int = 0
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def vault(self) -> Path:
+        return self.root / "vault"
+
+    @property
+    def db(self) -> Path:
+        return self.root / "radar.duckdb"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "dagster_home"
+
+    def environ(self, as_of: datetime) -> dict[str, str]:
+        return {
+            **os.environ,
+            "RADAR_VAULT": str(self.vault),
+            "RADAR_DB": str(self.db),
+            "DAGSTER_HOME": str(self.home),
+            "RADAR_ALLOWED_PRIVATE_HOSTS": "127.0.0.1,localhost",
+            "RADAR_AS_OF": format_utc(as_of),
+            "RADAR_RUN_RETENTION_DAYS": str(RETENTION_DAYS),
+        }
+
+    def set_up(self) -> None:
+        (self.vault / "Radar" / "Sources").mkdir(parents=True)
+        (self.vault / "Site Content").mkdir(parents=True)
+        for sid in SOURCES:
+            full = "feed-content" if sid.startswith("fulltext") else "none"
+            write_source(self.vault, sid, self.server.url(f"/{sid}.xml"), fullText=full)
+            self.server.add(f"/{sid}.xml", handler=self.feeds.handler(sid))
+        write_instance_yaml(self.home, MONITORING)
+        with open_instance(self.home) as instance:
+            sync_partitions(instance, sorted(SOURCES))
+
+    def step(self, as_of: datetime, kill: bool) -> None:
+        """One daemon start on the clock `as_of`, until its runs are done (killed once
+        mid-run first when `kill`)."""
+        with self.feeds.lock:
+            self.feeds.clock = as_of
+        started = time.time()
+        if kill:
+            proc = self._start(as_of)
+            try:
+                self._wait(started, proc, kill_at_first_run=True)
+            finally:  # also when the wait fails or is interrupted: no daemon outlives the soak
+                self._kill(proc)
+        # After a kill, the step's runs include the killed one: it ends when monitoring
+        # fails it, and its retry (or the next slot) collects its Sources.
+        proc = self._start(as_of)
+        try:
+            self._wait(started, proc, kill_at_first_run=False)
+        finally:
+            self._stop(proc)
+
+    def _start(self, as_of: datetime) -> subprocess.Popen[bytes]:
+        self.starts += 1
+        log = (self.root / "daemon.log").open("ab")
+        proc = subprocess.Popen(
+            [str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
+            env=self.environ(as_of),
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return proc
+
+    def _wait(self, started: float, proc: subprocess.Popen[bytes], kill_at_first_run: bool) -> None:
+        """Until a collection run of this start exists and every run ended QUIET_S ago (or,
+        when killing, until a collection run of this start is going)."""
+        deadline = time.monotonic() + STEP_DEADLINE_S
+        quiet_since: float | None = None
+        with dg.DagsterInstance.from_config(str(self.home)) as instance:
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"dagster-daemon exited with {proc.returncode}")
+                records = instance.get_run_records(
+                    filters=dg.RunsFilter(created_after=datetime.fromtimestamp(started, UTC))
+                )
+                collected = [r for r in records if r.dagster_run.job_name == "collect_signals"]
+                if kill_at_first_run and any(
+                    r.dagster_run.status == dg.DagsterRunStatus.STARTED for r in collected
+                ):
+                    time.sleep(2)  # inside its steps
+                    return
+                busy = self._observe(instance)
+                if collected and not busy:
+                    quiet_since = quiet_since or time.monotonic()
+                    if time.monotonic() - quiet_since >= QUIET_S:
+                        return
+                else:
+                    quiet_since = None
+                time.sleep(2)
+        raise RuntimeError(f"the step did not settle within {STEP_DEADLINE_S} s")
+
+    def _observe(self, instance: dg.DagsterInstance) -> bool:
+        """Record every run seen (and the shard size of each ended one); True while any run
+        has not ended."""
+        busy = False
+        for record in instance.get_run_records():
+            run = record.dagster_run
+            self.runs[run.run_id] = run.job_name
+            if run.status not in ENDED:
+                busy = True
+            elif run.run_id not in self.shard_bytes:
+                shard = self.home / "history" / "runs" / f"{run.run_id}.db"
+                if shard.exists():
+                    self.shard_bytes[run.run_id] = shard.stat().st_size
+        return busy
+
+    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+        self.kills += 1
+        self.cpu_s += group_cpu_s(proc.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        self._reap(proc)
+        while group_alive(proc.pid):
+            time.sleep(0.2)
+
+    def _stop(self, proc: subprocess.Popen[bytes]) -> None:
+        self.cpu_s += group_cpu_s(proc.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            self._reap(proc)
+        while group_alive(proc.pid):
+            time.sleep(0.2)
+
+    def _reap(self, proc: subprocess.Popen[bytes]) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=60)
+
+    def radar(self, *args: str, as_of: datetime) -> dict[str, Any]:
+        proc = subprocess.run(
+            [str(BIN / "radar"), *args, "--json"],
+            env=self.environ(as_of),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if proc.returncode not in (0, 2):
+            raise RuntimeError(f"radar {' '.join(args)}: {proc.stderr.strip()[-500:]}")
+        result: dict[str, Any] = json.loads(proc.stdout)
+        return result
+
+
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds (user + system) of the daemon's process group so far: every live member's
+    own time plus that of the children it reaped (the code server reaps its run workers). A
+    member that ended unreaped by the group is missed, so this is a lower bound."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in group_alive(pgid):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return total / tick
+
+
+def verdict(soak: Soak, end: datetime, close: dict[str, Any]) -> list[str]:
+    """Every promise of the soak that does not hold (empty: all hold)."""
+    problems: list[str] = []
+    folder = soak.vault / SIGNALS_DIR
+    by_item: dict[tuple[str, str], list[str]] = {}
+    for signal_id in list_signal_ids(soak.vault):
+        fm = read_signal_frontmatter(folder / f"{signal_id}.md")
+        by_item.setdefault((str(fm["sourceId"]), str(fm["sourceItemId"])), []).append(signal_id)
+    window = end - timedelta(days=7, hours=1)
+    published = {
+        (sid, guid)
+        for sid in SOURCES
+        for guid, date in soak.feeds.published(sid, end)
+        if date >= window
+    }
+    problems += [f"published item {k} is no Signal" for k in sorted(published - set(by_item))]
+    problems += [f"item {k} in {len(v)} Signals" for k, v in by_item.items() if len(v) > 1]
+    every = {(sid, guid) for sid in SOURCES for guid, _ in soak.feeds.published(sid, end)}
+    problems += [f"Signal of an item never published: {k}" for k in sorted(set(by_item) - every)]
+    unbalanced = read_db(
+        soak.db,
+        "SELECT a.collection_id, a.source_id, a.items_parsed, count(o.outcome) "
+        "FROM check_accounting a LEFT JOIN item_observations o "
+        "ON o.collection_id = a.collection_id AND o.source_id = a.source_id "
+        "GROUP BY ALL HAVING a.items_parsed <> count(o.outcome)",
+    )
+    problems += [f"check {r[0]} of {r[1]}: {r[2]} items, {r[3]} outcomes" for r in unbalanced]
+    with dg.DagsterInstance.from_config(str(soak.home)) as instance:
+        status = instance.get_status_by_partition(SIGNALS_KEY, list(SOURCES), sources_partitions)
+    failed = sorted(k for k, v in (status or {}).items() if v and v.value == "FAILED")
+    failing = sorted(s for s in SOURCES if soak.feeds.trouble(s, end) is not None)
+    if failed != failing:
+        problems.append(f"failed partitions {failed}, Sources failing at the end {failing}")
+    if close.get("retained") != 0 or not close.get("deleted"):
+        problems.append(f"weekly close: {close}")
+    return problems
+
+
+def size_of(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--days", type=int, default=7, help="simulated days (2 or more)")
+    parser.add_argument("--results", default=str(REPO / "benchmarks" / "results"))
+    args = parser.parse_args(argv)
+    steps = 2 * args.days
+    start = CLOSE - timedelta(days=args.days - 1)
+    kills = {steps // 3, (2 * steps) // 3}
+    started = time.monotonic()
+    server = FeedServer().start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="radar-soak-") as tmp:
+            soak = Soak(Path(tmp), Feeds(start, steps), server)
+            soak.set_up()
+            close: dict[str, Any] = {}
+            for n in range(steps):
+                as_of = start + n * STEP + timedelta(minutes=5)
+                if not close and as_of > CLOSE:
+                    close = soak.radar("cleanup", "--as-of", format_utc(CLOSE), as_of=CLOSE)
+                soak.step(as_of, kill=n in kills)
+                print(
+                    f"step {n + 1}/{steps} {format_utc(as_of)}: {len(soak.runs)} runs so far "
+                    f"({time.monotonic() - started:.0f} s)",
+                    flush=True,
+                )
+            end = start + (steps - 1) * STEP + timedelta(minutes=5)
+            # A last prune keeping one day: the verdict below then reads an instance that
+            # lost most of its runs, and must still show every partition as it was.
+            pruned = soak.radar(
+                "history", "prune", "--keep-days", "1", "--as-of", format_utc(end), as_of=end
+            )
+            problems = verdict(soak, end, close)
+            if not pruned["deletedRuns"]:
+                problems.append(f"the last prune deleted nothing: {pruned}")
+            figures = _figures(soak, args.days, time.monotonic() - started, close, problems)
+            figures["lastPrune"] = pruned
+    finally:
+        server.stop()
+    _write(Path(args.results), figures)
+    print(json.dumps(figures, indent=2))
+    return 1 if problems else 0
+
+
+def _figures(
+    soak: Soak, days: int, wall: float, close: dict[str, Any], problems: list[str]
+) -> dict[str, Any]:
+    jobs: dict[str, int] = {}
+    for job in soak.runs.values():
+        jobs[job] = jobs.get(job, 0) + 1
+    with dg.DagsterInstance.from_config(str(soak.home)) as instance:
+        left = len(instance.get_run_records())
+    per_run = sorted(soak.shard_bytes.values())
+    return {
+        "simulatedDays": days,
+        "sources": len(SOURCES),
+        "daemonStarts": soak.starts,
+        "daemonKills": soak.kills,
+        "wall_s": round(wall, 1),
+        "daemonCpu_s": round(soak.cpu_s, 1),
+        "runsLaunched": len(soak.runs),
+        "runsByJob": dict(sorted(jobs.items())),
+        "runsLeftAfterPruning": left,
+        "bytesPerRunMedian": per_run[len(per_run) // 2] if per_run else 0,
+        "bytesPerRunMean": round(sum(per_run) / len(per_run)) if per_run else 0,
+        "bytesPerRunByJob": _mean_bytes_by_job(soak),
+        "dagsterHomeBytes": size_of(soak.home),
+        "duckdbBytes": soak.db.stat().st_size,
+        "signals": len(list_signal_ids(soak.vault)),
+        "feedAnswers": dict(sorted(soak.feeds.served.items())),
+        "weeklyClose": {k: close.get(k) for k in ("deleted", "bytes", "retained", "week")},
+        "violations": problems,
+        "machine": machine(),
+    }
+
+
+def _mean_bytes_by_job(soak: Soak) -> dict[str, int]:
+    sizes: dict[str, list[int]] = {}
+    for run_id, size in soak.shard_bytes.items():
+        sizes.setdefault(soak.runs[run_id], []).append(size)
+    return {job: round(sum(v) / len(v)) for job, v in sorted(sizes.items())}
+
+
+def _write(folder: Path, figures: dict[str, Any]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "soak.json").write_text(json.dumps(figures, indent=2) + "\n", "utf-8")
+    rows = "\n".join(
+        f"| {k} | {json.dumps(v) if isinstance(v, dict | list) else v} |"
+        for k, v in figures.items()
+        if k != "machine"
+    )
+    (folder / "soak.md").write_text(
+        "# Soak: a simulated week through the real dagster-daemon\n\n"
+        f"`python -m benchmarks.soak --days {figures['simulatedDays']}` "
+        "(see the module docstring for what happens and what is asserted). Daemon CPU is "
+        "the CPU of each daemon start's process group read from /proc just before it is "
+        "stopped or killed (live members plus what they reaped: the code server reaps its run "
+        "workers): a lower bound.\n\n"
+        f"| figure | value |\n|---|---|\n{rows}\n\n"
+        f"Machine: `{json.dumps(figures['machine'])}`\n",
+        "utf-8",
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

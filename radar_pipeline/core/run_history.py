@@ -1,0 +1,86 @@
+"""Which Dagster runs a prune of the run history deletes: the rule, without the Dagster calls.
+
+Run history grows by a run or more per Source check (each with its event log), and nothing in
+Dagster prunes it. A prune deletes the runs that ended before `as_of - keep_days`, except:
+
+- a run that has not ended (queued, starting, running, cancelling): its status is still news;
+- a run holding what some partition shows (its latest materialization, or its latest
+  attempt, which is how Dagster knows a partition failed) or the latest result of a check:
+  deleting it would change what the UI says about that partition;
+- a run an open dead letter names: a person has not yet decided on that failure.
+
+A run's time is its clock: the `as_of` it decided with (a simulation or `--as-of`), else its
+real start. So a simulated month is pruned by the same rule as a lived one.
+`defs/history/prune.py` makes the Dagster calls; the CLI and the daily schedule call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Set
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from radar_pipeline.core.clock import require_aware
+from radar_pipeline.core.config import Settings
+from radar_pipeline.core.errors import ConfigError
+
+
+def retention_days(environ: Mapping[str, str] | None = None) -> int:
+    """`RADAR_RUN_RETENTION_DAYS` (default 30): how many days of run history are kept."""
+    return Settings.from_env(environ).run_retention_days
+
+
+def keep_days_value(raw: str, name: str) -> int:
+    """A number of days to keep: a whole number, 0 or more (0 keeps only what is protected)."""
+    try:
+        days = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} {raw!r} is not a whole number of days (e.g. 30)") from None
+    if days < 0:
+        raise ConfigError(f"{name} {raw!r} must be 0 or more days")
+    return days
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """One run of the history, as the rule needs it."""
+
+    run_id: str
+    started_at: datetime  # the run's clock: the as_of it decided with, else its real start
+    ended: bool  # success, failure or canceled: only an ended run may be deleted
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    """What a prune deletes and keeps, and why the old runs it keeps are kept."""
+
+    cutoff: datetime  # runs that started before this may go
+    delete: tuple[str, ...]  # oldest first
+    keep: tuple[str, ...]
+    protected: tuple[str, ...]  # old and ended, kept because something still shows them
+
+
+def cutoff_of(as_of: datetime, keep_days: int) -> datetime:
+    require_aware(as_of, "as_of")
+    return as_of - timedelta(days=keep_days)
+
+
+def old_ended(runs: Iterable[RunEntry], cutoff: datetime) -> list[RunEntry]:
+    """The runs the rule would delete if nothing protected them, oldest first."""
+    return sorted(
+        (r for r in runs if r.ended and r.started_at < cutoff), key=lambda r: r.started_at
+    )
+
+
+def plan_prune(runs: Iterable[RunEntry], protected: Set[str], cutoff: datetime) -> PrunePlan:
+    """Delete every old ended run that is not protected; keep the rest."""
+    entries = list(runs)
+    candidates = old_ended(entries, cutoff)
+    delete = tuple(r.run_id for r in candidates if r.run_id not in protected)
+    gone = set(delete)
+    return PrunePlan(
+        cutoff=cutoff,
+        delete=delete,
+        keep=tuple(r.run_id for r in entries if r.run_id not in gone),
+        protected=tuple(r.run_id for r in candidates if r.run_id in protected),
+    )

@@ -1,0 +1,53 @@
+"""A DuckDB connection that cannot write: what a dry run (`radar sources try`) reads.
+
+An existing file is opened `read_only` (DuckDB then refuses every write, and never creates a
+WAL or changes a byte of it). Without a file there is nothing to read: the connection is an
+empty in-memory database with the current schema, so the same queries find nothing, and no
+file is created.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+from radar_pipeline.core.errors import StoreError
+from radar_pipeline.core.store.migrations import MIGRATIONS
+
+# A writer holds the file only for one short transaction; a dry run waits this long for it.
+READ_WAIT_S = 30.0
+
+
+@contextmanager
+def read_only(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The store at `path` for reading only (an empty schema in memory when it is absent)."""
+    con = _open(path)
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        yield con
+    except duckdb.Error as exc:
+        raise StoreError(f"reading {path} failed: {exc}") from exc
+    finally:
+        con.close()
+
+
+def _open(path: Path) -> duckdb.DuckDBPyConnection:
+    if not path.exists():
+        con = duckdb.connect(":memory:")
+        for _version, sql in MIGRATIONS:
+            con.execute(sql)
+        return con
+    deadline = time.monotonic() + READ_WAIT_S
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=True)
+        except duckdb.IOException as exc:  # a writer holds the lock: wait for its commit
+            if time.monotonic() >= deadline:
+                raise StoreError(f"{path} stayed locked by a writer; retry later") from exc
+            time.sleep(0.1)
+        except duckdb.Error as exc:
+            raise StoreError(f"{path} is not a usable DuckDB file ({exc})") from exc

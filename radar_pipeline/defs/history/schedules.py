@@ -1,0 +1,72 @@
+"""The daily prune of the run history: its op, job and schedule (listed under Automation).
+
+The schedule ticks every minute and launches one run per day of its clock (run key
+`prune-history:<day>`): with the real clock that is the day's first minute, and under
+`RADAR_AS_OF` (a simulated week in minutes) each simulated day still gets its prune.
+"""
+
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.config import Settings
+from radar_pipeline.core.run_history import retention_days
+from radar_pipeline.defs import tags
+from radar_pipeline.defs.history.prune import prune_run_history
+from radar_pipeline.defs.resources import RadarResource
+
+PRUNE_JOB_NAME = "prune_run_history"
+PRUNE_OP = "prune_runs"
+
+
+class PruneConfig(dg.Config):
+    """The prune's clock (empty: now) and how many days it keeps (-1: the environment's
+    `RADAR_RUN_RETENTION_DAYS`, default 30)."""
+
+    as_of: str = ""
+    keep_days: int = -1
+
+
+def prune_run_config(as_of: datetime | None) -> dict[str, object]:
+    return {"ops": {PRUNE_OP: {"config": {"as_of": format_utc(as_of) if as_of else ""}}}}
+
+
+@dg.op(name=PRUNE_OP)
+def prune_run_history_op(
+    context: dg.OpExecutionContext, config: PruneConfig, radar: RadarResource
+) -> None:
+    """Delete the Dagster runs (and their event logs) older than the retention, except those
+    a partition, a check or an open dead letter still needs (core/run_history.py)."""
+    as_of = parse_utc(config.as_of) if config.as_of else datetime.now(UTC)
+    keep = config.keep_days if config.keep_days >= 0 else retention_days()
+    result = prune_run_history(context.instance, radar.store(), keep, as_of)
+    context.log.info(f"run history pruned: {result.to_json()}")
+
+
+@dg.job(name=PRUNE_JOB_NAME, executor_def=dg.in_process_executor)
+def prune_run_history_job() -> None:
+    """Keeps the run history bounded: runs older than RADAR_RUN_RETENTION_DAYS go."""
+    prune_run_history_op()
+
+
+@dg.schedule(
+    job=prune_run_history_job,
+    cron_schedule="* * * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description=(
+        "Daily: delete Dagster runs older than RADAR_RUN_RETENTION_DAYS (default 30), except a "
+        "run holding a partition's latest materialization or failure, a check's latest result, "
+        "or an open dead letter. One run per day of the clock (RADAR_AS_OF, else now)."
+    ),
+)
+def run_history_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+    """One prune per day of the clock; a day that has its prune run is skipped."""
+    simulated = Settings.from_env().as_of
+    now = simulated or datetime.now(UTC)
+    key = f"prune-history:{now.date().isoformat()}"
+    if context.instance.get_run_ids(dg.RunsFilter(tags={tags.RUN_KEY: key}), limit=1):
+        return dg.SkipReason(f"the run history of {now.date().isoformat()} is pruned already")
+    # The run judges by the tick's clock: a simulated day prunes by its own time.
+    return dg.RunRequest(run_key=key, run_config=prune_run_config(now if simulated else None))

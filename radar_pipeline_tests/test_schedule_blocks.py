@@ -1,0 +1,206 @@
+"""The collection schedule's runs on a real temp Dagster instance: a burst of due Sources is a
+run per contiguous block, each slot of a Source is collected once (in a block or alone, and
+while a run still holds it), and the checks follow a tick's runs once, after the last."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.plan.schedule import due_slot
+from radar_pipeline.defs.collection.checks import (
+    signal_checks_after_collection,
+    signal_checks_after_failed_collection,
+)
+from radar_pipeline.defs.collection.jobs import COLLECT_JOB_NAME
+from radar_pipeline.defs.registry.sensors import source_registry_sensor
+from radar_pipeline_tests.feedserver import FeedServer
+from radar_pipeline_tests.test_sensors import (
+    SIX_HOURS,
+    T0,
+    apply_partitions,
+    block_key,
+    block_of,
+    due_tick,
+    launch,
+    tick,
+    write_feed_source,
+)
+from radar_pipeline_tests.vaultkit import rss
+
+SIGNALS = dg.AssetKey("signals")
+
+
+@pytest.fixture
+def instance(radar_env: dict[str, Path]) -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test(temp_dir=str(radar_env["home"])) as inst:
+        yield inst
+
+
+def partition_status(instance: dg.DagsterInstance, keys: list[str]) -> dict[str, str]:
+    status = instance.get_status_by_partition(
+        SIGNALS, keys, dg.DynamicPartitionsDefinition(name="sources")
+    )
+    return {k: v.value for k, v in status.items()}
+
+
+def backoff_of(db: Path, source_id: str) -> object:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        row = con.execute("SELECT backoff_until FROM feed_state WHERE source_id = ?", [source_id])
+        return row.fetchone()[0]  # type: ignore[index]
+    finally:
+        con.close()
+
+
+def collection_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    return list(instance.get_runs(dg.RunsFilter(job_name=COLLECT_JOB_NAME)))
+
+
+def test_a_slot_is_collected_once_in_a_block_and_a_failing_source_is_one_failed_partition(
+    radar_env: dict[str, Path],
+    instance: dg.DagsterInstance,
+    feed_server: FeedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    vault = radar_env["vault"]
+    for sid in ("a-ok", "b-down", "c-ok"):
+        write_feed_source(vault, feed_server, sid, status=503 if sid == "b-down" else 200)
+    apply_partitions(instance, tick(source_registry_sensor, instance))
+    start = due_slot("b-down", SIX_HOURS, T0) + timedelta(minutes=1)  # early in b's slot
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(start))
+    requests = due_tick(instance)
+    assert [block_of(r) for r in requests] == [["a-ok", "b-down", "c-ok"]]  # one run
+    assert launch(instance, requests) == dict.fromkeys(["a-ok", "b-down", "c-ok"], False)
+    # The run failed because one Source failed: exactly that partition is failed.
+    assert partition_status(instance, ["a-ok", "b-down", "c-ok"]) == {
+        "a-ok": "MATERIALIZED",
+        "b-down": "FAILED",
+        "c-ok": "MATERIALIZED",
+    }
+    backoff_until = backoff_of(radar_env["db"], "b-down")
+    assert isinstance(backoff_until, type(start))
+    assert start < backoff_until < start + timedelta(hours=1)
+    # Out of backoff but still in the slot the block covered: not asked for again, and the
+    # two that succeeded are not due for half a cadence at least.
+    for later in (backoff_until + timedelta(seconds=1), start + timedelta(hours=2)):
+        monkeypatch.setenv("RADAR_AS_OF", format_utc(later))
+        assert due_tick(instance) == []
+    # Its next slot: one retry (with the other two, due again a cadence after their check).
+    next_slot = due_slot("b-down", SIX_HOURS, start) + SIX_HOURS
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(next_slot))
+    retry = due_tick(instance)
+    assert [r.run_key for r in retry] == [block_key(next_slot, "a-ok", "c-ok")]
+    assert launch(instance, retry)["b-down"] is False
+    again = backoff_of(radar_env["db"], "b-down")
+    assert isinstance(again, type(start)) and again < next_slot + SIX_HOURS
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(again + timedelta(seconds=1)))
+    assert due_tick(instance) == []  # that slot is spent too
+    assert len(collection_runs(instance)) == 2
+
+
+@pytest.mark.slow  # a run held open for a few seconds by a slow feed
+def test_a_source_held_by_a_run_is_not_asked_again_when_its_slot_rolls_over(
+    radar_env: dict[str, Path],
+    instance: dg.DagsterInstance,
+    feed_server: FeedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The double run of a burst: a Source's run waits in the queue (or runs) while its slot
+    ends; the next slot's run key is new, the Source still looks due (its state changes only
+    at the commit), so a run key per slot alone would launch it a second time."""
+    body = rss([{"title": "slow", "guid": "slow", "link": "https://example.com/slow"}])
+    feed_server.add("/slow.xml", body, latency_s=4.0)
+    from radar_pipeline_tests.vaultkit import write_source
+
+    write_source(radar_env["vault"], "slow", feed_server.url("/slow.xml"))
+    apply_partitions(instance, tick(source_registry_sensor, instance))
+    boundary = due_slot("slow", SIX_HOURS, T0) + SIX_HOURS
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(boundary - timedelta(seconds=30)))
+    requests = due_tick(instance)
+    assert [block_of(r) for r in requests] == [["slow"]]
+    outcome: dict[str, bool] = {}
+    worker = threading.Thread(target=lambda: outcome.update(launch(instance, requests)))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not collection_runs(instance) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        [run] = collection_runs(instance)
+        assert not run.is_finished
+        # The slot rolled over while the run still holds the Source: no second run.
+        monkeypatch.setenv("RADAR_AS_OF", format_utc(boundary + timedelta(seconds=30)))
+        assert due_tick(instance) == []
+    finally:
+        worker.join(timeout=60)
+    assert outcome == {"slow": True}
+    assert due_tick(instance) == []  # collected: not due again in this new slot either
+    assert len(collection_runs(instance)) == 1
+
+
+def run_end_event(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterEvent:
+    kind = (
+        dg.DagsterEventType.RUN_SUCCESS
+        if run.status == dg.DagsterRunStatus.SUCCESS
+        else dg.DagsterEventType.RUN_FAILURE
+    )
+    [entry] = instance.all_logs(run.run_id, of_type=kind)
+    assert entry.dagster_event is not None
+    return entry.dagster_event
+
+
+def test_one_checks_run_follows_the_last_run_of_a_tick(
+    radar_env: dict[str, Path],
+    instance: dg.DagsterInstance,
+    feed_server: FeedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    vault = radar_env["vault"]
+    write_feed_source(vault, feed_server, "a-first")
+    write_feed_source(vault, feed_server, "m-manual", cadence="manual")  # splits the blocks
+    write_feed_source(vault, feed_server, "z-down", status=503)
+    apply_partitions(instance, tick(source_registry_sensor, instance))
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(T0))
+    requests = due_tick(instance)
+    assert sorted(block_of(r) for r in requests) == [["a-first"], ["z-down"]]
+    launch(instance, requests)
+    runs = sorted(
+        (instance.get_run_record_by_id(r.run_id) for r in collection_runs(instance)),
+        key=lambda rec: rec.end_time or 0.0 if rec else 0.0,
+    )
+    verdicts = []
+    for record in runs:
+        assert record is not None
+        run = record.dagster_run
+        sensor = (
+            signal_checks_after_collection
+            if run.status == dg.DagsterRunStatus.SUCCESS
+            else signal_checks_after_failed_collection
+        )
+        for candidate in (signal_checks_after_collection, signal_checks_after_failed_collection):
+            if candidate is not sensor:
+                continue
+            context = dg.build_run_status_sensor_context(
+                sensor_name=sensor.name,
+                dagster_event=run_end_event(instance, run),
+                dagster_instance=instance,
+                dagster_run=run,
+            )
+            verdicts.append(sensor(context))
+    # Two runs, one launch: the first to end waits, the last one asks for the checks.
+    first, last = verdicts
+    assert isinstance(first, dg.SkipReason) and "follow its last run" in str(first.skip_message)
+    assert isinstance(last, dg.RunRequest)
+    assert last.run_key == f"checks-after:{requests[0].tags['radar/launch']}"
+    assert int(last.tags["dagster/priority"]) < min(
+        int(r.tags["dagster/priority"]) for r in requests
+    )
+    assert last.run_config["ops"]["signals_overdue"]["config"]["as_of"] == format_utc(T0)
