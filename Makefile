@@ -74,7 +74,7 @@ test-postgres: $(STAMP)
 # group) reaches it directly and it stops the webserver, the daemon and the code servers.
 # The home is prepared first, under the CLI's bootstrap lock: dagster.yaml copied into an empty
 # one, a storage half-created by a kill completed (radar_pipeline/defs/instance.py).
-ui: $(STAMP)
+ui: $(STAMP) $(if $(RADAR_VAULT),,$(DEMO_SOURCES))
 	@DAGSTER_HOME="$(UI_HOME)" $(BIN)/python -m radar_pipeline.defs.instance
 	DAGSTER_HOME="$(UI_HOME)" exec $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
 

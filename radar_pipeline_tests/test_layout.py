@@ -411,7 +411,7 @@ def _layer_offences(edges: list[_Edge]) -> list[str]:
         elif edge.source.startswith(f"{PACKAGE}.defs") and any(
             edge.target == s or edge.target.startswith(s + ".") for s in shell[1:]
         ):
-            # defs/ is assembled by definitions.py and driven by cli.py, not the other way.
+            # defs/ is assembled by definitions.py and driven by cli/, not the other way.
             offences.append(f"{edge.where}: defs module {edge.source} imports {edge.target}")
     return offences
 

@@ -26,13 +26,19 @@ from radar_pipeline.core.audit.signal_audits import (
 from radar_pipeline.core.collect.signal_files import SignalWrite, write_signals
 from radar_pipeline.core.collect.workers import (
     MIN_PARALLEL_BODIES,
+    RENDER_CHUNK,
     ParseJob,
     ParseWorkers,
     parse_job,
 )
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, SIMHASH_DISTANCE, DedupeBatch
-from radar_pipeline.core.identity.keys import hamming64, is_substantive
+from radar_pipeline.core.identity.keys import (
+    MIN_SUBSTANTIVE_WORDS,
+    hamming64,
+    is_substantive,
+    word_count,
+)
 from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.migrations import SCHEMA_VERSION
@@ -110,6 +116,54 @@ def test_a_worker_killed_mid_parse_loses_no_feed() -> None:
         victim.join(timeout=30)
         # The broken pool's bodies are parsed in this process instead: same outcomes.
         assert workers.parse_all(jobs) == [parse_job(job) for job in jobs]
+
+
+def test_bodies_handed_over_during_the_fetch_are_parsed_once_and_alike() -> None:
+    """The fetch stage submits each body as it arrives; `parse_all` awaits those futures and
+    parses the others: the outcomes are the plain path's, in order."""
+    jobs = _jobs()
+    with ParseWorkers(2) as workers:
+        workers.warm_up()
+        started = {i: f for i in range(0, len(jobs), 2) if (f := workers.submit(jobs[i]))}
+        assert len(started) == (len(jobs) + 1) // 2
+        assert workers.parse_all(jobs, started) == [parse_job(job) for job in jobs]
+    assert ParseWorkers(2).submit(jobs[0]) is None  # no running pool: parse_all parses it
+
+
+def test_signals_rendered_on_the_workers_equal_those_rendered_here() -> None:
+    docs = _documents(2 * RENDER_CHUNK + 7)
+    with ParseWorkers(2) as workers:
+        assert [call() for call in workers.render_all(docs[:3])] == [
+            d.render() for d in docs[:3]
+        ]  # too few for the workers: rendered where called
+        workers.warm_up()
+        assert [call() for call in workers.render_all(docs)] == [d.render() for d in docs]
+
+
+def test_is_substantive_decides_as_the_full_word_count_does() -> None:
+    """It normalises only a prefix cut before an ASCII space; the answer must be the one the
+    whole text's word count gives, whatever characters meet at the cut."""
+    rng = random.Random(30)
+    pieces = [
+        "word",
+        "é",
+        " ",
+        "  ",
+        "\u0301",
+        "\u00a0",
+        "\ufb01",
+        "\u2460",
+        "\u3000",
+        "\n",
+        "-",
+        "x" * 60,
+        " " * 40,
+        "\uff8a\uff9f",
+        "\u1100\u1161",
+    ]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 900)))
+        assert is_substantive(text) == (word_count(text) >= MIN_SUBSTANTIVE_WORDS), text[:80]
 
 
 def _radar(env: dict[str, Path], *args: str) -> subprocess.CompletedProcess[str]:

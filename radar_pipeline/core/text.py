@@ -54,6 +54,8 @@ class _TextExtractor(HTMLParser):
 
 def html_to_text(value: str) -> str:
     """Return the character data of an HTML fragment (tags stripped, entities unescaped)."""
+    if "<" not in value and "&" not in value:
+        return value  # no tag, no entity: the parser would hand it back as one run of data
     extractor = _TextExtractor()
     extractor.feed(value)
     extractor.close()

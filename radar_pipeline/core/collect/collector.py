@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from concurrent.futures import Future
 
 from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings, fetch_many
 from radar_pipeline.core.collect import page_stage
@@ -99,6 +100,9 @@ class Collector:
         # How each dedupe found the Signals folder (folder_state.Verdict): what tests and the
         # materialization metadata read to tell the fast path from a listing.
         self.folder_scans: list[str] = []
+        # Bodies handed to the parse workers while the fetch stage was still running: Source
+        # id -> (the fetch result, its parse). Written by fetch threads, read by `parse`.
+        self._parsing: dict[str, tuple[FetchResult, Future[ParseOutcome]]] = {}
 
     def __enter__(self) -> Collector:
         return self
@@ -142,10 +146,28 @@ class Collector:
     def fetch(self, plan: CollectionPlan) -> tuple[FetchResult | None, ...]:
         """Fetch every planned request concurrently; record each attempt in DuckDB."""
         wanted = [c.request for c in plan.checks if c.request is not None and c.failure is None]
-        if len(wanted) >= MIN_PARALLEL_BODIES:
+        early = len(wanted) >= MIN_PARALLEL_BODIES
+        if early:
             self.workers.warm_up()  # they boot while we wait on publishers
+        checks = {c.source_id: c for c in plan.checks}
+
+        def start_parse(result: FetchResult) -> None:
+            # Each body goes to the workers as it arrives: parsing overlaps the fetches still
+            # in flight (the parse stage awaits it; nothing is decided or written before).
+            check = checks.get(result.source_id)
+            if check is not None and _has_body(check, result):
+                future = self.workers.submit(_parse_job(check, result, plan))
+                if future is not None:
+                    self._parsing[result.source_id] = (result, future)
+
         with Fetcher(self.fetch_settings, self.paths.vault) as fetcher:
-            results = fetch_many(fetcher, wanted, plan.spec.as_of, self.fetch_threads)
+            results = fetch_many(
+                fetcher,
+                wanted,
+                plan.spec.as_of,
+                self.fetch_threads,
+                on_result=start_parse if early else None,
+            )
         with self.store.transaction() as con:
             record_attempts(con, plan.spec.collection_id, results, load_states(con))
         by_source = {r.source_id: r for r in results}
@@ -157,8 +179,17 @@ class Collector:
         """Parse every fetched body (on the parse workers); failures become classified
         CheckResults, never a silent drop."""
         pairs = list(zip(plan.checks, fetched, strict=True))
-        jobs = [_parse_job(c, r, plan) for c, r in pairs if _has_body(c, r)]
-        outcomes = iter(self.workers.parse_all(jobs))
+        jobs: list[ParseJob] = []
+        started: dict[int, Future[ParseOutcome]] = {}
+        parsing, self._parsing = self._parsing, {}
+        for c, r in pairs:
+            if not _has_body(c, r):
+                continue
+            early = parsing.get(c.source_id)
+            if early is not None and early[0] is r:  # this very body, handed over at fetch
+                started[len(jobs)] = early[1]
+            jobs.append(_parse_job(c, r, plan))
+        outcomes = iter(self.workers.parse_all(jobs, started))
         return tuple(
             _check_result(c, r, next(outcomes) if _has_body(c, r) else None) for c, r in pairs
         )
@@ -201,7 +232,7 @@ class Collector:
             batches = [self._signal_writes(spec, d) for d in deduped]
             folder = folder_of(self.paths.vault)
             before = dir_mtime_ns(folder) if any(batches) else None
-            written = write_signals(self.paths.vault, batches)
+            written = write_signals(self.paths.vault, batches, self.workers.render_all)
             writes = [SourceWrite.of(w) for w in written]
             created = [
                 f"{s.signal_id}.md" for batch in written for s in batch if s.outcome == "created"

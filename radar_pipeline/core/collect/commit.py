@@ -31,9 +31,9 @@ from radar_pipeline.core.store.feed_state import FeedState, save_states
 from radar_pipeline.core.store.observations import (
     record_evidence,
     record_observations,
-    record_rejection,
+    rejection_row,
 )
-from radar_pipeline.core.store.signals import insert_signals, record_aliases, record_revision
+from radar_pipeline.core.store.signals import insert_signals, record_aliases, record_revisions
 from radar_pipeline.core.vault.facts import FactsKey, SignalFile, record_facts
 from radar_pipeline.core.vault.health import manners_fields
 
@@ -70,9 +70,11 @@ class PendingRows:
     source_items: list[tuple[str, str, datetime | None, datetime]] = field(default_factory=list)
     evidence: list[tuple[Any, ...]] = field(default_factory=list)
     aliases: list[tuple[str, str, str, str, datetime]] = field(default_factory=list)
+    revisions: list[tuple[Any, ...]] = field(default_factory=list)
 
     def flush(self, con: Connection) -> None:
         insert_signals(con, self.signals)
+        record_revisions(con, self.revisions)
         record_observations(con, self.observations)
         record_evidence(con, self.evidence)
         save_states(con, self.states)
@@ -82,6 +84,7 @@ class PendingRows:
         record_aliases(con, IDENTITY_VERSION, self.aliases)
         self.signals, self.observations, self.states, self.facts = [], [], [], []
         self.duplicates, self.source_items, self.evidence, self.aliases = [], [], [], []
+        self.revisions = []
 
 
 def commit_source(
@@ -100,10 +103,10 @@ def commit_source(
     if res.failed:
         _commit_failure(con, spec, res, state, pending)
         return
-    _commit_items(con, spec, item, write, pending)
+    _commit_items(spec, item, write, pending)
     _commit_outside_window(spec, res, pending)
     _commit_filtered(spec, res, pending)
-    _commit_rejections(con, spec, res)
+    _commit_rejections(spec, res, pending)
     # Deferred items are not persisted yet: the validators stay where they were, so the next
     # check fetches and parses the feed again instead of ending on a 304 (invariant 6).
     holds_back = any(d.decision == "deferred" for d in item.decisions)
@@ -112,7 +115,6 @@ def commit_source(
 
 
 def _commit_items(
-    con: Connection,
     spec: CollectionSpec,
     item: DedupedCheck,
     write: SourceWrite,
@@ -131,7 +133,7 @@ def _commit_items(
             if signal_id.startswith(PENDING_PREFIX):  # a new item of this same collection
                 signal_id = resolved.get(signal_id[len(PENDING_PREFIX) :], signal_id)
         if dec.decision == "updated":
-            _record_revision(con, spec, signal_id, cand)
+            pending.revisions.append(_revision(spec, signal_id, cand))
         if dec.by_legacy_identity and not signal_id.startswith(PENDING_PREFIX):
             # Found under the rule before ids were read as written: its identity now is an
             # alias of that Signal, whatever URL the feed moves to ("Faithful to the bytes").
@@ -197,12 +199,9 @@ def _evidence(spec: CollectionSpec, res: CheckResult, cand: ItemCandidate) -> li
     ]
 
 
-def _record_revision(
-    con: Connection, spec: CollectionSpec, signal_id: str, cand: ItemCandidate
-) -> None:
+def _revision(spec: CollectionSpec, signal_id: str, cand: ItemCandidate) -> tuple[Any, ...]:
     """A content change of a known item: a revision row, never a second Signal (invariant 3)."""
-    record_revision(
-        con,
+    return (
         signal_id,
         spec.collection_id,
         spec.as_of,
@@ -212,17 +211,18 @@ def _record_revision(
     )
 
 
-def _commit_rejections(con: Connection, spec: CollectionSpec, res: CheckResult) -> None:
+def _commit_rejections(spec: CollectionSpec, res: CheckResult, pending: PendingRows) -> None:
     if res.parsed is None:
         return
     for rej in res.parsed.rejections:
-        record_rejection(
-            con,
-            spec.collection_id,
-            res.check.source_id,
-            spec.as_of,
-            rej.source_item_id,
-            f"{rej.reason}: {rej.detail}"[:500],
+        pending.observations.append(
+            rejection_row(
+                spec.collection_id,
+                res.check.source_id,
+                spec.as_of,
+                rej.source_item_id,
+                f"{rej.reason}: {rej.detail}"[:500],
+            )
         )
 
 

@@ -8,7 +8,7 @@ commit records any of it (docs/architecture.md, invariants 4 and 5).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC
@@ -54,13 +54,23 @@ class WrittenSignal:
 
 
 def write_signals(
-    vault: Path, batches: Sequence[Sequence[SignalWrite]]
+    vault: Path,
+    batches: Sequence[Sequence[SignalWrite]],
+    render: Callable[[Sequence[SignalDocument]], Sequence[Callable[[], str]]] | None = None,
 ) -> list[list[WrittenSignal]]:
     """Create every batch's files (one batch per Source; no two batches share a file), then
-    fsync the Signals folder once: all are durable when this returns."""
+    fsync the Signals folder once: all are durable when this returns.
+
+    `render` turns the documents into calls returning their texts (the collection's workers
+    render them on other cores, `ParseWorkers.render_all`); by default each is rendered by the
+    thread writing it."""
     items = [item for batch in batches for item in batch]
+    documents = [item.document for item in items]
+    texts = render(documents) if render is not None else [d.render for d in documents]
     with ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="radar-write") as tp:
-        written = iter(list(tp.map(lambda item: _write_one(vault, item), items)))
+        written = iter(
+            list(tp.map(lambda pair: _write_one(vault, *pair), zip(items, texts, strict=True)))
+        )
     # Also when every file was already there: a writer that died (a killed collection) may
     # have linked them without its folder fsync, and the caller is about to record them.
     if items:
@@ -68,9 +78,9 @@ def write_signals(
     return [[next(written) for _ in batch] for batch in batches]
 
 
-def _write_one(vault: Path, item: SignalWrite) -> WrittenSignal:
+def _write_one(vault: Path, item: SignalWrite, text_of: Callable[[], str]) -> WrittenSignal:
     doc = item.document
-    text = doc.render()
+    text = text_of()
     outcome = create_signal_file(vault, doc, text, sync_dir=False)
     if outcome != "created":
         return WrittenSignal(item.identity, doc.signal_id, outcome)

@@ -1,4 +1,5 @@
-"""Parse workers: the feeds, pages and JSON answers of one collection parsed on every core.
+"""Parse workers: the feeds, pages and JSON answers of one collection parsed on every core, and
+its new Signal files rendered there too.
 
 feedparser, lxml and our text extraction are pure-Python CPU work (tens of milliseconds a feed), so
 threads cannot overlap them; processes can. `ParseWorkers` is an explicit object owned by one
@@ -7,7 +8,7 @@ of it, and shut down (every worker joined) when the collection is closed. Worker
 with `spawn`, so they inherit nothing from the collecting process (no lock, thread, database or
 Dagster state) and only ever parse: a worker writes no file, so one that outlives a killed
 collection cannot touch the vault. Results are identical with and without workers (both run
-`parse_job`).
+`parse_job`, and `SignalDocument.render` for a Signal's text).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,12 +26,16 @@ from radar_pipeline.core.errors import ParseError
 from radar_pipeline.core.models import ParsedFeed
 from radar_pipeline.core.parse.dispatch import parse_body
 from radar_pipeline.core.parse.spec import ExtractionSpec
+from radar_pipeline.core.vault.signals import SignalDocument
 
 log = logging.getLogger(__name__)
 
 # Below this many bodies the round trip to a worker costs more than the second core gives.
 MIN_PARALLEL_BODIES = 4
 MAX_WORKERS = 4
+# Signal documents per render job: the round trip to a worker is paid once a chunk, and a
+# collection's file writes start as soon as its first chunk is back.
+RENDER_CHUNK = 40
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,11 @@ def parse_job(job: ParseJob) -> ParseOutcome:
     return ParseOutcome(parsed=parsed)
 
 
+def render_documents(documents: Sequence[SignalDocument]) -> list[str]:
+    """Each document's file text (on a worker: the documents are plain values)."""
+    return [document.render() for document in documents]
+
+
 def default_worker_count(environ: Mapping[str, str] | None = None) -> int:
     """`RADAR_PARSE_WORKERS` if set (1: parse in-process), else one worker per core, at most
     MAX_WORKERS (so 1 on a single core)."""
@@ -112,22 +122,62 @@ class ParseWorkers:
         for _ in range(self.count):
             self._pool.submit(os.getpid)
 
-    def parse_all(self, jobs: Sequence[ParseJob]) -> list[ParseOutcome]:
-        """Every job's outcome, in order; on the workers when there are enough jobs."""
+    def submit(self, job: ParseJob) -> Future[ParseOutcome] | None:
+        """Start parsing `job` on the running workers now (the fetch stage hands over each
+        body as it arrives, so parsing overlaps the fetches still in flight); None when no
+        pool runs or it refuses work, and `parse_all` then parses the job. Thread-safe."""
+        pool = self._pool
+        if pool is None:
+            return None
+        try:
+            return pool.submit(parse_job, job)
+        except RuntimeError:  # a broken or closed pool: parse_all parses it
+            return None
+
+    def parse_all(
+        self, jobs: Sequence[ParseJob], started: Mapping[int, Future[ParseOutcome]] | None = None
+    ) -> list[ParseOutcome]:
+        """Every job's outcome, in order; on the workers when there are enough jobs.
+
+        `started`: jobs (by index) already submitted with `submit`; their futures are awaited,
+        never parsed a second time."""
+        started = started or {}
         if self.count < 2 or len(jobs) < MIN_PARALLEL_BODIES:
-            return [parse_job(job) for job in jobs]
+            return [self._outcome(started.get(i), job) for i, job in enumerate(jobs)]
         self.warm_up()
         assert self._pool is not None
         # Largest bodies first, so the workers finish together rather than one waiting on
         # the last big feed.
-        order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i].body))
-        futures: dict[int, Future[ParseOutcome]] = {}
+        order = sorted(
+            (i for i in range(len(jobs)) if i not in started), key=lambda i: -len(jobs[i].body)
+        )
+        futures: dict[int, Future[ParseOutcome]] = dict(started)
         try:
             for i in order:
                 futures[i] = self._pool.submit(parse_job, jobs[i])
         except RuntimeError as exc:  # a broken pool refuses work: parse the rest here
             log.warning("parse workers unavailable (%r); parsing in-process", exc)
         return [self._outcome(futures.get(i), job) for i, job in enumerate(jobs)]
+
+    def render_all(self, documents: Sequence[SignalDocument]) -> list[Callable[[], str]]:
+        """Each document's text as a call that returns it, in order.
+
+        On the running workers (the pool the parse stage started), in chunks submitted at once:
+        a call waits for its chunk, so the file writes begin with the first chunk while the
+        others are still rendered. Without a running pool, or for fewer than two chunks, a call
+        renders its document where it is called (the writer threads, as before)."""
+        pool = self._pool
+        if pool is None or len(documents) < 2 * RENDER_CHUNK:
+            return [document.render for document in documents]
+        calls: list[Callable[[], str]] = []
+        for start in range(0, len(documents), RENDER_CHUNK):
+            chunk = documents[start : start + RENDER_CHUNK]
+            try:
+                future: Future[list[str]] | None = pool.submit(render_documents, chunk)
+            except RuntimeError:  # a broken pool refuses work: render here
+                future = None
+            calls.extend(_RenderedText(future, k, doc) for k, doc in enumerate(chunk))
+        return calls
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -143,3 +193,21 @@ class ParseWorkers:
         except Exception as exc:  # a worker died: this body is parsed here instead
             log.warning("parse worker failed on %s (%r); parsing in-process", job.source_id, exc)
             return parse_job(job)
+
+
+@dataclass(frozen=True)
+class _RenderedText:
+    """One document's text from its chunk's render job, or rendered here if the job failed."""
+
+    future: Future[list[str]] | None
+    index: int
+    document: SignalDocument
+
+    def __call__(self) -> str:
+        if self.future is not None:
+            try:
+                return self.future.result()[self.index]
+            except Exception as exc:  # a worker died: this chunk is rendered here instead
+                if self.index == 0:  # once per chunk
+                    log.warning("render worker failed (%r); rendering in-process", exc)
+        return self.document.render()

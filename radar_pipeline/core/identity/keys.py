@@ -176,8 +176,27 @@ def word_count(text: str) -> int:
 
 
 def is_substantive(text: str | None) -> bool:
-    """Whether `text` is long enough for its content hash to prove a re-publication."""
-    return bool(text) and word_count(text or "") >= MIN_SUBSTANTIVE_WORDS
+    """Whether `text` is long enough for its content hash to prove a re-publication:
+    `word_count(text) >= MIN_SUBSTANTIVE_WORDS`, counting only as far as that (a body of a few
+    thousand words is decided by its first ten, not by finding every word)."""
+    if not text:
+        return False
+    # NFKC never composes or reorders across an ASCII space, so a prefix cut before one holds
+    # exactly the words the whole text starts with: enough of them answer without
+    # normalising the rest; too few, and a longer prefix (at the end, the whole text) decides.
+    size = _SUBSTANTIVE_PREFIX
+    while True:
+        cut = text.find(" ", size)
+        prefix = text if cut < 0 else text[:cut]
+        words = _WORD.finditer(unicodedata.normalize("NFKC", prefix))
+        if sum(1 for _ in itertools.islice(words, MIN_SUBSTANTIVE_WORDS)) >= MIN_SUBSTANTIVE_WORDS:
+            return True
+        if cut < 0:
+            return False
+        size *= 4
+
+
+_SUBSTANTIVE_PREFIX = 400  # characters: ten words of prose fit several times
 
 
 def simhash64(text: str) -> int:

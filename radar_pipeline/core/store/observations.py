@@ -47,6 +47,27 @@ def record_evidence(con: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     insert_rows(con, "field_evidence", EVIDENCE_COLUMN_TYPES, rows)
 
 
+def rejection_row(
+    collection_id: str, source_id: str, as_of: datetime, source_item_id: str | None, reason: str
+) -> tuple[Any, ...]:
+    """The observation row (OBSERVATION_COLUMN_TYPES order) that `record_rejection` inserts,
+    for `record_observations` to insert with the others."""
+    # A rejected item has no identity, canonical URL, date, content hash or Signal.
+    return (
+        collection_id,
+        source_id,
+        as_of,
+        None,
+        source_item_id,
+        None,
+        None,
+        None,
+        "rejected",
+        None,
+        reason,
+    )
+
+
 def record_rejection(
     con: Connection,
     collection_id: str,

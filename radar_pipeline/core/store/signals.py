@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from radar_pipeline.core.store.connection import Connection, insert_rows
+from radar_pipeline.core.store.connection import Connection, insert_rows, unnested
 
 # The signals table's columns in order, with their types (migration 1).
 SIGNAL_COLUMN_TYPES = (
@@ -139,6 +139,33 @@ def record_revision(
     )
     con.execute(
         "UPDATE signals SET content_hash = ? WHERE signal_id = ?", [content_hash, signal_id]
+    )
+
+
+# signal_revisions columns in order (migration 1).
+REVISION_COLUMN_TYPES = (
+    "VARCHAR",  # signal_id
+    "VARCHAR",  # collection_id
+    "TIMESTAMPTZ",  # recorded_at
+    "VARCHAR",  # content_hash
+    "VARCHAR",  # title
+    "TIMESTAMPTZ",  # observed_at
+)
+
+
+def record_revisions(con: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """`record_revision` for many content changes (REVISION_COLUMN_TYPES order) in two
+    statements: the revision rows, and each Signal's new content hash (its last row's). Plain
+    SQL (INSERT ... SELECT and UPDATE ... FROM over unnested arrays), as in PostgreSQL."""
+    if not rows:
+        return
+    insert_rows(con, "signal_revisions", REVISION_COLUMN_TYPES, rows)
+    latest = {row[0]: row[3] for row in rows}
+    select, params = unnested(("VARCHAR", "VARCHAR"), list(latest.items()))
+    con.execute(
+        f"UPDATE signals SET content_hash = n.c1 FROM ({select}) AS n "
+        "WHERE signals.signal_id = n.c0",
+        params,
     )
 
 

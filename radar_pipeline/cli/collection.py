@@ -1,0 +1,201 @@
+"""`radar collect`, `cleanup`, `report` and `index rebuild`: the pipeline's work, each through
+the Dagster definitions and instance (the report and the index read the vault and DuckDB)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from radar_pipeline.cli.shell import (
+    AS_OF_HELP,
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_SOURCE_FAILED,
+    JSON_HELP,
+    UsageError,
+    as_of_arg,
+    command,
+    dagster_definitions,
+    dagster_instance,
+    emit,
+    progress,
+)
+from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.config import RadarPaths
+
+if TYPE_CHECKING:
+    from radar_pipeline.core.plan.collection import Mode
+    from radar_pipeline.core.reports import CollectionReport
+
+
+def add_parsers(sub: Any) -> None:
+    """`radar collect`, `radar cleanup`, `radar report`, `radar index rebuild`."""
+    collect = command(
+        sub,
+        "collect",
+        "one collection: the due Sources (default), all eligible ones, or the named ones",
+        "radar collect",
+        "radar collect --all --json",
+        "radar collect --source openai-news --source react-blog",
+    )
+    collect.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="check exactly this Source now (repeatable; gates and minIntervalSeconds apply)",
+    )
+    collect.add_argument(
+        "--all", action="store_true", help="every eligible Source now, manual ones included"
+    )
+    collect.add_argument("--as-of", metavar="TS", help=AS_OF_HELP)
+    collect.add_argument("--json", action="store_true", help=JSON_HELP)
+    collect.set_defaults(handler=cmd_collect)
+
+    cleanup = command(
+        sub,
+        "cleanup",
+        "close the weekly cycle now: empty Temporary Content",
+        "radar cleanup",
+        "radar cleanup --as-of 2026-12-07T00:00:00Z --json",
+    )
+    cleanup.add_argument("--as-of", metavar="TS", help=AS_OF_HELP)
+    cleanup.add_argument("--json", action="store_true", help=JSON_HELP)
+    cleanup.set_defaults(handler=cmd_cleanup)
+
+    report = command(sub, "report", "the evidence snapshot", "radar report", "radar report --json")
+    report.add_argument("--json", action="store_true", help=JSON_HELP)
+    report.set_defaults(handler=cmd_report)
+
+    idx = command(sub, "index", "the DuckDB Signal index", "radar index rebuild")
+    idx_sub = idx.add_subparsers(dest="action", required=True, metavar="ACTION")
+    rebuild = command(
+        idx_sub,
+        "rebuild",
+        "rebuild the Signal index from the vault's Signal files",
+        "radar index rebuild",
+        "radar index rebuild --json",
+    )
+    rebuild.add_argument("--json", action="store_true", help=JSON_HELP)
+    rebuild.set_defaults(handler=cmd_index_rebuild)
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    as_of = as_of_arg(args.as_of)
+    if args.source and args.all:
+        raise UsageError("collect: use either --source or --all, not both")
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.defs.collection.launch import launch_collection
+
+    mode: Mode = "explicit" if args.source else ("all" if args.all else "due")
+    paths = RadarPaths.from_env()
+    # Open the store first: a broken or unusable DuckDB file is one clear line, not a failed
+    # Dagster run with a stack trace.
+    Store.of(paths).schema_version()
+    from radar_pipeline.core.vault.bases import ensure_bases
+
+    # Vault set-up, before the run: the shipped views, created once (docs/obsidian.md).
+    views = ensure_bases(paths.vault)
+    defs, instance = dagster_definitions(), dagster_instance()
+    with progress("fetch", "checking Sources"):
+        report = launch_collection(
+            defs, instance, paths, mode, tuple(args.source), as_of, trigger="cli"
+        )
+    text = _collect_text(report)
+    if views:
+        text += "\nnew Obsidian views: " + ", ".join(v.as_posix() for v in views)
+    emit(args, report.to_json(), text)
+    return EXIT_SOURCE_FAILED if report.failed else EXIT_OK
+
+
+def _collect_text(report: CollectionReport) -> str:
+    """The plain report: the totals, then a line per Source with every outcome of its items
+    (they add up to what its feed held) and what needs a look (a possible gap, late items)."""
+    downtime = f", down since {report.downtime_from}" if report.downtime_from else ""
+    t = report.totals
+    lines = [
+        f"collection as of {report.as_of}{downtime}: due {report.due}, overdue "
+        f"{report.overdue}, passed {t.passed}, failed {t.failed}, skipped {t.skipped}",
+        f"items: created {t.created} (late {t.late}), reused {t.reused}, updated {t.updated},"
+        f" duplicates {t.duplicates}, rejected {t.rejected}, deferred {t.deferred}, outside "
+        f"window {t.outside_window}, filtered {t.filtered}",
+    ]
+    for src in report.sources:
+        flags = [f"late {src.late}"] if src.late else []
+        if src.possible_gap:
+            flags.append("possible gap: no item shared with the previous check")
+        if src.error:
+            flags.append(src.error)
+        extra = f"  ({'; '.join(flags)})" if flags else ""
+        lines.append(
+            f"  {src.id:<28} {src.outcome:<13} http {src.http_status or '-':<4} "
+            f"items {src.items_parsed}: created {src.created} reused {src.reused} "
+            f"updated {src.updated} duplicates {src.duplicates} rejected "
+            f"{src.rejected} deferred {src.deferred} outside {src.outside_window} "
+            f"filtered {src.filtered}{extra}"
+        )
+    return "\n".join(lines)
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    """One weekly close through the Dagster definitions: the partition of the week of --as-of."""
+    from radar_pipeline.defs.cleanup.launch import launch_cleanup
+
+    as_of = as_of_arg(args.as_of)
+    close = launch_cleanup(dagster_definitions(), dagster_instance(), as_of)
+    payload = {k: close[k] for k in ("deleted", "bytes", "retained")}
+    if args.json:
+        payload |= {k: close[k] for k in ("week", "closedAt", "refused", "dagsterRunId")}
+    emit(
+        args,
+        payload,
+        f"weekly close of {close['week']}: deleted {close['deleted']} files "
+        f"({close['bytes']} bytes), retained {close['retained']}",
+    )
+    for refused in close["refused"]:
+        print(f"radar: cleanup kept {refused}", file=sys.stderr)
+    return EXIT_ERROR if close["retained"] else EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.audit.evidence import evidence_snapshot, evidence_text
+
+    payload = evidence_snapshot(RadarPaths.from_env(), datetime.now(UTC))
+    emit(args, payload, evidence_text(payload))
+    return EXIT_OK
+
+
+def cmd_index_rebuild(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.store.connection import Store, move_aside_if_not_duckdb
+    from radar_pipeline.core.vault import index
+
+    paths = RadarPaths.from_env()
+    now = datetime.now(UTC)
+    store = Store.of(paths)
+    # A file that is not a DuckDB database is kept under another name, never deleted.
+    # (the team profile's PostgreSQL store has no such file)
+    moved = None if paths.store_url else move_aside_if_not_duckdb(paths.db, now)
+    with progress("index", "indexing Signal files"):
+        repair = index.rebuild(store, paths.vault)
+    rekey = repair.rekey
+    payload = {
+        "indexed": repair.indexed,
+        "unreadable": list(repair.unreadable),
+        "movedAside": str(moved) if moved else None,
+        "identityVersion": rekey.identity_version if rekey else None,
+        "rekeyed": rekey.rekeyed if rekey else 0,
+        "aliased": rekey.aliased if rekey else 0,
+        "rekeyConflicts": list(rekey.conflicts) if rekey else [],
+        "at": format_utc(now),
+    }
+    text = (
+        f"indexed {repair.indexed} Signals; unreadable {len(repair.unreadable)}; "
+        f"re-keyed {payload['rekeyed']} to identity version {payload['identityVersion']}"
+    )
+    text += "".join(f"\n  unreadable: {s}.md" for s in repair.unreadable)
+    if moved:
+        text = f"{paths.db} was not a DuckDB file; moved aside to {moved}\n{text}"
+    emit(args, payload, text)
+    return EXIT_ERROR if repair.unreadable else EXIT_OK

@@ -1,0 +1,105 @@
+"""`radar dlq list | replay ID | dismiss ID`: the dead letters of failed checks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from radar_pipeline.cli.shell import (
+    AS_OF_HELP,
+    EXIT_ERROR,
+    EXIT_OK,
+    JSON_HELP,
+    as_of_arg,
+    command,
+    dagster_definitions,
+    dagster_instance,
+    emit,
+)
+from radar_pipeline.core.config import RadarPaths
+
+if TYPE_CHECKING:
+    from radar_pipeline.core.jsontypes import JsonObject
+    from radar_pipeline.core.reports import CollectionReport
+
+
+def add_parsers(sub: Any) -> None:
+    """`radar dlq list | replay ID | dismiss ID`."""
+    dlq = command(
+        sub,
+        "dlq",
+        "dead letters: failed checks awaiting a decision",
+        "radar dlq list",
+        "radar dlq replay 3",
+        "radar dlq dismiss 3",
+    )
+    dlq_sub = dlq.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = command(dlq_sub, "list", "every dead letter with its status", "radar dlq list --json")
+    listing.add_argument("--json", action="store_true", help=JSON_HELP)
+    listing.set_defaults(handler=cmd_dlq_list)
+    for name, handler, text in (
+        ("replay", cmd_dlq_replay, "check that Source now and record `replayed`"),
+        ("dismiss", cmd_dlq_dismiss, "record `dismissed` (the dead letter is kept)"),
+    ):
+        action = command(dlq_sub, name, text, f"radar dlq {name} 3")
+        action.add_argument("id", metavar="ID", help="the dead letter's id (radar dlq list)")
+        action.add_argument("--as-of", metavar="TS", help=AS_OF_HELP)
+        action.add_argument("--json", action="store_true", help=JSON_HELP)
+        action.set_defaults(handler=handler)
+
+
+def _dlq_line(letter: JsonObject) -> str:
+    decided = f"  {letter['decision']} {letter['decidedAt']}" if letter["decidedAt"] else ""
+    return (
+        f"{letter['id']}  {letter['createdAt']}  {letter['status']:<9} {letter['sourceId']:<28} "
+        f"{letter['stage']}/{letter['errorClass']}: {letter['message']}{decided}"
+    )
+
+
+def cmd_dlq_list(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.core.store.dead_letters import list_dead_letters
+
+    letters = [d.to_json() for d in list_dead_letters(Store.of(RadarPaths.from_env()))]
+    opened = sum(1 for d in letters if d["status"] == "open")
+    text = "\n".join([*map(_dlq_line, letters), f"{len(letters)} dead letters, {opened} open"])
+    emit(args, {"deadLetters": letters}, text)
+    return EXIT_OK
+
+
+def cmd_dlq_replay(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.core.store.dead_letters import replay
+    from radar_pipeline.defs.collection.launch import launch_collection
+
+    paths, now = RadarPaths.from_env(), as_of_arg(args.as_of)
+
+    def run_check(source_id: str) -> CollectionReport:
+        defs, instance = dagster_definitions(), dagster_instance()
+        return launch_collection(
+            defs, instance, paths, "explicit", (source_id,), now, trigger="dlq-replay"
+        )
+
+    done = replay(Store.of(paths), args.id, now, run_check)
+    letter = done.dead_letter.to_json()
+    new = done.new_dead_letter.to_json() if done.new_dead_letter else None
+    payload = {"deadLetter": letter, "source": done.source_report, "newDeadLetter": new}
+    emit(args, payload, _dlq_line(letter))
+    if done.source.outcome == "failed":
+        print(
+            f"radar: dlq: {letter['sourceId']} failed again ({done.source.error})"
+            + (f"; new dead letter {new['id']}" if new else ""),
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def cmd_dlq_dismiss(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.core.store.dead_letters import dismiss
+
+    letter = dismiss(Store.of(RadarPaths.from_env()), args.id, as_of_arg(args.as_of)).to_json()
+    emit(args, {"deadLetter": letter}, _dlq_line(letter))
+    return EXIT_OK

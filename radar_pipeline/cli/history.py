@@ -1,0 +1,62 @@
+"""`radar history prune`: Dagster's run history bounded by its retention."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from radar_pipeline.cli.shell import (
+    AS_OF_HELP,
+    EXIT_OK,
+    JSON_HELP,
+    as_of_arg,
+    command,
+    dagster_instance,
+    emit,
+)
+from radar_pipeline.core.config import RadarPaths
+
+
+def add_parsers(sub: Any) -> None:
+    """`radar history prune`."""
+    history = command(sub, "history", "the Dagster run history", "radar history prune")
+    history_sub = history.add_subparsers(dest="action", required=True, metavar="ACTION")
+    prune = command(
+        history_sub,
+        "prune",
+        "delete Dagster runs (and their event logs) older than the retention, except those a "
+        "partition, a check or an open dead letter still needs",
+        "radar history prune",
+        "radar history prune --keep-days 7 --json",
+    )
+    prune.add_argument(
+        "--keep-days",
+        metavar="N",
+        help="keep N days of runs (default RADAR_RUN_RETENTION_DAYS, else 30)",
+    )
+    prune.add_argument("--as-of", metavar="TS", help=AS_OF_HELP)
+    prune.add_argument("--json", action="store_true", help=JSON_HELP)
+    prune.set_defaults(handler=cmd_history_prune)
+
+
+def cmd_history_prune(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.run_history import keep_days_value, retention_days
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.defs.history.prune import prune_run_history
+
+    as_of = as_of_arg(args.as_of)
+    keep = (
+        retention_days()
+        if args.keep_days is None
+        else keep_days_value(args.keep_days, "--keep-days")
+    )
+    store = Store.of(RadarPaths.from_env())
+    result = prune_run_history(dagster_instance(), store, keep, as_of).to_json()
+    emit(
+        args,
+        result,
+        f"run history before {result['cutoff']} ({keep} days before {result['asOf']}): deleted "
+        f"{result['deletedRuns']} runs ({result['bytesFreed']} bytes), kept {result['keptRuns']} "
+        f"({result['protectedRuns']} older ones still needed)",
+    )
+    return EXIT_OK
