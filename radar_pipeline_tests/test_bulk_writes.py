@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.feed_state import FeedState, load_states, save_state, save_states
 from radar_pipeline.core.vault.index import insert_signal_rows
+from radar_pipeline_tests.conftest import fresh_store
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -35,7 +35,7 @@ def _row(
 
 
 def test_insert_signal_rows_skips_every_kind_of_conflict(tmp_path: Path) -> None:
-    store = Store(tmp_path / "radar.duckdb")
+    store = fresh_store(tmp_path)
     with store.transaction() as con:
         insert_signal_rows(con, [_row("s1", "i1", "a", "https://x/1")])
     with store.transaction() as con:
@@ -57,7 +57,7 @@ def test_insert_signal_rows_skips_every_kind_of_conflict(tmp_path: Path) -> None
 
 
 def test_save_states_upserts_and_last_state_wins(tmp_path: Path) -> None:
-    store = Store(tmp_path / "radar.duckdb")
+    store = fresh_store(tmp_path)
     with store.transaction() as con:
         save_state(con, FeedState("a", etag='"1"', consecutive_failures=2))
     with store.transaction() as con:

@@ -290,7 +290,7 @@ def test_index_row_without_a_file_fails_agreement_and_idempotency(
     healthy_vault(vault, feed_server, instance)
     gone, unindexed = signal_files(vault)[:2]
     gone.unlink()
-    with Store(radar_env["db"]).transaction() as con:
+    with Store.of(RadarPaths.from_env()).transaction() as con:
         con.execute("DELETE FROM signals WHERE signal_id = ?", [unindexed.stem])
 
     found = run_checks(instance, agreement_check, idempotency_check)
@@ -310,7 +310,7 @@ def test_only_a_file_without_index_row_is_a_warning(
     vault = radar_env["vault"]
     healthy_vault(vault, feed_server, instance)
     unindexed = signal_files(vault)[0]
-    with Store(radar_env["db"]).transaction() as con:
+    with Store.of(RadarPaths.from_env()).transaction() as con:
         con.execute("DELETE FROM signals WHERE signal_id = ?", [unindexed.stem])
     found = run_checks(instance, agreement_check, idempotency_check)
     for evaluation in found.values():

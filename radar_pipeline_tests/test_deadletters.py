@@ -35,7 +35,7 @@ FEED = rss([{"title": "Back", "guid": "b-1", "link": "https://example.com/back"}
 
 def run_check(env: dict[str, Path], now: datetime) -> Any:
     """What `radar dlq replay` does, without Dagster: one explicit collection of a Source."""
-    collector = Collector(RadarPaths(env["vault"], env["db"]))
+    collector = Collector(RadarPaths.from_env())
 
     def check(source_id: str) -> dict[str, Any]:
         return collector.run(CollectionSpec(new_collection_id(), "explicit", now, (source_id,)))
@@ -47,7 +47,7 @@ def failing_collection(env: dict[str, Path], server: FeedServer) -> dict[str, An
     write_source(env["vault"], "flaky", server.add("/flaky", b"oops", 500, BROKEN))
     write_source(env["vault"], "moved", server.add("/moved", b"no", 404, BROKEN))
     return (
-        Collector(RadarPaths(env["vault"], env["db"]))
+        Collector(RadarPaths.from_env())
         .run(CollectionSpec(new_collection_id(), "all", AS_OF))
         .to_json()
     )
@@ -62,7 +62,7 @@ def test_failed_check_opens_a_dead_letter_with_its_class(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
     report = failing_collection(radar_env, feed_server)
-    letters = {d.source_id: d for d in list_dead_letters(Store(radar_env["db"]))}
+    letters = {d.source_id: d for d in list_dead_letters(Store.of(RadarPaths.from_env()))}
     assert {k: (d.status, d.stage, d.error_class) for k, d in letters.items()} == {
         "flaky": ("open", "fetch", "http-5xx"),
         "moved": ("open", "fetch", "gone"),
@@ -77,7 +77,7 @@ def test_replay_after_fix_creates_the_signal_and_keeps_the_letter(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
     failing_collection(radar_env, feed_server)
-    store = Store(radar_env["db"])
+    store = Store.of(RadarPaths.from_env())
     letter_id = letter_for(store, "flaky")
     feed_server.add("/flaky", FEED)
     later = AS_OF + timedelta(minutes=5)
@@ -102,7 +102,7 @@ def test_replay_that_fails_again_opens_a_new_letter(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
     failing_collection(radar_env, feed_server)
-    store = Store(radar_env["db"])
+    store = Store.of(RadarPaths.from_env())
     letter_id = letter_for(store, "flaky")
     later = AS_OF + timedelta(minutes=5)
     done = replay(store, letter_id, later, run_check(radar_env, later))
@@ -122,10 +122,8 @@ def test_replay_that_cannot_run_leaves_the_letter_open(
         feed_server.add("/p", b"oops", 500, BROKEN),
         minIntervalSeconds=3600,
     )
-    Collector(RadarPaths(radar_env["vault"], radar_env["db"])).run(
-        CollectionSpec(new_collection_id(), "all", AS_OF)
-    )
-    store = Store(radar_env["db"])
+    Collector(RadarPaths.from_env()).run(CollectionSpec(new_collection_id(), "all", AS_OF))
+    store = Store.of(RadarPaths.from_env())
     letter_id = letter_for(store, "polite")
     later = AS_OF + timedelta(minutes=5)
     with pytest.raises(DeadLetterError, match=r"minIntervalSeconds.*stays open"):
@@ -138,7 +136,7 @@ def test_dismiss_records_decision_and_time(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
     failing_collection(radar_env, feed_server)
-    store = Store(radar_env["db"])
+    store = Store.of(RadarPaths.from_env())
     letter_id = letter_for(store, "moved")
     when = AS_OF + timedelta(hours=1)
     letter = dismiss(store, letter_id, when)

@@ -18,8 +18,8 @@ from radar_pipeline.core.identity.keys import (
     simhash64,
 )
 from radar_pipeline.core.models import ItemCandidate
-from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault import index
+from radar_pipeline_tests.conftest import fresh_store
 
 NOW = datetime(2025, 3, 4, tzinfo=UTC)
 WORDS = [
@@ -85,7 +85,7 @@ def _fresh(source: str, url: str) -> ItemCandidate:
 
 def test_decide_many_equals_decide_per_source(tmp_path: Path) -> None:
     rng = random.Random(11)
-    store = Store(tmp_path / "radar.duckdb")
+    store = fresh_store(tmp_path)
     rows: list[tuple[Any, ...]] = []
     seen: set[str] = set()
     for n in range(60):  # an index of earlier Signals from three Sources

@@ -38,12 +38,12 @@ LATER = AS_OF + timedelta(minutes=10)
 
 
 def collect(env: dict[str, Path], as_of: datetime = AS_OF) -> dict[str, Any]:
-    collector = Collector(RadarPaths(env["vault"], env["db"]))
+    collector = Collector(RadarPaths.from_env())
     return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).to_json()
 
 
 def query(env: dict[str, Path], sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
-    with Store(env["db"]).transaction() as con:
+    with Store.of(RadarPaths.from_env()).transaction() as con:
         return con.execute(sql, params or []).fetchall()
 
 
@@ -478,7 +478,7 @@ def test_identity_rule_change_rekeys_instead_of_duplicating(
     ) == [(old["k1"],)]
 
     # The index is derived data: rebuilt from the vault, it is re-keyed again, same result.
-    repair = index.rebuild(Store(radar_env["db"]), vault)
+    repair = index.rebuild(Store.of(RadarPaths.from_env()), vault)
     assert repair.indexed == 3 and repair.rekey is not None
     assert (repair.rekey.identity_version, repair.rekey.rekeyed, repair.rekey.aliased) == (2, 3, 3)
     serve(radar_env, feed_server, "keyed", rss(changed))
@@ -499,7 +499,7 @@ def test_rekey_conflict_keeps_the_older_signal(
     serve(radar_env, feed_server, "folds", rss(twins))
     assert collect(radar_env)["created"] == 2
     _change_identity_rules(monkeypatch, 2)
-    with Store(radar_env["db"]).transaction() as con:
+    with Store.of(RadarPaths.from_env()).transaction() as con:
         result = index.rekey(con)
     assert (result.rekeyed, len(result.conflicts)) == (1, 1)
     assert len(signal_files(vault)) == 2

@@ -16,6 +16,7 @@ from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.defs.evidence.assets import evidence_snapshot as evidence_asset
 from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline_tests.conftest import empty_postgres_store, store_url_under_test
 from radar_pipeline_tests.evidencekit import content_rss, radar_json, radar_process
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
@@ -166,7 +167,7 @@ def test_evidence_snapshot_asset_materializes_the_report(
 
 
 def _index_rows(db: Path) -> list[tuple[Any, ...]]:
-    with Store(db).transaction() as con:
+    with Store.of(RadarPaths.from_env()).transaction() as con:
         return con.execute("SELECT * FROM signals ORDER BY signal_id").fetchall()
 
 
@@ -184,7 +185,10 @@ def test_index_rebuild_after_the_db_is_lost_equals_the_original(
     files = sorted(p.name for p in signal_files(vault))
     assert len(original) == 4
 
-    db.unlink()
+    if store_url_under_test():  # the team profile's store is lost: its schema is gone
+        empty_postgres_store(store_url_under_test())
+    else:
+        db.unlink()
     Store.forget_migrations()
     rebuilt = radar_process("index", "rebuild", "--json", env=radar_env)
     assert rebuilt.returncode == 0, rebuilt.stderr
@@ -203,6 +207,8 @@ def test_index_rebuild_after_the_db_is_lost_equals_the_original(
 def test_index_rebuild_sets_a_corrupted_db_aside_and_rebuilds(
     radar_env: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    if store_url_under_test():
+        pytest.skip("a corrupted DuckDB file: the embedded store only")
     db = radar_env["db"]
     write_fixture_source(radar_env["vault"], "fixture", _feed("f", 2))
     assert radar_json(capsys, "collect", "--all")[0] == 0

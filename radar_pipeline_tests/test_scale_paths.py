@@ -21,6 +21,7 @@ from radar_pipeline.core.store import lookups
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault import index
 from radar_pipeline.core.vault.facts import SignalFile, open_facts, record_facts
+from radar_pipeline_tests.conftest import fresh_store
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -53,7 +54,7 @@ def _rows(count: int, rng: random.Random) -> list[tuple[Any, ...]]:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
-    store = Store(tmp_path / "radar.duckdb")
+    store = fresh_store(tmp_path)
     with store.transaction() as con:
         index.insert_signals(con, _rows(300, random.Random(3)))
     return store
@@ -192,7 +193,7 @@ def _random_vault_facts(
 
 
 def _store_with(tmp_path: Path, files: list[SignalFile], rows: list[tuple[str, str]]) -> Store:
-    store = Store(tmp_path / "duckdb")
+    store = fresh_store(tmp_path, "duckdb")
     with store.transaction() as con:
         facts = [(f.stem + ".md", (i, 1, 1, 1), f) for i, f in enumerate(files)]
         rng = random.Random(len(rows))

@@ -1,6 +1,6 @@
 """`radar`: the command line, a thin layer over the same Dagster definitions and instance.
 
-One module per command group (`sources`, `collection`, `dlq`, `history`), each adding its
+One module per command group (`sources`, `collection`, `dlq`, `history`, `store`), each adding its
 sub-commands to the parser built here; what they share is in `shell`.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from radar_pipeline import __version__
-from radar_pipeline.cli import collection, dlq, history, sources
+from radar_pipeline.cli import collection, dlq, history, sources, store
 from radar_pipeline.cli.shell import (
     EXIT_ERROR,
     FORMAT,
@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    for group in (sources, collection, dlq, history):
+    for group in (sources, collection, dlq, history, store):
         group.add_parsers(sub)
     return parser
 

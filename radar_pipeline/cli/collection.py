@@ -93,7 +93,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     paths = RadarPaths.from_env()
     # Open the store first: a broken or unusable DuckDB file is one clear line, not a failed
     # Dagster run with a stack trace.
-    Store(paths.db).schema_version()
+    Store.of(paths).schema_version()
     from radar_pipeline.core.vault.bases import ensure_bases
 
     # Vault set-up, before the run: the shipped views, created once (docs/obsidian.md).
@@ -173,9 +173,10 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
 
     paths = RadarPaths.from_env()
     now = datetime.now(UTC)
-    store = Store(paths.db)
+    store = Store.of(paths)
     # A file that is not a DuckDB database is kept under another name, never deleted.
-    moved = move_aside_if_not_duckdb(paths.db, now)
+    # (the team profile's PostgreSQL store has no such file)
+    moved = None if paths.store_url else move_aside_if_not_duckdb(paths.db, now)
     with progress("index", "indexing Signal files"):
         repair = index.rebuild(store, paths.vault)
     rekey = repair.rekey

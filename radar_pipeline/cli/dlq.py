@@ -61,7 +61,7 @@ def cmd_dlq_list(args: argparse.Namespace) -> int:
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.dead_letters import list_dead_letters
 
-    letters = [d.to_json() for d in list_dead_letters(Store(RadarPaths.from_env().db))]
+    letters = [d.to_json() for d in list_dead_letters(Store.of(RadarPaths.from_env()))]
     opened = sum(1 for d in letters if d["status"] == "open")
     text = "\n".join([*map(_dlq_line, letters), f"{len(letters)} dead letters, {opened} open"])
     emit(args, {"deadLetters": letters}, text)
@@ -81,7 +81,7 @@ def cmd_dlq_replay(args: argparse.Namespace) -> int:
             defs, instance, paths, "explicit", (source_id,), now, trigger="dlq-replay"
         )
 
-    done = replay(Store(paths.db), args.id, now, run_check)
+    done = replay(Store.of(paths), args.id, now, run_check)
     letter = done.dead_letter.to_json()
     new = done.new_dead_letter.to_json() if done.new_dead_letter else None
     payload = {"deadLetter": letter, "source": done.source_report, "newDeadLetter": new}
@@ -100,6 +100,6 @@ def cmd_dlq_dismiss(args: argparse.Namespace) -> int:
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.dead_letters import dismiss
 
-    letter = dismiss(Store(RadarPaths.from_env().db), args.id, as_of_arg(args.as_of)).to_json()
+    letter = dismiss(Store.of(RadarPaths.from_env()), args.id, as_of_arg(args.as_of)).to_json()
     emit(args, {"deadLetter": letter}, _dlq_line(letter))
     return EXIT_OK

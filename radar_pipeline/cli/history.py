@@ -50,7 +50,7 @@ def cmd_history_prune(args: argparse.Namespace) -> int:
         if args.keep_days is None
         else keep_days_value(args.keep_days, "--keep-days")
     )
-    store = Store(RadarPaths.from_env().db)
+    store = Store.of(RadarPaths.from_env())
     result = prune_run_history(dagster_instance(), store, keep, as_of).to_json()
     emit(
         args,

@@ -79,7 +79,7 @@ class Settings:
 
     @property
     def paths(self) -> RadarPaths:
-        return RadarPaths(vault=self.vault, db=self.db)
+        return RadarPaths(vault=self.vault, db=self.db, store_url=self.store_url)
 
 
 def _as_of(value: str) -> datetime | None:
@@ -129,10 +129,12 @@ def export_dagster_home(settings: Settings) -> Path:
 
 @dataclass(frozen=True)
 class RadarPaths:
-    """The two places the pipeline writes: the Obsidian vault and the DuckDB file."""
+    """The two places the pipeline writes: the Obsidian vault and the store (the DuckDB file,
+    or the PostgreSQL store at `store_url` when that is set)."""
 
     vault: Path
     db: Path
+    store_url: str = ""  # RADAR_STORE_URL, "": the DuckDB file at `db`
 
     @property
     def sources_dir(self) -> Path:
@@ -144,7 +146,8 @@ class RadarPaths:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RadarPaths:
-        """RADAR_VAULT and RADAR_DB of `environ` (default: the process environment)."""
+        """RADAR_VAULT, RADAR_DB and RADAR_STORE_URL of `environ` (default: the process
+        environment)."""
         return Settings.from_env(environ).paths
 
 

@@ -34,10 +34,11 @@ class RadarResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         return RadarPaths(
             vault=Path(self.vault).absolute() if self.vault else env.vault,
             db=Path(self.db).absolute() if self.db else env.db,
+            store_url=env.store_url,
         )
 
     def store(self) -> Store:
-        return Store(self.paths().db)
+        return Store.of(self.paths())
 
 
 class CollectionResource(dg.ConfigurableResource):  # type: ignore[type-arg]

@@ -44,11 +44,26 @@ rm -f "$work/pw"
 "${AS[@]}" "$PGBIN/pg_ctl" -D "$work/data" -l "$work/server.log" -w -t 60 \
   -o "-c listen_addresses=127.0.0.1 -p $port -k $work -c max_connections=200" start >/dev/null
 "${AS[@]}" "$PGBIN/createdb" -h "$work" -p "$port" -U radar radar_dagster
+"${AS[@]}" "$PGBIN/createdb" -h "$work" -p "$port" -U radar radar_store
 echo "test-postgres: PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port"
 
 export DAGSTER_PG_HOST=127.0.0.1 DAGSTER_PG_PORT="$port" DAGSTER_PG_USER=radar
 export DAGSTER_PG_PASSWORD="$password" DAGSTER_PG_DB=radar_dagster RADAR_TEST_POSTGRES=1
 status=0
 "$BIN/pytest" -q -p no:cacheprovider --durations=0 radar_pipeline_tests/scaleout || status=$?
+
+# The provenance store on the same server (RADAR_STORE_URL): the store tests and a set of
+# behaviour tests (collect, dedupe, accounting, dead letters, evidence checks, the incremental
+# vault reads) with the `radar_env` fixture switched to PostgreSQL, and the two-worker tests.
+export RADAR_TEST_STORE_URL="postgresql://radar:$password@127.0.0.1:$port/radar_store"
+"$BIN/pytest" -q -p no:cacheprovider --durations=10 -m "not slow" \
+  radar_pipeline_tests/test_store_backends.py radar_pipeline_tests/test_bulk_writes.py \
+  radar_pipeline_tests/test_scale_paths.py radar_pipeline_tests/test_dedupe_batch.py \
+  radar_pipeline_tests/test_collect.py radar_pipeline_tests/test_dedupe_pipeline.py \
+  radar_pipeline_tests/test_accounting.py radar_pipeline_tests/test_deadletters.py \
+  radar_pipeline_tests/test_evidence.py radar_pipeline_tests/test_vault_incremental.py \
+  radar_pipeline_tests/test_store_migrate.py radar_pipeline_tests/test_sources_try.py || status=$?
+"$BIN/pytest" -q -p no:cacheprovider --durations=0 radar_pipeline_tests/scaleout/test_shared_store.py \
+  || status=$?
 echo "test-postgres: $(( $(date +%s) - started )) s (server setup, tests, teardown)"
 exit "$status"

@@ -38,7 +38,7 @@ def evidence_snapshot(paths: RadarPaths, now: datetime) -> JsonObject:
     The registry, the feed states, the last close and Temporary Content are read once here
     and handed to the audits."""
     snapshot = load_registry(paths.vault)
-    store = Store(paths.db)
+    store = Store.of(paths)
     with store.transaction() as con:
         states = load_states(con)
         open_dead = count_open(con)

@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-import duckdb
-
 from radar_pipeline.core.audit.findings import AuditResult
 from radar_pipeline.core.audit.retention import TemporaryEntry, audit_retention, list_temporary
 from radar_pipeline.core.audit.signal_audits import (
@@ -37,7 +35,7 @@ from radar_pipeline.core.audit.stream_audits import audit_accounting, audit_gaps
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
 from radar_pipeline.core.store.closes import CloseRecord, last_close
-from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.feed_state import FeedState, load_states
 from radar_pipeline.core.vault.facts import gather_facts, open_facts
 
@@ -66,7 +64,7 @@ class AuditInputs:
 
 
 # The audits that are one set query over the transaction's facts and index.
-_QUERY_AUDITS: dict[str, Callable[[duckdb.DuckDBPyConnection], AuditResult]] = {
+_QUERY_AUDITS: dict[str, Callable[[Connection], AuditResult]] = {
     "idempotency": audit_idempotency,
     "provenance": audit_provenance,
     "agreement": audit_agreement,
@@ -112,7 +110,7 @@ def _run_audits(
     full: bool,
     inputs: AuditInputs | None,
 ) -> dict[str, AuditResult]:
-    store = Store(paths.db)
+    store = Store.of(paths)
     # Everything read from the vault is read before the transaction, which holds the DuckDB
     # file only for the facts' update and the queries.
     judged = {"idempotency", "provenance", "retention", "agreement"} & set(wanted)

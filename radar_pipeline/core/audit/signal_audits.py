@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 
-import duckdb
-
 from radar_pipeline.core.audit.findings import AuditResult, Finding
 from radar_pipeline.core.parse.items import SUMMARY_MAX
 from radar_pipeline.core.store import audits as queries
+from radar_pipeline.core.store.connection import Connection
 from radar_pipeline.core.vault.facts import SIGNALS_PREFIX
 from radar_pipeline.core.vault.signals import PROVENANCE_FIELDS
 
@@ -28,7 +27,7 @@ from radar_pipeline.core.vault.signals import PROVENANCE_FIELDS
 SIGNAL_BODY_MAX = SUMMARY_MAX + 300 + 300
 
 
-def audit_idempotency(con: duckdb.DuckDBPyConnection) -> AuditResult:
+def audit_idempotency(con: Connection) -> AuditResult:
     """Every identity has exactly one Signal file and one index row naming that file.
 
     Over the facts of every file (the view `open_facts` opens) and the index, grouped in
@@ -69,7 +68,7 @@ def _identity_finding(
     return Finding("ERROR", (*counts, f"index names {named}"))
 
 
-def audit_provenance(con: duckdb.DuckDBPyConnection) -> AuditResult:
+def audit_provenance(con: Connection) -> AuditResult:
     """Every Signal carries every provenance field; `publishedAt` is empty unless verified."""
     broken = queries.provenance_problems(con)
     findings: list[Finding] = []
@@ -91,14 +90,14 @@ def audit_provenance(con: duckdb.DuckDBPyConnection) -> AuditResult:
     )
 
 
-def oversized_bodies(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int]]:
+def oversized_bodies(con: Connection) -> list[tuple[str, int]]:
     """(vault path, visible length) of each Signal whose pipeline-written body is longer than
     a summary can be, in name order."""
     rows = queries.bodies_longer_than(con, SIGNAL_BODY_MAX)
     return [(SIGNALS_PREFIX + name, int(length)) for name, length in sorted(rows)]
 
 
-def audit_agreement(con: duckdb.DuckDBPyConnection) -> AuditResult:
+def audit_agreement(con: Connection) -> AuditResult:
     """The vault and the DuckDB index hold the same Signal ids (the vault is the truth)."""
     found = queries.agreement(con)
     findings = [

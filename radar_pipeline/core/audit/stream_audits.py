@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import duckdb
-
 from radar_pipeline.core.audit.findings import AuditResult, Finding
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.store import audits as queries
+from radar_pipeline.core.store.connection import Connection
 
 # A Source's rhythm is known once this many intervals between its items' dates are.
 MIN_INTERVALS = 4
@@ -22,7 +21,7 @@ MIN_INTERVALS = 4
 SILENCE_FACTOR = 3
 
 
-def audit_accounting(con: duckdb.DuckDBPyConnection) -> AuditResult:
+def audit_accounting(con: Connection) -> AuditResult:
     """ERROR for each recorded check whose outcomes do not add up to what it parsed, or whose
     item observations are not one per item parsed."""
     rows = queries.unbalanced_checks(con)
@@ -50,7 +49,7 @@ def audit_accounting(con: duckdb.DuckDBPyConnection) -> AuditResult:
     )
 
 
-def audit_gaps(con: duckdb.DuckDBPyConnection) -> AuditResult:
+def audit_gaps(con: Connection) -> AuditResult:
     """WARN for each Source whose latest check shares no item with the previous one although
     its feed held as many items: items may have scrolled out unseen between the checks."""
     rows = queries.latest_checks(con)
@@ -95,7 +94,7 @@ class Rhythm:
         return self.intervals >= MIN_INTERVALS and self.quiet_for > SILENCE_FACTOR * self.median
 
 
-def rhythms(con: duckdb.DuckDBPyConnection) -> list[Rhythm]:
+def rhythms(con: Connection) -> list[Rhythm]:
     """Every Source whose latest check passed and whose item dates give a rhythm
     (MIN_INTERVALS or more intervals between distinct observation dates)."""
     rows = queries.rhythm_rows(con, MIN_INTERVALS)
@@ -106,13 +105,13 @@ def rhythms(con: duckdb.DuckDBPyConnection) -> list[Rhythm]:
     ]
 
 
-def silent_sources(con: duckdb.DuckDBPyConnection) -> list[str]:
+def silent_sources(con: Connection) -> list[str]:
     """Ids of the Sources whose checks pass but whose newest item is older than
     SILENCE_FACTOR times their median interval between items."""
     return [r.source_id for r in rhythms(con) if r.silent]
 
 
-def audit_silence(con: duckdb.DuckDBPyConnection) -> AuditResult:
+def audit_silence(con: Connection) -> AuditResult:
     """WARN for each silent Source ("lights on, nobody home")."""
     known = rhythms(con)
     findings = tuple(

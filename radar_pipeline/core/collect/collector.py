@@ -15,8 +15,6 @@ import logging
 import uuid
 from concurrent.futures import Future
 
-import duckdb
-
 from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings, fetch_many
 from radar_pipeline.core.collect import page_stage
 from radar_pipeline.core.collect.accounting import CheckAccount, account, accounting_row
@@ -55,7 +53,7 @@ from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
 from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.accounting import previous_checks, record_accounts
 from radar_pipeline.core.store.collections import last_as_of, record_collection, record_metrics
-from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.core.store.fetch_attempts import record_attempts, with_uncommitted_fetches
 from radar_pipeline.core.vault import index
@@ -92,11 +90,11 @@ class Collector:
         page_settings: PageSettings | None = None,
     ) -> None:
         self.paths = paths
-        self.store = store or Store(paths.db)
+        self.store = store or Store.of(paths)
         self.fetch_settings = fetch_settings or FetchSettings.from_env()
         self.page_settings = page_settings or PageSettings()
         self.fetch_threads = fetch_threads
-        self.locks = LockBook(paths.locks_dir)
+        self.locks = LockBook(paths.locks_dir, self.store.source_locks())
         count = default_worker_count() if parse_workers is None else parse_workers
         self.workers = ParseWorkers(count)
         # How each dedupe found the Signals folder (folder_state.Verdict): what tests and the
@@ -298,7 +296,7 @@ class Collector:
 
     @staticmethod
     def _accounts(
-        con: duckdb.DuckDBPyConnection,
+        con: Connection,
         collection_id: str,
         deduped: tuple[DedupedCheck, ...],
         writes: list[SourceWrite],

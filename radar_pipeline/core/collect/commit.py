@@ -14,8 +14,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-import duckdb
-
 from radar_pipeline.core.acquire.fetch import polite_delay_s
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
@@ -27,6 +25,7 @@ from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.plan.schedule import next_backoff, window_from
 from radar_pipeline.core.store.accounting import record_duplicates, record_source_items
+from radar_pipeline.core.store.connection import Connection
 from radar_pipeline.core.store.dead_letters import record_failure
 from radar_pipeline.core.store.feed_state import FeedState, save_states
 from radar_pipeline.core.store.observations import (
@@ -73,7 +72,7 @@ class PendingRows:
     aliases: list[tuple[str, str, str, str, datetime]] = field(default_factory=list)
     revisions: list[tuple[Any, ...]] = field(default_factory=list)
 
-    def flush(self, con: duckdb.DuckDBPyConnection) -> None:
+    def flush(self, con: Connection) -> None:
         insert_signals(con, self.signals)
         record_revisions(con, self.revisions)
         record_observations(con, self.observations)
@@ -89,7 +88,7 @@ class PendingRows:
 
 
 def commit_source(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     spec: CollectionSpec,
     item: DedupedCheck,
     write: SourceWrite,
@@ -267,7 +266,7 @@ def _state_after_success(
 
 
 def _commit_failure(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     spec: CollectionSpec,
     res: CheckResult,
     state: FeedState,

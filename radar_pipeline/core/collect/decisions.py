@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
-
 from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
 from radar_pipeline.core.identity.dedupe import DedupeBatch, decide_many
 from radar_pipeline.core.identity.keys import identity_of
 from radar_pipeline.core.plan.schedule import ITEM_CAP
+from radar_pipeline.core.store.connection import Connection
 from radar_pipeline.core.vault.folder_state import folder_of, list_names
 from radar_pipeline.core.vault.signals import SIGNAL_ID_RE
 
 
 def decide_checks(
-    con: duckdb.DuckDBPyConnection, results: tuple[CheckResult, ...], on_disk: dict[str, str]
+    con: Connection, results: tuple[CheckResult, ...], on_disk: dict[str, str]
 ) -> tuple[DedupedCheck, ...]:
     """Every candidate of every check classified against the index (read only) and the
     Signal files `on_disk` (identity -> Signal id), at most ITEM_CAP unknown ones per check."""

@@ -111,7 +111,7 @@ def try_source(
     paths: RadarPaths, record: SourceRecord, now: datetime, settings: FetchSettings
 ) -> TryReport:
     """One unconditional fetch of `record`'s Source, then the decisions of a check at `now`."""
-    with read_only(paths.db) as con:
+    with read_only(paths.db, paths.store_url) as con:
         state = load_states(con).get(record.source.id)
     check = PlannedCheck(
         record.source.id,
@@ -128,7 +128,7 @@ def try_source(
     if result.failed or result.parsed is None:
         return TryReport(record.source.id, "failed", fetched.status, 0, (), result.error_message)
     on_disk = by_identity(signal_ids_on_disk(paths.vault))
-    with read_only(paths.db) as con:
+    with read_only(paths.db, paths.store_url) as con:
         [deduped] = decide_checks(con, (result,), on_disk)
         previous = previous_checks(con, [record.source.id], DRY_RUN_ID).get(record.source.id)
     acc = account(deduped, _would_write(deduped, now), previous)

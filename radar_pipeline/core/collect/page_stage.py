@@ -16,8 +16,6 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-import duckdb
-
 from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.commit import SourceWrite
@@ -31,7 +29,7 @@ from radar_pipeline.core.plan.schedule import next_backoff, window_from
 from radar_pipeline.core.registry.sources import SourceRecord
 from radar_pipeline.core.reports import CollectionReport, PageFigures
 from radar_pipeline.core.store.collections import replace_report
-from radar_pipeline.core.store.connection import Store, to_json_text
+from radar_pipeline.core.store.connection import Connection, Store, to_json_text
 from radar_pipeline.core.store.feed_state import FeedState, load_states, save_state
 from radar_pipeline.core.store.pages import (
     PageRow,
@@ -57,7 +55,7 @@ def _extracts_pages(rec: SourceRecord) -> bool:
 
 
 def enqueue_new_pages(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     spec: CollectionSpec,
     deduped: Sequence[DedupedCheck],
     writes: Sequence[SourceWrite],

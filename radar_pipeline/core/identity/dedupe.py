@@ -40,8 +40,6 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Literal
 
-import duckdb
-
 from radar_pipeline.core.identity.keys import (
     distinguishing_fragment,
     hamming64,
@@ -50,6 +48,7 @@ from radar_pipeline.core.identity.keys import (
 )
 from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.store import lookups
+from radar_pipeline.core.store.connection import Connection
 from radar_pipeline.core.store.signals import BANDS, simhash_band_keys
 
 SIMHASH_DISTANCE = 3  # the bands assume <= 3: 4 bands, so one band is always equal
@@ -146,7 +145,7 @@ class DedupeBatch:
 
 
 def decide(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     source_id: str,
     candidates: tuple[ItemCandidate, ...],
     batch: DedupeBatch | None = None,
@@ -161,7 +160,7 @@ def decide(
 
 
 def decide_many(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     checks: Sequence[tuple[str, tuple[ItemCandidate, ...]]],
     batch: DedupeBatch | None = None,
     item_cap: int | None = None,
@@ -295,7 +294,7 @@ def template_hashes(candidates: Sequence[ItemCandidate]) -> frozenset[str]:
     return frozenset(h for h, n in counts.items() if n >= 3 or (n >= 2 and 2 * n > links))
 
 
-def lookup_duplicates(con: duckdb.DuckDBPyConnection, identities: Sequence[str]) -> dict[str, str]:
+def lookup_duplicates(con: Connection, identities: Sequence[str]) -> dict[str, str]:
     """identity -> Signal id, for items an earlier check recorded as a duplicate of it."""
     rows = lookups.duplicates_by_identity(con, identities)
     return {str(r[0]): str(r[1]) for r in rows}
@@ -309,9 +308,7 @@ def resolve_pending(ref: str | None, first_seen_at: datetime) -> str | None:
     return make_signal_id(first_seen_at, ref[len(PENDING_PREFIX) :])
 
 
-def lookup_identities(
-    con: duckdb.DuckDBPyConnection, identities: Sequence[str]
-) -> dict[str, tuple[str, str]]:
+def lookup_identities(con: Connection, identities: Sequence[str]) -> dict[str, tuple[str, str]]:
     """identity -> (Signal id, current content hash), by Signal identity or recorded alias."""
     found = {
         str(r[0]): (str(r[1]), str(r[2])) for r in lookups.signals_by_identity(con, identities)
@@ -346,7 +343,7 @@ class _SecondaryIndex:
     flags: dict[str, str]  # duplicateCandidateOf of the Signals a near match can name
 
     @classmethod
-    def load(cls, con: duckdb.DuckDBPyConnection, cands: list[ItemCandidate]) -> _SecondaryIndex:
+    def load(cls, con: Connection, cands: list[ItemCandidate]) -> _SecondaryIndex:
         by_url: dict[tuple[str, str], list[_Row]] = {}
         by_content: dict[str, list[_Row]] = {}
         by_title: dict[tuple[str, date], list[_Row]] = {}

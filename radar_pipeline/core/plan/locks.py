@@ -1,10 +1,15 @@
-"""Per-Source locks across processes: one lock file per Source under the vault's `.radar/locks/`."""
+"""Per-Source locks across processes: one lock file per Source under the vault's `.radar/locks/`,
+and in the team profile also the store's advisory lock, which holds across hosts."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import filelock
+
+if TYPE_CHECKING:  # the embedded profile never loads the PostgreSQL module
+    from radar_pipeline.core.store.postgres import SourceLocks
 
 
 class LockBook:
@@ -14,10 +19,15 @@ class LockBook:
     collection of the same Source, in any process, reports it `skipped` with reason `locked`.
     One LockBook belongs to one Collector, so what it holds is that collection's and nobody
     else's; `release_all` is safe to call more than once.
+
+    With `shared` (the PostgreSQL store's advisory locks) a Source is held only when both its
+    file lock (this host) and its advisory lock (every host) are: flock does not hold across
+    machines, nor reliably on a network volume.
     """
 
-    def __init__(self, locks_dir: Path) -> None:
+    def __init__(self, locks_dir: Path, shared: SourceLocks | None = None) -> None:
         self.locks_dir = locks_dir
+        self.shared = shared
         self._held: dict[tuple[str, str], filelock.FileLock] = {}
 
     def try_acquire(self, collection_id: str, source_id: str) -> bool:
@@ -31,10 +41,18 @@ class LockBook:
             lock.acquire()
         except filelock.Timeout:
             return False
+        if self.shared is not None and not self.shared.try_lock(source_id):
+            lock.release()  # another host holds the Source
+            return False
         self._held[(collection_id, source_id)] = lock
         return True
 
     def release_all(self, collection_id: str | None = None) -> None:
-        """Release the locks of one collection (all of them when None)."""
+        """Release the locks of one collection (all of them when None: the collection's end,
+        which also ends the advisory locks' session)."""
         for key in [k for k in self._held if collection_id is None or k[0] == collection_id]:
+            if self.shared is not None:
+                self.shared.unlock(key[1])
             self._held.pop(key).release()
+        if collection_id is None and self.shared is not None:
+            self.shared.close()

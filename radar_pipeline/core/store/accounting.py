@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import duckdb
-
-from radar_pipeline.core.store.connection import insert_rows
+from radar_pipeline.core.store.connection import Connection, insert_rows
 
 ACCOUNTING_COLUMN_TYPES = (
     "VARCHAR",  # collection_id
@@ -44,7 +42,7 @@ class PreviousCheck:
 
 
 def previous_checks(
-    con: duckdb.DuckDBPyConnection, source_ids: Sequence[str], collection_id: str
+    con: Connection, source_ids: Sequence[str], collection_id: str
 ) -> dict[str, PreviousCheck]:
     """Each Source's latest recorded check that parsed items, before `collection_id` (one
     look-up of one row per Source: the item ids are stored with it)."""
@@ -63,7 +61,7 @@ def previous_checks(
     }
 
 
-def undated_counts(con: duckdb.DuckDBPyConnection, collection_ids: Sequence[str]) -> dict[str, int]:
+def undated_counts(con: Connection, collection_ids: Sequence[str]) -> dict[str, int]:
     """Source id -> the undated eligible items of its check in these collections."""
     rows = con.execute(
         "SELECT source_id, sum(undated) FROM check_accounting "
@@ -73,12 +71,12 @@ def undated_counts(con: duckdb.DuckDBPyConnection, collection_ids: Sequence[str]
     return {str(r[0]): int(r[1] or 0) for r in rows}
 
 
-def record_accounts(con: duckdb.DuckDBPyConnection, rows: Sequence[Sequence[Any]]) -> None:
+def record_accounts(con: Connection, rows: Sequence[Sequence[Any]]) -> None:
     """One `check_accounting` row per Source check (columns as ACCOUNTING_COLUMN_TYPES)."""
     insert_rows(con, "check_accounting", ACCOUNTING_COLUMN_TYPES, rows)
 
 
-def record_duplicates(con: duckdb.DuckDBPyConnection, rows: Sequence[Sequence[Any]]) -> None:
+def record_duplicates(con: Connection, rows: Sequence[Sequence[Any]]) -> None:
     """(identity, signal id, source id, canonical URL, recorded at): the first decision stays."""
     unique = list({str(r[0]): r for r in reversed(rows)}.values())
     insert_rows(
@@ -91,7 +89,7 @@ def record_duplicates(con: duckdb.DuckDBPyConnection, rows: Sequence[Sequence[An
 
 
 def record_source_items(
-    con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[str, str, datetime | None, datetime]]
+    con: Connection, rows: Sequence[tuple[str, str, datetime | None, datetime]]
 ) -> None:
     """(identity, source id, observed at, first seen): each identity once, its first date."""
     unique = list({r[0]: r for r in reversed(rows)}.values())

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-import duckdb
+from radar_pipeline.core.store.connection import Connection
 
 # The claim of each file: the id its frontmatter declares, else its name (SignalFile.identity).
 _FILES = """
@@ -51,8 +51,8 @@ _AGREEMENT = """
     indexed AS (SELECT DISTINCT signal_id AS sid FROM signals),
     j AS (SELECT v.sid AS v, i.sid AS i FROM vault v FULL JOIN indexed i ON v.sid = i.sid)
     SELECT count(v), count(i), count(v) FILTER (WHERE i IS NOT NULL),
-           coalesce(list(v ORDER BY v) FILTER (WHERE i IS NULL), []),
-           coalesce(list(i ORDER BY i) FILTER (WHERE v IS NULL), [])
+           list(v ORDER BY v) FILTER (WHERE i IS NULL),
+           list(i ORDER BY i) FILTER (WHERE v IS NULL)
     FROM j
 """
 
@@ -64,23 +64,23 @@ _OUTCOME_SUM = (
 # ---- the Signal files against the index --------------------------------------------------------
 
 
-def identity_suspects(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, int, str | None]]:
+def identity_suspects(con: Connection) -> list[tuple[str, int, int, str | None]]:
     """(identity, files, index rows, Signal id of its first row) of each identity whose files
     and index rows disagree."""
     return con.execute(_IDENTITY_SUSPECTS).fetchall()
 
 
-def file_names_of(con: duckdb.DuckDBPyConnection, identities: list[str]) -> dict[str, list[str]]:
+def file_names_of(con: Connection, identities: list[str]) -> dict[str, list[str]]:
     """identity -> its files' names, in name order."""
     return dict(con.execute(_NAMES_OF, [identities]).fetchall())
 
 
-def unidentified_files(con: duckdb.DuckDBPyConnection) -> list[tuple[str]]:
+def unidentified_files(con: Connection) -> list[tuple[str]]:
     """The files whose name and frontmatter give no identity."""
     return con.execute("SELECT name FROM audit_files WHERE identity IS NULL").fetchall()
 
 
-def identity_counts(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+def identity_counts(con: Connection) -> tuple[int, int]:
     """(distinct identities, files with an identity)."""
     identities, identified = _one(
         con, "SELECT count(DISTINCT identity), count(identity) FROM audit_files"
@@ -88,7 +88,7 @@ def identity_counts(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
     return identities, identified
 
 
-def provenance_problems(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str | None, str | None]]:
+def provenance_problems(con: Connection) -> list[tuple[str, str | None, str | None]]:
     """(name, read error, provenance problems as JSON) of each file with either."""
     return con.execute(
         "SELECT name, error, provenance FROM audit_files "
@@ -96,13 +96,13 @@ def provenance_problems(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str |
     ).fetchall()
 
 
-def file_count(con: duckdb.DuckDBPyConnection) -> int:
+def file_count(con: Connection) -> int:
     """How many files the view holds."""
     (count,) = _one(con, "SELECT count(*) FROM audit_files")
     return count
 
 
-def bodies_longer_than(con: duckdb.DuckDBPyConnection, limit: int) -> list[tuple[str, int]]:
+def bodies_longer_than(con: Connection, limit: int) -> list[tuple[str, int]]:
     """(name, body length) of each file whose pipeline-written body is longer than `limit`."""
     return con.execute(
         "SELECT name, body_length FROM audit_files WHERE body_length > ?", [limit]
@@ -120,19 +120,22 @@ class Agreement:
     fileless: tuple[str, ...]  # indexed, claimed by no file, by id
 
 
-def agreement(con: duckdb.DuckDBPyConnection) -> Agreement:
+def agreement(con: Connection) -> Agreement:
     """The vault's and the index's Signal ids in one pass."""
     row = con.execute(_AGREEMENT).fetchone()
     assert row is not None  # an aggregate without GROUP BY always answers one row
     vault, index, common, unindexed, fileless = row
-    return Agreement(int(vault), int(index), int(common), tuple(unindexed), tuple(fileless))
+    # An empty list is NULL (no `[]` literal in the query: PostgreSQL spells it otherwise).
+    return Agreement(
+        int(vault), int(index), int(common), tuple(unindexed or ()), tuple(fileless or ())
+    )
 
 
 # ---- the item stream -----------------------------------------------------------------------
 
 
 def unbalanced_checks(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
 ) -> list[tuple[str, str, datetime, int, int, int]]:
     """(collection, Source, checked at, items parsed, outcomes sum, observations) of each
     recorded check whose outcomes or observations do not add up to what it parsed."""
@@ -151,13 +154,13 @@ def unbalanced_checks(
     ).fetchall()
 
 
-def check_count(con: duckdb.DuckDBPyConnection) -> int:
+def check_count(con: Connection) -> int:
     """How many checks are recorded."""
     row = con.execute("SELECT count(*) FROM check_accounting").fetchone()
     return int(row[0]) if row else 0
 
 
-def latest_checks(con: duckdb.DuckDBPyConnection) -> list[tuple[str, datetime, bool, int]]:
+def latest_checks(con: Connection) -> list[tuple[str, datetime, bool, int]]:
     """(Source, checked at, possible gap, items parsed) of each Source's latest check that
     parsed items, by Source."""
     return con.execute(
@@ -170,7 +173,7 @@ def latest_checks(con: duckdb.DuckDBPyConnection) -> list[tuple[str, datetime, b
 
 
 def rhythm_rows(
-    con: duckdb.DuckDBPyConnection, min_intervals: int
+    con: Connection, min_intervals: int
 ) -> list[tuple[str, int, float | None, datetime, datetime]]:
     """(Source, intervals, median interval in seconds, newest item date, last success) of each
     Source whose latest check passed and whose distinct item dates give at least
@@ -198,7 +201,7 @@ def rhythm_rows(
     ).fetchall()
 
 
-def _one(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[int, ...]:
+def _one(con: Connection, sql: str) -> tuple[int, ...]:
     row = con.execute(sql).fetchone()
     assert row is not None  # an aggregate without GROUP BY always answers one row
     return tuple(int(v) for v in row)

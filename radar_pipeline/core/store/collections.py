@@ -6,15 +6,11 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-import duckdb
-
 from radar_pipeline.core.reports import CollectionReport, SourceReport
-from radar_pipeline.core.store.connection import Store, to_json_text, unnested
+from radar_pipeline.core.store.connection import Connection, Store, to_json_text, unnested
 
 
-def record_metrics(
-    con: duckdb.DuckDBPyConnection, collection_id: str, sources: tuple[SourceReport, ...]
-) -> None:
+def record_metrics(con: Connection, collection_id: str, sources: tuple[SourceReport, ...]) -> None:
     """Complete this collection's attempt rows with what only the commit knows (one statement)."""
     rows = [
         (
@@ -43,7 +39,7 @@ def record_metrics(
 
 
 def record_collection(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     dagster_run_id: str | None,
     trigger: str,
     as_of: datetime,
@@ -102,13 +98,13 @@ def _stored_report(store: Store, clause: str, params: list[object]) -> Collectio
     return CollectionReport.from_json(json.loads(row[0])) if row and row[0] else None
 
 
-def last_as_of(con: duckdb.DuckDBPyConnection) -> datetime | None:
+def last_as_of(con: Connection) -> datetime | None:
     """The clock of the latest recorded collection, if any."""
     row = con.execute("SELECT max(as_of) FROM collections").fetchone()
     return row[0] if row else None
 
 
-def replace_report(con: duckdb.DuckDBPyConnection, collection_id: str, report_json: str) -> None:
+def replace_report(con: Connection, collection_id: str, report_json: str) -> None:
     """Store the collection's report again (the page stage adds its figures after the commit)."""
     con.execute(
         "UPDATE collections SET report_json = ? WHERE collection_id = ?",

@@ -1,4 +1,8 @@
-"""The DuckDB provenance store: run history, fetch attempts, observations, Signal index, feed state.
+"""The provenance store: run history, fetch attempts, observations, Signal index, feed state.
+
+Embedded profile (the default): the DuckDB file at RADAR_DB. Team profile: the same tables in
+PostgreSQL at RADAR_STORE_URL (core/store/postgres.py holds every dialect difference that is
+not a whole statement). The store modules take a `Connection`, which either backend gives.
 
 DuckDB allows one writing process per file. Every process that touches the file opens it for one
 short transaction at a time and waits, with a bound, while another process holds it
@@ -19,12 +23,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import duckdb
 
+from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import StoreError
 from radar_pipeline.core.store.migrations import MIGRATIONS, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from radar_pipeline.core.store.postgres import PostgresStoreBackend, SourceLocks
 
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock")
 # A DuckDB file younger than this that does not open yet is taken to be in creation.
@@ -63,23 +71,70 @@ def _count_connect(wait_s: float | None) -> None:
             _wait_totals["max_wait_s"] = max(_wait_totals["max_wait_s"], wait_s)
 
 
+class Cursor(Protocol):
+    """What a statement's result gives: DuckDB's connection, or a psycopg cursor."""
+
+    @property
+    def description(self) -> Any: ...
+    def fetchone(self) -> tuple[Any, ...] | None: ...
+    def fetchall(self) -> list[tuple[Any, ...]]: ...
+    def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]: ...
+
+
+class Connection(Protocol):
+    """A connection in one transaction, of either backend: `execute` with `?` marks."""
+
+    def execute(self, query: str, parameters: Any = None) -> Cursor: ...
+    def executemany(self, query: str, parameters: Any = None) -> Any: ...
+
+
 @dataclass(frozen=True)
 class StoreSettings:
     lock_timeout_s: float = 120.0  # how long a process waits for another's transaction
 
 
 class Store:
-    """The DuckDB file at `path`. Each `transaction()` opens, commits and closes the file."""
+    """The DuckDB file at `path`, or the PostgreSQL schema at `url` when one is given. Each
+    `transaction()` opens, commits and closes its connection."""
 
     _migrated: ClassVar[set[Path]] = set()
     _migrate_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, path: Path, settings: StoreSettings | None = None) -> None:
+    def __init__(self, path: Path, settings: StoreSettings | None = None, url: str = "") -> None:
         self.path = Path(path)
         self.settings = settings or StoreSettings()
+        self.url = url
         # Threads of one process share the file; DuckDB allows that, but serialise our
         # transactions so one process never conflicts with itself.
         self._local_lock = threading.RLock()
+        self._postgres: PostgresStoreBackend | None = None
+        if url:
+            from radar_pipeline.core.store.postgres import PostgresStoreBackend
+
+            self._postgres = PostgresStoreBackend(url)
+
+    @classmethod
+    def of(cls, paths: RadarPaths) -> Store:
+        """The store the settings name: PostgreSQL at RADAR_STORE_URL, else the DuckDB file."""
+        return cls(paths.db, url=paths.store_url)
+
+    def source_locks(self) -> SourceLocks | None:
+        """Per-Source locks that hold across hosts (the PostgreSQL store's advisory locks);
+        None for the DuckDB file, whose one host the file locks already cover."""
+        if self._postgres is None:
+            return None
+        from radar_pipeline.core.store.postgres import SourceLocks
+
+        return SourceLocks(self.url)
+
+    @property
+    def where(self) -> str:
+        """The store's place, for messages (a URL without its password)."""
+        if self._postgres is None:
+            return str(self.path)
+        from radar_pipeline.core.store.postgres import redacted
+
+        return redacted(self.url)
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,8 +177,12 @@ class Store:
                 ) from exc
 
     @contextmanager
-    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def transaction(self) -> Iterator[Connection]:
         """One short read-write transaction; committed on success, rolled back on error."""
+        if self._postgres is not None:
+            with self._postgres.transaction(MIGRATIONS, SCHEMA_VERSION) as pg:
+                yield pg
+            return
         with self._local_lock:
             con = self._connect()
             try:
@@ -167,8 +226,13 @@ class Store:
 
     @classmethod
     def forget_migrations(cls) -> None:
-        """For tests that delete or replace the file within one process."""
+        """For tests that delete or replace the file (or schema) within one process."""
         cls._migrated.clear()
+        import sys
+
+        postgres = sys.modules.get("radar_pipeline.core.store.postgres")
+        if postgres is not None:  # loaded only once a PostgreSQL store was opened
+            postgres.PostgresStoreBackend.forget_migrations()
 
     # ---- reads -----------------------------------------------------------------------------
 
@@ -186,7 +250,7 @@ def _being_created(path: Path) -> bool:
 
 
 def insert_rows(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     table: str,
     column_types: Sequence[str],
     rows: Sequence[Sequence[Any]],
@@ -202,16 +266,24 @@ def insert_rows(
     """
     if not rows:
         return
-    select, params = unnested(column_types, rows)
+    select, params = unnested(column_types, rows, con)
     target = f"{table} ({', '.join(columns)})" if columns is not None else table
     con.execute(f"INSERT INTO {target} SELECT * FROM ({select}) AS n {where}", params)
 
 
 def unnested(
-    column_types: Sequence[str], rows: Sequence[Sequence[Any]]
+    column_types: Sequence[str], rows: Sequence[Sequence[Any]], con: Connection | None = None
 ) -> tuple[str, list[list[Any]]]:
     """`SELECT unnest(?::T[]) AS c0, ...` and its parameters: `rows` as one relation, each
     column bound as one typed list (for `insert_rows`, or an UPDATE ... FROM it)."""
+    # A PostgreSQL connection says so (`PostgresConnection.dialect`); DuckDB's has no such
+    # attribute, and the embedded profile never loads the PostgreSQL module.
+    if getattr(con, "dialect", None) == "postgresql" and any(
+        k.endswith("[]") for k in column_types
+    ):
+        from radar_pipeline.core.store.postgres import unnested_with_lists
+
+        return unnested_with_lists(column_types, rows)
     columns = ", ".join(f"unnest(?::{kind}[]) AS c{i}" for i, kind in enumerate(column_types))
     return f"SELECT {columns}", [list(column) for column in zip(*rows, strict=True)]
 
@@ -249,9 +321,7 @@ def move_aside_if_not_duckdb(path: Path, now: datetime) -> Path | None:
     return target
 
 
-def rows_as_dicts(
-    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()
-) -> list[dict[str, Any]]:
+def rows_as_dicts(con: Connection, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
     cur = con.execute(sql, list(params))
     names = [d[0] for d in cur.description or ()]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

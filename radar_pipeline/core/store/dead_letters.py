@@ -19,13 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import duckdb
-
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import RadarError
 from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.reports import CollectionReport, SourceReport
-from radar_pipeline.core.store.connection import Store, rows_as_dicts
+from radar_pipeline.core.store.connection import Connection, Store, rows_as_dicts
 
 STATUSES = ("open", "replayed", "dismissed")
 RUN_FAILURE_STAGE = "dagster-run"
@@ -147,10 +145,12 @@ def _decide(
     replay_collection_id: str | None = None,
 ) -> DeadLetter:
     with store.transaction() as con:
-        # Conditional on `open`: another process may have decided it meanwhile.
+        # Conditional on `open`: another process may have decided it meanwhile. RETURNING
+        # (not DuckDB's count row, which PostgreSQL does not give): a row only if it changed.
         row = con.execute(
             "UPDATE dead_letters SET status = ?, decided_at = ?, decision = ?, "
-            "replay_collection_id = ? WHERE dead_letter_id = ? AND status = 'open'",
+            "replay_collection_id = ? WHERE dead_letter_id = ? AND status = 'open' "
+            "RETURNING dead_letter_id",
             [status, now, decision, replay_collection_id, letter.id],
         ).fetchone()
     if not row or not row[0]:
@@ -245,7 +245,7 @@ def record_run_failure(
 
 
 def record_failure(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     collection_id: str,
     source_id: str,
     stage: str,
@@ -271,7 +271,7 @@ def record_failure(
     )
 
 
-def count_open(con: duckdb.DuckDBPyConnection) -> int:
+def count_open(con: Connection) -> int:
     """How many dead letters wait for a decision."""
     row = con.execute("SELECT count(*) FROM dead_letters WHERE status = 'open'").fetchone()
     return int(row[0]) if row else 0

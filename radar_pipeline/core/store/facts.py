@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import duckdb
-
-from radar_pipeline.core.store.connection import insert_rows
+from radar_pipeline.core.store.connection import Connection, insert_rows
 
 # One stored fact: name, inode, size, mtime_ns, ctime_ns, declared id, error, provenance
 # problems (JSON), body length, identity.
@@ -45,30 +43,28 @@ _ERRORED = "SELECT name FROM audit_signal_files WHERE error IS NOT NULL ORDER BY
 # state holds: vault/folder_state.py) and that have no index row: a set query, no listing.
 _UNINDEXED_FILES = """
     SELECT stem FROM (SELECT left(name, -3) AS stem FROM audit_signal_files) f
-    ANTI JOIN signals s ON s.signal_id = f.stem
+    WHERE NOT EXISTS (SELECT 1 FROM signals s WHERE s.signal_id = f.stem)
 """
 
 
-def errored_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+def errored_names(con: Connection) -> list[str]:
     """The names of the stored files that could not be read, in name order."""
     return [str(r[0]) for r in con.execute(_ERRORED).fetchall()]
 
 
-def stored_keys(con: duckdb.DuckDBPyConnection) -> list[StoredKey]:
+def stored_keys(con: Connection) -> list[StoredKey]:
     """Every stored fact's name, stat key and whether it was readable."""
     return con.execute(
         "SELECT name, ino, size, mtime_ns, ctime_ns, error IS NULL FROM audit_signal_files"
     ).fetchall()
 
 
-def stored_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+def stored_names(con: Connection) -> set[str]:
     """Every name the stored facts hold."""
     return {row[0] for row in con.execute("SELECT name FROM audit_signal_files").fetchall()}
 
 
-def write_facts(
-    con: duckdb.DuckDBPyConnection, fresh: Sequence[FactRow], gone: Iterable[str]
-) -> None:
+def write_facts(con: Connection, fresh: Sequence[FactRow], gone: Iterable[str]) -> None:
     """Replace the facts of `fresh`'s files and delete those of `gone`."""
     names = [row[0] for row in fresh] + list(gone)
     if names:
@@ -79,31 +75,32 @@ def write_facts(
     insert_rows(con, "audit_signal_files", _FACT_TYPES, fresh, columns=_FACT_COLUMNS)
 
 
-def open_files_view(con: duckdb.DuckDBPyConnection, unstored: Sequence[FactRow] | None) -> None:
+def open_files_view(con: Connection, unstored: Sequence[FactRow] | None) -> None:
     """Open the view `audit_files`: the stored facts plus `unstored` (the files DuckDB cannot
     hold, in a temp table of this connection); None: an empty view (no Signals folder)."""
-    con.execute("CREATE TEMP TABLE audit_unstored AS FROM audit_signal_files LIMIT 0")
+    # `SELECT *` spelt out (not DuckDB's `AS FROM t`) and NOT EXISTS above (not ANTI JOIN):
+    # the forms both dialects read; DuckDB plans them the same.
+    con.execute("CREATE TEMP TABLE audit_unstored AS SELECT * FROM audit_signal_files LIMIT 0")
     if unstored is None:
-        con.execute("CREATE TEMP VIEW audit_files AS FROM audit_unstored")
+        con.execute("CREATE TEMP VIEW audit_files AS SELECT * FROM audit_unstored")
         return
     insert_rows(con, "audit_unstored", _FACT_TYPES, unstored, columns=_FACT_COLUMNS)
     con.execute(
-        "CREATE TEMP VIEW audit_files AS FROM audit_signal_files UNION ALL FROM audit_unstored"
+        "CREATE TEMP VIEW audit_files AS SELECT * FROM audit_signal_files "
+        "UNION ALL SELECT * FROM audit_unstored"
     )
 
 
-def unindexed_stems(con: duckdb.DuckDBPyConnection) -> list[str]:
+def unindexed_stems(con: Connection) -> list[str]:
     """The name stems of the stored files that have no index row."""
     return [str(r[0]) for r in con.execute(_UNINDEXED_FILES).fetchall()]
 
 
-def stems_of_identities(
-    con: duckdb.DuckDBPyConnection, identities: list[str], id_pattern: str
-) -> list[str]:
+def stems_of_identities(con: Connection, identities: list[str], id_pattern: str) -> list[str]:
     """The name stems of the stored files (readable or not) that match `id_pattern` (a Signal
     id's regular expression, the caller's constant) and end in one of `identities`."""
     rows = con.execute(
-        "SELECT stem FROM (SELECT left(name, -3) AS stem FROM audit_signal_files) "
+        "SELECT stem FROM (SELECT left(name, -3) AS stem FROM audit_signal_files) AS f "
         "WHERE right(stem, 16) IN (SELECT unnest(?::VARCHAR[])) "
         f"AND regexp_full_match(stem, '{id_pattern}')",
         [identities],

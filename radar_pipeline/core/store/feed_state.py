@@ -6,9 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 
-import duckdb
-
-from radar_pipeline.core.store.connection import insert_rows, rows_as_dicts
+from radar_pipeline.core.store.connection import Connection, insert_rows, rows_as_dicts
 
 
 @dataclass(frozen=True)
@@ -42,12 +40,12 @@ _TYPES = {
 }
 
 
-def load_states(con: duckdb.DuckDBPyConnection) -> dict[str, FeedState]:
+def load_states(con: Connection) -> dict[str, FeedState]:
     rows = rows_as_dicts(con, f"SELECT {', '.join(_COLUMNS)} FROM feed_state")
     return {str(r["source_id"]): FeedState(**r) for r in rows}
 
 
-def save_state(con: duckdb.DuckDBPyConnection, state: FeedState) -> None:
+def save_state(con: Connection, state: FeedState) -> None:
     placeholders = ", ".join("?" for _ in _COLUMNS)
     updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c != "source_id")
     con.execute(
@@ -57,7 +55,7 @@ def save_state(con: duckdb.DuckDBPyConnection, state: FeedState) -> None:
     )
 
 
-def save_states(con: duckdb.DuckDBPyConnection, states: Sequence[FeedState]) -> None:
+def save_states(con: Connection, states: Sequence[FeedState]) -> None:
     """Upsert many states in two statements (one upsert per Source costs DuckDB ~25 ms each
     here, mostly ON CONFLICT); the last state given for a Source wins."""
     latest = {state.source_id: state for state in states}

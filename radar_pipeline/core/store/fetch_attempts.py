@@ -12,11 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
-import duckdb
-
 from radar_pipeline.core.errors import PUBLISHER_WAITS
 from radar_pipeline.core.models import FetchResult
-from radar_pipeline.core.store.connection import insert_rows
+from radar_pipeline.core.store.connection import Connection, insert_rows
 from radar_pipeline.core.store.feed_state import FeedState
 
 ATTEMPT_COLUMNS = (
@@ -67,7 +65,7 @@ def validators_changed(
 
 
 def with_uncommitted_fetches(
-    con: duckdb.DuckDBPyConnection, states: Mapping[str, FeedState]
+    con: Connection, states: Mapping[str, FeedState]
 ) -> dict[str, FeedState]:
     """Feed state as the publishers saw it. A fetch whose collection never committed (the
     command was killed, or its Dagster run failed before the commit) still happened:
@@ -95,7 +93,7 @@ def with_uncommitted_fetches(
 
 
 def record_attempts(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     collection_id: str,
     results: Sequence[FetchResult],
     states: Mapping[str, FeedState],

@@ -3,13 +3,13 @@ index and the stored facts without a listing (core/vault/folder_state.py says wh
 
 from __future__ import annotations
 
-import duckdb
+from radar_pipeline.core.store.connection import Connection
 
 # mtime_ns, entries, fingerprint, verified_at_ns, temp_files
 FolderRow = tuple[int, int, int, int, int]
 
 
-def load_folder_state(con: duckdb.DuckDBPyConnection, folder: str) -> FolderRow | None:
+def load_folder_state(con: Connection, folder: str) -> FolderRow | None:
     """The folder's recorded state, if any."""
     row = con.execute(
         "SELECT mtime_ns, entries, fingerprint, verified_at_ns, temp_files FROM vault_folder_state "
@@ -22,12 +22,12 @@ def load_folder_state(con: duckdb.DuckDBPyConnection, folder: str) -> FolderRow 
     return mtime_ns, entries, fingerprint, verified_at_ns, temp_files
 
 
-def save_folder_state(con: duckdb.DuckDBPyConnection, folder: str, state: FolderRow) -> None:
+def save_folder_state(con: Connection, folder: str, state: FolderRow) -> None:
     """Replace the folder's recorded state."""
     con.execute("DELETE FROM vault_folder_state WHERE folder = ?", [folder])
     con.execute("INSERT INTO vault_folder_state VALUES (?, ?, ?, ?, ?, ?)", [folder, *state])
 
 
-def forget_folder_state(con: duckdb.DuckDBPyConnection, folder: str) -> None:
+def forget_folder_state(con: Connection, folder: str) -> None:
     """Drop the folder's recorded state: the next reader lists it in full."""
     con.execute("DELETE FROM vault_folder_state WHERE folder = ?", [folder])

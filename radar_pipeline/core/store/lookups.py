@@ -13,41 +13,33 @@ from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
 
-import duckdb
+from radar_pipeline.core.store.connection import Connection
 
 _IN_CHUNK = 50  # up to this many values: an IN list (index scans); more: a semi-join
 
 
-def signals_by_identity(
-    con: duckdb.DuckDBPyConnection, identities: Sequence[str]
-) -> list[tuple[str, str, str]]:
+def signals_by_identity(con: Connection, identities: Sequence[str]) -> list[tuple[str, str, str]]:
     """(identity, Signal id, content hash) of the Signals holding one of `identities`."""
     return _select_in(con, "identity, signal_id, content_hash", "signals", "identity", identities)
 
 
-def aliases_by_identity(
-    con: duckdb.DuckDBPyConnection, identities: Sequence[str]
-) -> list[tuple[str, str]]:
+def aliases_by_identity(con: Connection, identities: Sequence[str]) -> list[tuple[str, str]]:
     """(identity, Signal id) of the re-key aliases holding one of `identities`."""
     return _select_in(con, "identity, signal_id", "identity_aliases", "identity", identities)
 
 
-def content_hashes(
-    con: duckdb.DuckDBPyConnection, signal_ids: Sequence[str]
-) -> list[tuple[str, str]]:
+def content_hashes(con: Connection, signal_ids: Sequence[str]) -> list[tuple[str, str]]:
     """(Signal id, current content hash) of these Signals."""
     return _select_in(con, "signal_id, content_hash", "signals", "signal_id", signal_ids)
 
 
-def duplicates_by_identity(
-    con: duckdb.DuckDBPyConnection, identities: Sequence[str]
-) -> list[tuple[str, str]]:
+def duplicates_by_identity(con: Connection, identities: Sequence[str]) -> list[tuple[str, str]]:
     """(identity, Signal id) of items an earlier check recorded as a duplicate of that Signal."""
     return _select_in(con, "identity, signal_id", "duplicate_items", "identity", identities)
 
 
 def signals_by_url(
-    con: duckdb.DuckDBPyConnection, urls: Sequence[str]
+    con: Connection, urls: Sequence[str]
 ) -> list[tuple[str, str, str, datetime, str]]:
     """(canonical URL, Signal id, Source id, first seen, distinguishing fragment) of the
     Signals at these URLs."""
@@ -55,16 +47,12 @@ def signals_by_url(
     return _select_in(con, cols, "signals", "canonical_url", urls)
 
 
-def link_fragments(
-    con: duckdb.DuckDBPyConnection, signal_ids: Sequence[str]
-) -> list[tuple[str, str]]:
+def link_fragments(con: Connection, signal_ids: Sequence[str]) -> list[tuple[str, str]]:
     """(Signal id, distinguishing fragment) of these Signals."""
     return _select_in(con, "signal_id, link_fragment", "signals", "signal_id", signal_ids)
 
 
-def aliases_by_url(
-    con: duckdb.DuckDBPyConnection, urls: Sequence[str]
-) -> list[tuple[str, str, str, datetime]]:
+def aliases_by_url(con: Connection, urls: Sequence[str]) -> list[tuple[str, str, str, datetime]]:
     """(canonical URL, Signal id, Source id, recorded at) of the re-key aliases at these URLs
     (a re-key may have re-canonicalised an older Signal's URL: that form is the alias's)."""
     cols = "canonical_url, signal_id, source_id, recorded_at"
@@ -72,7 +60,7 @@ def aliases_by_url(
 
 
 def signals_by_content(
-    con: duckdb.DuckDBPyConnection, hashes: Sequence[str]
+    con: Connection, hashes: Sequence[str]
 ) -> list[tuple[str, str, str, datetime]]:
     """(content hash, Signal id, Source id, first seen) of the Signals with these hashes."""
     cols = "content_hash, signal_id, source_id, first_seen_at"
@@ -80,30 +68,26 @@ def signals_by_content(
 
 
 def signals_by_title(
-    con: duckdb.DuckDBPyConnection, title_keys: Sequence[str]
+    con: Connection, title_keys: Sequence[str]
 ) -> list[tuple[str, date | None, str, str | None, datetime]]:
     """(title key, observed day, Signal id, duplicate-candidate flag, first seen)."""
     cols = "title_key, observed_day, signal_id, duplicate_candidate_of, first_seen_at"
     return _select_in(con, cols, "signals", "title_key", title_keys)
 
 
-def bands_by_key(
-    con: duckdb.DuckDBPyConnection, band_keys: Sequence[int]
-) -> list[tuple[int, str, int, datetime]]:
+def bands_by_key(con: Connection, band_keys: Sequence[int]) -> list[tuple[int, str, int, datetime]]:
     """(band key, Signal id, simhash, first seen) of the simhash bands with these keys."""
     cols = "band_key, signal_id, simhash, first_seen_at"
     return _select_in(con, cols, "simhash_bands", "band_key", band_keys)
 
 
-def candidate_flags(
-    con: duckdb.DuckDBPyConnection, signal_ids: Sequence[str]
-) -> list[tuple[str, str | None]]:
+def candidate_flags(con: Connection, signal_ids: Sequence[str]) -> list[tuple[str, str | None]]:
     """(Signal id, the Signal it is flagged a duplicate candidate of, if any)."""
     return _select_in(con, "signal_id, duplicate_candidate_of", "signals", "signal_id", signal_ids)
 
 
 def _select_in(
-    con: duckdb.DuckDBPyConnection, columns: str, table: str, key: str, values: Sequence[Any]
+    con: Connection, columns: str, table: str, key: str, values: Sequence[Any]
 ) -> list[Any]:
     """Rows of `table` whose `key` is one of `values` (str or int), in one query.
 

@@ -7,9 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import duckdb
-
-from radar_pipeline.core.store.connection import insert_rows
+from radar_pipeline.core.store.connection import Connection, insert_rows
 
 # item_observations columns in order (migration 1).
 OBSERVATION_COLUMN_TYPES = (
@@ -39,12 +37,12 @@ EVIDENCE_COLUMN_TYPES = (
 )
 
 
-def record_observations(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
+def record_observations(con: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert observation rows (OBSERVATION_COLUMN_TYPES order) in one statement."""
     insert_rows(con, "item_observations", OBSERVATION_COLUMN_TYPES, rows)
 
 
-def record_evidence(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
+def record_evidence(con: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert field-evidence rows (EVIDENCE_COLUMN_TYPES order) in one statement."""
     insert_rows(con, "field_evidence", EVIDENCE_COLUMN_TYPES, rows)
 
@@ -71,7 +69,7 @@ def rejection_row(
 
 
 def record_rejection(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     collection_id: str,
     source_id: str,
     as_of: datetime,

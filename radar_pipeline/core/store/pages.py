@@ -13,9 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import duckdb
-
-from radar_pipeline.core.store.connection import insert_rows, rows_as_dicts
+from radar_pipeline.core.store.connection import Connection, insert_rows, rows_as_dicts
 
 # The states a later check takes again (oldest first, within the budget).
 OPEN_STATES = ("pending", "stopped")
@@ -61,7 +59,7 @@ class RobotsEntry:
     body: str
 
 
-def enqueue_pages(con: duckdb.DuckDBPyConnection, rows: Sequence[PageRow]) -> None:
+def enqueue_pages(con: Connection, rows: Sequence[PageRow]) -> None:
     """New Signals' pages, pending; a Signal already queued keeps its row."""
     insert_rows(
         con,
@@ -94,9 +92,7 @@ def enqueue_pages(con: duckdb.DuckDBPyConnection, rows: Sequence[PageRow]) -> No
     )
 
 
-def expire_pages(
-    con: duckdb.DuckDBPyConnection, source_id: str, floor: datetime, collection_id: str
-) -> int:
+def expire_pages(con: Connection, source_id: str, floor: datetime, collection_id: str) -> int:
     """Open pages of Signals first seen before `floor` (the recovery cap) are never fetched."""
     row = con.execute(
         "UPDATE page_state SET status = 'expired', collection_id = ?, "
@@ -108,7 +104,7 @@ def expire_pages(
     return len(row)
 
 
-def open_pages(con: duckdb.DuckDBPyConnection, source_id: str) -> list[PageRow]:
+def open_pages(con: Connection, source_id: str) -> list[PageRow]:
     """The Source's open pages, oldest Signal first (the order a check takes them in); the
     Signals of one check by the feed's own date, oldest first."""
     rows = rows_as_dicts(
@@ -122,7 +118,7 @@ def open_pages(con: duckdb.DuckDBPyConnection, source_id: str) -> list[PageRow]:
 
 
 def record_page_results(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     results: Sequence[PageResult],
     now: datetime,
     collection_id: str,
@@ -152,7 +148,7 @@ def record_page_results(
         )
 
 
-def count_open(con: duckdb.DuckDBPyConnection, source_id: str) -> int:
+def count_open(con: Connection, source_id: str) -> int:
     row = con.execute(
         "SELECT count(*) FROM page_state WHERE source_id = ? AND status IN ('pending', 'stopped')",
         [source_id],
@@ -160,7 +156,7 @@ def count_open(con: duckdb.DuckDBPyConnection, source_id: str) -> int:
     return int(row[0]) if row else 0
 
 
-def load_robots(con: duckdb.DuckDBPyConnection, origin: str, now: datetime) -> RobotsEntry | None:
+def load_robots(con: Connection, origin: str, now: datetime) -> RobotsEntry | None:
     """The cached robots.txt of `origin`, unless it has expired."""
     rows = rows_as_dicts(
         con,
@@ -171,7 +167,7 @@ def load_robots(con: duckdb.DuckDBPyConnection, origin: str, now: datetime) -> R
     return RobotsEntry(**rows[0]) if rows else None
 
 
-def save_robots(con: duckdb.DuckDBPyConnection, entry: RobotsEntry) -> None:
+def save_robots(con: Connection, entry: RobotsEntry) -> None:
     con.execute("DELETE FROM robots_cache WHERE origin = ?", [entry.origin])
     con.execute(
         "INSERT INTO robots_cache VALUES (?, ?, ?, ?, ?, ?)",

@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 
 from radar_pipeline.core.errors import StoreError
+from radar_pipeline.core.store.connection import Connection
 from radar_pipeline.core.store.migrations import MIGRATIONS
 
 # A writer holds the file only for one short transaction; a dry run waits this long for it.
@@ -23,9 +24,18 @@ READ_WAIT_S = 30.0
 
 
 @contextmanager
-def read_only(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The store at `path` for reading only (an empty schema in memory when it is absent)."""
-    con = _open(path)
+def read_only(path: Path, url: str = "") -> Iterator[Connection]:
+    """The store at `path` for reading only (an empty schema in memory when it is absent);
+    with `url`, a READ ONLY transaction on the PostgreSQL store there."""
+    if url:
+        from radar_pipeline.core.store.postgres import has_schema, read_only_transaction
+
+        if has_schema(url):
+            with read_only_transaction(url) as pg:
+                yield pg
+            return
+    # No PostgreSQL schema yet holds as little as an absent file: the empty schema in memory.
+    con = _empty() if url else _open(path)
     try:
         con.execute("SET TimeZone = 'UTC'")
         yield con
@@ -35,12 +45,16 @@ def read_only(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         con.close()
 
 
+def _empty() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(":memory:")
+    for _version, sql in MIGRATIONS:
+        con.execute(sql)
+    return con
+
+
 def _open(path: Path) -> duckdb.DuckDBPyConnection:
     if not path.exists():
-        con = duckdb.connect(":memory:")
-        for _version, sql in MIGRATIONS:
-            con.execute(sql)
-        return con
+        return _empty()
     deadline = time.monotonic() + READ_WAIT_S
     while True:
         try:

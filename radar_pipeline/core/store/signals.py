@@ -10,9 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import duckdb
-
-from radar_pipeline.core.store.connection import insert_rows, unnested
+from radar_pipeline.core.store.connection import Connection, insert_rows, unnested
 
 # The signals table's columns in order, with their types (migration 1).
 SIGNAL_COLUMN_TYPES = (
@@ -53,7 +51,7 @@ def simhash_band_keys(simhash: int) -> list[int]:
     return [b << BAND_BITS | (simhash >> (BAND_BITS * b)) & mask for b in range(BANDS)]
 
 
-def insert_signal_rows(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
+def insert_signal_rows(con: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert index rows (SIGNAL_COLUMN_TYPES order), skipping conflicts, in one statement.
 
     A row is skipped when its signal id, identity or (Source, canonical URL, fragment) is
@@ -72,7 +70,7 @@ def insert_signal_rows(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any,
     insert_rows(con, "signals", SIGNAL_COLUMN_TYPES, unique, _NOT_INDEXED)
 
 
-def insert_signals(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
+def insert_signals(con: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert Signal index rows (`SIGNAL_COLUMN_TYPES` order) with their simhash band keys."""
     if not rows:
         return
@@ -90,15 +88,14 @@ def insert_signals(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...
     ]
     if bands:
         con.execute(
-            "INSERT INTO simhash_bands SELECT unnest(?), unnest(?), unnest(?::UBIGINT[]), "
-            "unnest(?::TIMESTAMPTZ[])",
+            # Every list typed: PostgreSQL cannot choose an unnest() for an untyped array.
+            "INSERT INTO simhash_bands SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[]), "
+            "unnest(?::UBIGINT[]), unnest(?::TIMESTAMPTZ[])",
             [list(col) for col in zip(*bands, strict=True)],
         )
 
 
-def _select_ids(
-    con: duckdb.DuckDBPyConnection, table: str, ids: list[str]
-) -> list[tuple[Any, ...]]:
+def _select_ids(con: Connection, table: str, ids: list[str]) -> list[tuple[Any, ...]]:
     # One semi-join on the unnested ids: IN lists of 100 were index scans per id, growing
     # with the table (lookups._select_in says more).
     return con.execute(
@@ -107,12 +104,12 @@ def _select_ids(
     ).fetchall()
 
 
-def indexed_signal_ids(con: duckdb.DuckDBPyConnection) -> set[str]:
+def indexed_signal_ids(con: Connection) -> set[str]:
     """Every Signal id the index holds."""
     return {str(r[0]) for r in con.execute("SELECT signal_id FROM signals").fetchall()}
 
 
-def signals_by_source(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int]]:
+def signals_by_source(con: Connection) -> list[tuple[str, int]]:
     """(Source id, indexed Signals) per Source, by Source id."""
     rows = con.execute(
         "SELECT source_id, count(*) FROM signals GROUP BY source_id ORDER BY source_id"
@@ -120,14 +117,14 @@ def signals_by_source(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int]]:
     return [(str(sid), int(n)) for sid, n in rows]
 
 
-def clear_derived(con: duckdb.DuckDBPyConnection) -> None:
+def clear_derived(con: Connection) -> None:
     """Empty the index and the audits' file facts (`radar index rebuild` derives them again)."""
     for table in _DERIVED_TABLES:
         con.execute(f"DELETE FROM {table}")
 
 
 def record_revision(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     signal_id: str,
     collection_id: str,
     as_of: datetime,
@@ -156,7 +153,7 @@ REVISION_COLUMN_TYPES = (
 )
 
 
-def record_revisions(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, ...]]) -> None:
+def record_revisions(con: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     """`record_revision` for many content changes (REVISION_COLUMN_TYPES order) in two
     statements: the revision rows, and each Signal's new content hash (its last row's). Plain
     SQL (INSERT ... SELECT and UPDATE ... FROM over unnested arrays), as in PostgreSQL."""
@@ -172,9 +169,7 @@ def record_revisions(con: duckdb.DuckDBPyConnection, rows: Sequence[tuple[Any, .
     )
 
 
-def stale_signals(
-    con: duckdb.DuckDBPyConnection, version: int
-) -> list[tuple[str, str, str, str, str]]:
+def stale_signals(con: Connection, version: int) -> list[tuple[str, str, str, str, str]]:
     """(Signal id, identity, Source id, canonical URL, Source item id) of every Signal indexed
     under another identity version and not yet aliased at `version`, oldest first."""
     return con.execute(
@@ -186,7 +181,7 @@ def stale_signals(
     ).fetchall()
 
 
-def taken_identities(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+def taken_identities(con: Connection) -> dict[str, str]:
     """identity -> Signal id of every Signal and alias (an alias wins over a Signal's own)."""
     return {
         str(r[0]): str(r[1])
@@ -196,7 +191,7 @@ def taken_identities(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 
 
 def insert_aliases(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     aliases: Sequence[tuple[str, str, str, str]],
     version: int,
     recorded_at: datetime,
@@ -205,7 +200,8 @@ def insert_aliases(
     statement."""
     idents, signal_ids, source_ids, urls = (list(c) for c in zip(*aliases, strict=True))
     con.execute(
-        "INSERT INTO identity_aliases SELECT unnest(?), unnest(?), ?, unnest(?), unnest(?), ?",
+        "INSERT INTO identity_aliases SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+        "?::INTEGER, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?::TIMESTAMPTZ",
         [idents, signal_ids, version, source_ids, urls, recorded_at],
     )
 
@@ -215,7 +211,7 @@ _ALIAS_COLUMN_TYPES = ("VARCHAR", "VARCHAR", "INTEGER", "VARCHAR", "VARCHAR", "T
 
 
 def record_aliases(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     version: int,
     rows: Sequence[tuple[str, str, str, str, datetime]],
 ) -> None:

@@ -24,14 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.files import is_temp_name
 from radar_pipeline.core.identity.keys import identity_of
 from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.store import facts as stored
-from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.facts import FactRow
 from radar_pipeline.core.vault.folder_state import (
     FolderState,
@@ -200,9 +198,7 @@ def _key(path: Path) -> FactsKey | None:
         return None
 
 
-def open_facts(
-    con: duckdb.DuckDBPyConnection, vault: Path, update: FactsUpdate | None = None
-) -> None:
+def open_facts(con: Connection, vault: Path, update: FactsUpdate | None = None) -> None:
     """Apply `update` (None: the stored facts as they are) in this transaction and open the
     view `audit_files` that the audits judge: every stored fact plus the files DuckDB cannot
     hold (a temp table of this connection), or nothing when the Signals folder is missing (its
@@ -232,9 +228,7 @@ def open_facts(
     stored.open_files_view(con, unstored)
 
 
-def _apply_facts(
-    con: duckdb.DuckDBPyConnection, folder: Path, update: FactsUpdate
-) -> list[FactRow]:
+def _apply_facts(con: Connection, folder: Path, update: FactsUpdate) -> list[FactRow]:
     """Write the listing's facts; return the rows of the files DuckDB cannot hold."""
     names = stored.stored_names(con)
     absent = [
@@ -349,15 +343,13 @@ def _body_of(text: str) -> str:
 # ---- storing facts ---------------------------------------------------------------------------
 
 
-def record_facts(
-    con: duckdb.DuckDBPyConnection, written: Sequence[tuple[str, FactsKey, SignalFile]]
-) -> None:
+def record_facts(con: Connection, written: Sequence[tuple[str, FactsKey, SignalFile]]) -> None:
     """Store the facts of files just written (in the transaction that indexes them)."""
     _write_facts(con, written, ())
 
 
 def _write_facts(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     fresh: Sequence[tuple[str, FactsKey, SignalFile]],
     gone: Iterable[str],
 ) -> None:

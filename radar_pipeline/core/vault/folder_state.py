@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import duckdb
-
 from radar_pipeline.core.files import is_temp_name
 from radar_pipeline.core.layout import SIGNALS_DIR
+from radar_pipeline.core.store.connection import Connection
 from radar_pipeline.core.store.folder_state import (
     forget_folder_state,
     load_folder_state,
@@ -140,12 +139,12 @@ def list_names(folder: Path) -> Listing | None:
 # ---- the stored state ------------------------------------------------------------------------
 
 
-def load_state(con: duckdb.DuckDBPyConnection) -> FolderState | None:
+def load_state(con: Connection) -> FolderState | None:
     row = load_folder_state(con, _FOLDER)
     return None if row is None else FolderState(*row)
 
 
-def save_state(con: duckdb.DuckDBPyConnection, state: FolderState) -> None:
+def save_state(con: Connection, state: FolderState) -> None:
     save_folder_state(
         con,
         _FOLDER,
@@ -153,15 +152,13 @@ def save_state(con: duckdb.DuckDBPyConnection, state: FolderState) -> None:
     )
 
 
-def forget_state(con: duckdb.DuckDBPyConnection) -> None:
+def forget_state(con: Connection) -> None:
     """The next reader lists the folder in full (after `radar index rebuild`, or when a
     listing found names the facts cannot hold)."""
     forget_folder_state(con, _FOLDER)
 
 
-def journal_created(
-    con: duckdb.DuckDBPyConnection, before_ns: int | None, names: list[str], folder: Path
-) -> bool:
+def journal_created(con: Connection, before_ns: int | None, names: list[str], folder: Path) -> bool:
     """Add the names a commit created to the state, in the commit's transaction, when the
     folder was as recorded just before the writes (`before_ns`: its mtime then). The state
     stays unsettled, so the next reader verifies the name set once. Otherwise (the folder
@@ -200,7 +197,7 @@ class Judgement:
         return self.verdict in ("trusted", "verified")
 
 
-def judge(con: duckdb.DuckDBPyConnection, folder: Path) -> Judgement:
+def judge(con: Connection, folder: Path) -> Judgement:
     """Compare the folder with its recorded state; a verified listing settles the state (in
     this transaction) once the clock has moved past the margin."""
     state = load_state(con)
@@ -226,7 +223,7 @@ def judge(con: duckdb.DuckDBPyConnection, folder: Path) -> Judgement:
     return Judgement("verified", listing)
 
 
-def holds_no_temp_files(con: duckdb.DuckDBPyConnection, folder: Path) -> bool:
+def holds_no_temp_files(con: Connection, folder: Path) -> bool:
     """Whether the folder is as a settled state that saw no writer's temp file: then no
     killed writer's temp file can be in it (a new one would have moved the mtime), and the
     planner's clean-up need not list it."""

@@ -8,8 +8,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.identity import keys as identity
@@ -17,7 +15,7 @@ from radar_pipeline.core.identity.keys import distinguishing_fragment, identity_
 from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.store import facts as stored_facts
 from radar_pipeline.core.store import signals as stored_signals
-from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.signals import insert_signal_rows as insert_signal_rows
 from radar_pipeline.core.store.signals import insert_signals
 from radar_pipeline.core.vault.facts import (
@@ -88,9 +86,7 @@ def _identity_version(value: Any) -> int:
     return 1 if value is None or value == "" else int(value)
 
 
-def reconcile(
-    con: duckdb.DuckDBPyConnection, vault: Path, on_disk: set[str] | None = None
-) -> IndexRepair:
+def reconcile(con: Connection, vault: Path, on_disk: set[str] | None = None) -> IndexRepair:
     """Index every Signal file that has no row (a crash between file and record leaves one).
 
     `on_disk`: the Signal ids of the folder's files, from a listing the caller already made
@@ -102,21 +98,21 @@ def reconcile(
     return _index_files(con, vault, sorted(on_disk - indexed))
 
 
-def reconcile_known(con: duckdb.DuckDBPyConnection, vault: Path) -> IndexRepair:
+def reconcile_known(con: Connection, vault: Path) -> IndexRepair:
     """`reconcile` for a folder that is as its recorded state says: its files are the names
     the stored facts hold, so the unindexed ones come from one query, not a listing."""
     stems = stored_facts.unindexed_stems(con)
     return _index_files(con, vault, sorted(s for s in stems if SIGNAL_ID_RE.fullmatch(s)))
 
 
-def files_of_identities(con: duckdb.DuckDBPyConnection, identities: list[str]) -> dict[str, str]:
+def files_of_identities(con: Connection, identities: list[str]) -> dict[str, str]:
     """identity -> Signal id of the folder's files (as the stored facts name them, readable or
     not) whose name carries one of `identities`."""
     stems = stored_facts.stems_of_identities(con, identities, SIGNAL_ID_RE.pattern[1:-1])
     return {identity_of(stem): stem for stem in stems}
 
 
-def _index_files(con: duckdb.DuckDBPyConnection, vault: Path, missing: list[str]) -> IndexRepair:
+def _index_files(con: Connection, vault: Path, missing: list[str]) -> IndexRepair:
     """Read and index the Signal files `missing` names (unreadable ones are skipped, named)."""
     if not missing:
         return IndexRepair(0, (), rekey(con))
@@ -162,7 +158,7 @@ def rebuild(store: Store, vault: Path) -> IndexRepair:
         return reconcile(con, vault)
 
 
-def rekey(con: duckdb.DuckDBPyConnection) -> Rekey:
+def rekey(con: Connection) -> Rekey:
     """Give every Signal indexed under another identity version its current identity.
 
     The identity is recomputed from what the Signal file recorded (sourceId, canonicalUrl

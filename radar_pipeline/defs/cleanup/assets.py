@@ -46,7 +46,7 @@ def weekly_cleanup(
     paths = radar.paths()
     closed_at = as_of_or_now(config.as_of)
     result = close_temporary_content(paths.vault)
-    record = record_close(Store(paths.db), result, closed_at, context.partition_key)
+    record = record_close(Store.of(paths), result, closed_at, context.partition_key)
     for refused in result.refused:
         context.log.warning(f"kept in Temporary Content: {refused}")
     kept = "\n".join(f"| `{r}` |" for r in result.refused) or "| – |"

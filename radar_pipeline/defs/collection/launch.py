@@ -64,7 +64,7 @@ def launch_collection(
     keys = sync_partitions(instance, valid)
     if not keys:
         return _empty_report(as_of, mode)
-    store = Store(paths.db)
+    store = Store.of(paths)
     with store.transaction() as con:
         states = load_states(con)
     spec = CollectionSpec("preview", mode, as_of, source_ids, trigger)
