@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from radar_pipeline.core.layout import SOURCES_DIR
-from radar_pipeline.core.registry.discovery import MAX_CANDIDATE_FETCHES
+from radar_pipeline.core.registry.discovery import MAX_CANDIDATE_FETCHES, feed_kind
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline_tests.conftest import CORPUS
 from radar_pipeline_tests.feedserver import FeedServer, redirect_to
@@ -272,3 +272,40 @@ def test_a_feed_already_registered_under_another_url_form_is_exit_1(
     assert "already registered as known-feed" in _one_error_line(proc)
     assert json.loads(proc.stdout)["added"] is None
     assert _source_files(radar_env["vault"]) == ["known-feed.md"]
+
+
+def test_an_id_another_file_declares_is_refused(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    """`--id` of a Source declared under another file name: a second declaration would make
+    both inactive (a duplicate id), so nothing is written."""
+    vault = radar_env["vault"]
+    declared = write_source(vault, "team-blog", feed_server.add("/team.xml", FEED))
+    declared.rename(declared.with_name("Team blog.md"))
+    url = feed_server.add("/new.xml", rss([{"title": "x", "link": "https://e.com/x"}], "New"))
+
+    proc = _radar("sources", "add", url, "--id", "team-blog")
+
+    assert "already exists" in _one_error_line(proc)
+    assert _source_files(vault) == ["Team blog.md"]
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        # A namespace prefix that ends in "feed" is no Atom root.
+        (
+            b'<?xml version="1.0"?><rss version="2.0" '
+            b'xmlns:feedburner="http://rssnamespace.org/feedburner/ext/1.0"><channel>'
+            b"<title>t</title></channel></rss>",
+            "rss",
+        ),
+        (b'<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"/>', "atom"),
+        (b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"/>', "rss"),
+        # A JSON Feed behind a UTF-8 byte-order mark.
+        (b'\xef\xbb\xbf{"version": "https://jsonfeed.org/version/1.1", "items": []}', "jsonfeed"),
+        (b"<html><head></head></html>", None),
+    ],
+)
+def test_a_candidate_kind_is_its_root_element(body: bytes, kind: str | None) -> None:
+    assert feed_kind(body) == kind

@@ -30,8 +30,8 @@ from radar_pipeline.core.models import FetchRequest
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 PERMANENT_REDIRECTS = frozenset({301, 308})
 # What a Source's check asks for, by its collectionMethod. Feeds: RSS, Atom and RDF (an
-# rss/atom Source that turns out to be a JSON Feed passes this stage, and feedparser's verdict
-# stands); the others: what their parser reads.
+# rss/atom Source that turns out to be a JSON Feed passes this stage, and the parse stage reads
+# it as one: parse/dispatch.is_json_body); the others: what their parser reads.
 ACCEPT = (
     "application/rss+xml, application/atom+xml, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5"
 )

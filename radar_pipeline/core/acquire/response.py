@@ -154,15 +154,21 @@ _XML_PROLOGUE = re.compile(
 _FEED_ROOT = re.compile(rb"\s*<(?:[A-Za-z_][\w.-]*:)?(rss|feed|RDF)[\s>/]", re.IGNORECASE)
 
 
-def looks_like_feed(body: bytes) -> bool:
-    """True when the body's root is <rss>, <feed>, <rdf:RDF> or a JSON Feed object."""
+def feed_root(body: bytes) -> str | None:
+    """The feed's root: `rss`, `feed` (Atom), `rdf` (RSS 1.0) or `json` (a JSON Feed object);
+    None when the body is no feed."""
     head = _as_utf8_head(body)
     position = 0
     while match := _XML_PROLOGUE.match(head, position):
         position = match.end()
-    if _FEED_ROOT.match(head, position):
-        return True
-    return head.lstrip().startswith(b"{") and _is_json_feed(body)
+    if root := _FEED_ROOT.match(head, position):
+        return root[1].decode("ascii").lower()
+    return "json" if head.lstrip().startswith(b"{") and _is_json_feed(body) else None
+
+
+def looks_like_feed(body: bytes) -> bool:
+    """True when the body's root is <rss>, <feed>, <rdf:RDF> or a JSON Feed object."""
+    return feed_root(body) is not None
 
 
 def _as_utf8_head(body: bytes) -> bytes:

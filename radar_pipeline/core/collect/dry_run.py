@@ -216,22 +216,25 @@ def _tried(cand: ItemCandidate, decision: str, reason: str | None, method: str) 
 
 
 def _evidence(cand: ItemCandidate, method: str) -> tuple[dict[str, str], ...]:
-    """Which selector, path or key produced each field (feeds: feedparser's entry keys)."""
-    if cand.evidence:
-        return tuple(
-            {"field": e.field, "expression": e.expression, "origin": e.origin}
-            for e in cand.evidence
-        )
-    if method == "html" or method == "json":
-        return ()
+    """Which selector, path or key produced each field (feeds: feedparser's entry keys, and
+    how a feed's date text was read, with the text as written)."""
+    recorded = tuple(
+        {"field": e.field, "expression": e.expression, "origin": e.origin}
+        | ({"raw": e.raw} if e.raw is not None else {})
+        for e in cand.evidence
+    )
+    if method == "html" or method == "json" or method == "jsonfeed":
+        return recorded
     fields = [("link", "link"), ("id", "id")]
     if cand.title and cand.title != UNTITLED:
         fields.insert(0, ("title", "title"))
     if cand.summary:
         fields.append(("summary", "summary"))
-    if cand.observed_field:
+    dated = any(e.field == "date" for e in cand.evidence)
+    if cand.observed_field and not dated:
         fields.append(("date", cand.observed_field))
-    return tuple({"field": f, "expression": key, "origin": "feed entry"} for f, key in fields)
+    entry = tuple({"field": f, "expression": key, "origin": "feed entry"} for f, key in fields)
+    return entry + recorded
 
 
 def source_to_try(vault: Path, argument: str) -> SourceRecord:

@@ -26,7 +26,8 @@ from html.parser import HTMLParser
 from typing import Literal
 from urllib.parse import urljoin, urlsplit
 
-from radar_pipeline.core.acquire.fetch import Fetcher, looks_like_feed
+from radar_pipeline.core.acquire.fetch import Fetcher
+from radar_pipeline.core.acquire.response import feed_root
 from radar_pipeline.core.errors import ParseError
 from radar_pipeline.core.models import FetchRequest, FetchResult, ParsedFeed
 from radar_pipeline.core.parse.dispatch import parse_body
@@ -95,7 +96,7 @@ def discover(fetcher: Fetcher, url: str, now: datetime) -> Discovery:
         requests += 1
     if first.outcome != "ok" or first.body is None:
         return Discovery((), first.error_message or f"fetch: {first.outcome}", requests)
-    itself = _verified(first, _feed_kind(first.body), now)
+    itself = _verified(first, feed_kind(first.body), now)
     if itself is not None:
         return Discovery((itself,), None, requests)
     head = read_head(first.body)
@@ -122,14 +123,14 @@ def _request(url: str, method: str) -> FetchRequest:
     return FetchRequest(source_id="discovery", url=url, collection_method=method, conditional=False)
 
 
-def _feed_kind(body: bytes) -> Kind | None:
-    """rss, atom or jsonfeed when the body is a feed (by its root), else None."""
-    if not looks_like_feed(body):
-        return None
-    head = body[:4096].lstrip()
-    if head.startswith(b"{"):
-        return "jsonfeed"
-    return "atom" if b"<feed" in head or b":feed" in head else "rss"
+# A feed's root element (or JSON object) to the kind of Source that reads it.
+_KIND_OF_ROOT: dict[str, Kind] = {"rss": "rss", "rdf": "rss", "feed": "atom", "json": "jsonfeed"}
+
+
+def feed_kind(body: bytes) -> Kind | None:
+    """rss, atom or jsonfeed when the body is a feed (by its root element), else None."""
+    root = feed_root(body)
+    return _KIND_OF_ROOT[root] if root is not None else None
 
 
 def _verified(
@@ -139,7 +140,7 @@ def _verified(
     if result.outcome != "ok" or result.body is None or kind is None:
         return None
     if kind != "json":  # what the body is decides, whatever the link said
-        kind = _feed_kind(result.body)
+        kind = feed_kind(result.body)
         if kind is None:
             return None
     try:

@@ -82,7 +82,12 @@ def add_source(
     if url_key(chosen.url) in registered:
         reason = registered[url_key(chosen.url)]
         return AddResult(None, found.candidates, f"its feed {chosen.url} is {reason}")
-    source_id = requested_id or _new_id(chosen, _taken_ids(vault))
+    taken = _taken_ids(vault)
+    if requested_id and requested_id.lower() in taken:
+        # Another file may declare the id under another name: a second declaration would make
+        # both Sources inactive (a duplicate id), so it is refused like an existing file.
+        return AddResult(None, found.candidates, f"a Source with id {requested_id} already exists")
+    source_id = requested_id or _new_id(chosen, taken)
     path = vault / SOURCES_DIR / f"{source_id}.md"
     text = source_note(source_id, chosen, url, now)
     _, problems = validate_source(split_frontmatter(text)[0])

@@ -27,7 +27,7 @@ SIGNAL_COLUMN_TYPES = (
     "TIMESTAMPTZ",  # first_seen_at
     "VARCHAR",  # duplicate_candidate_of
     "VARCHAR",  # file_path
-    "VARCHAR",  # link_fragment (migration 12)
+    "VARCHAR",  # link_fragment (migration 13)
 )
 # The simhash_bands key: BANDS slices of BAND_BITS bits of a 64-bit simhash.
 BANDS = 4
