@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 
@@ -27,7 +26,7 @@ from radar_pipeline.core.registry.discovery import (
     discover,
 )
 from radar_pipeline.core.registry.issues import http_url_problem
-from radar_pipeline.core.registry.opml import slug, url_key
+from radar_pipeline.core.registry.opml import unique_id, url_key
 from radar_pipeline.core.registry.sources import load_registry, validate_source
 from radar_pipeline.core.text import inert_markdown, inert_property
 
@@ -87,7 +86,7 @@ def add_source(
         # Another file may declare the id under another name: a second declaration would make
         # both Sources inactive (a duplicate id), so it is refused like an existing file.
         return AddResult(None, found.candidates, f"a Source with id {requested_id} already exists")
-    source_id = requested_id or _new_id(chosen, taken)
+    source_id = requested_id or unique_id(chosen.title, chosen.url, taken)
     path = vault / SOURCES_DIR / f"{source_id}.md"
     text = source_note(source_id, chosen, url, now)
     _, problems = validate_source(split_frontmatter(text)[0])
@@ -128,23 +127,10 @@ def _taken_ids(vault: Path) -> set[str]:
     return taken | {r.source.id for r in load_registry(vault).sources}
 
 
-def _new_id(candidate: Candidate, taken: set[str]) -> str:
-    base = slug(candidate.title)
-    if len(base) < 2:
-        base = slug(urlsplit(candidate.url).hostname or "") or "feed"
-    if len(base) < 2:
-        base = "feed"
-    source_id, n = base, 2
-    while source_id in taken or not _ID_RE.fullmatch(source_id):
-        source_id = f"{base[:56]}-{n}"
-        n += 1
-    return source_id
-
-
 def source_note(source_id: str, candidate: Candidate, asked: str, now: datetime) -> str:
     """A pending Source note for one discovered feed: the contract's keys, then a body."""
     name = inert_property(candidate.title) or source_id
-    method = "json" if candidate.kind == "json" else candidate.kind
+    method = candidate.kind
     fm: dict[str, Any] = {
         "entityType": "source",
         "schemaVersion": 1,

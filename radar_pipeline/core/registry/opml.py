@@ -123,7 +123,7 @@ def import_opml(
         if key in known_urls:
             result.skipped.append({"url": listed.url, "reason": known_urls[key]})
             continue
-        source_id = _unique_id(outline, taken_ids)
+        source_id = unique_id(outline.title, outline.url, taken_ids)
         text = source_note(source_id, outline, now, origin)
         fm, _ = split_frontmatter(text)
         _, problems = validate_source(fm)
@@ -219,10 +219,11 @@ def slug(text: str, limit: int = 48) -> str:
     return out
 
 
-def _unique_id(outline: FeedOutline, taken: set[str]) -> str:
-    base = slug(outline.title)
+def unique_id(title: str, url: str, taken: set[str]) -> str:
+    """A new Source id from a feed's title (else its host), not in `taken` (`-2`, `-3`, ...)."""
+    base = slug(title)
     if len(base) < 2:
-        base = slug(urlsplit(outline.url).hostname or "") or "feed"
+        base = slug(urlsplit(url).hostname or "") or "feed"
     if len(base) < 2:
         base = "feed"
     candidate, n = base, 2
