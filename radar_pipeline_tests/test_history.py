@@ -18,7 +18,7 @@ import dagster as dg
 import pytest
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import RadarPaths, days_to_keep
 from radar_pipeline.core.errors import ConfigError
 from radar_pipeline.core.run_history import RunEntry, plan_prune, retention_days
 from radar_pipeline.core.store.connection import Store
@@ -55,8 +55,13 @@ def test_the_rule_keeps_young_unended_and_protected_runs() -> None:
 def test_retention_days_from_the_environment() -> None:
     assert retention_days({}) == 30
     assert retention_days({"RADAR_RUN_RETENTION_DAYS": "7"}) == 7
+    # One rule for the variable and `--keep-days`: 0 keeps only what is still needed.
+    assert retention_days({"RADAR_RUN_RETENTION_DAYS": "0"}) == 0
+    assert days_to_keep("0", "--keep-days") == 0
     with pytest.raises(ConfigError, match="whole number"):
         retention_days({"RADAR_RUN_RETENTION_DAYS": "a week"})
+    with pytest.raises(ConfigError, match="0 or more"):
+        days_to_keep("-1", "--keep-days")
 
 
 def test_a_run_counts_from_the_clock_its_config_carries() -> None:

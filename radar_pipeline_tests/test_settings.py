@@ -61,7 +61,7 @@ def test_every_variable_is_read_and_typed(tmp_path: Path) -> None:
     [
         ("RADAR_AS_OF", "yesterday-ish"),
         ("RADAR_PARSE_WORKERS", "many"),
-        ("RADAR_RUN_RETENTION_DAYS", "0"),
+        ("RADAR_RUN_RETENTION_DAYS", "-1"),
         ("RADAR_RUN_RETENTION_DAYS", "a month"),
         ("RADAR_STORE_URL", "mysql://db"),
     ],

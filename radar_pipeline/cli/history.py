@@ -40,15 +40,14 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_history_prune(args: argparse.Namespace) -> int:
-    from radar_pipeline.core.run_history import keep_days_value, retention_days
+    from radar_pipeline.core.config import days_to_keep
+    from radar_pipeline.core.run_history import retention_days
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.defs.history.prune import prune_run_history
 
     as_of = as_of_arg(args.as_of)
     keep = (
-        retention_days()
-        if args.keep_days is None
-        else keep_days_value(args.keep_days, "--keep-days")
+        retention_days() if args.keep_days is None else days_to_keep(args.keep_days, "--keep-days")
     )
     store = Store.of(RadarPaths.from_env())
     result = prune_run_history(dagster_instance(), store, keep, as_of).to_json()

@@ -50,7 +50,7 @@ class Settings:
     as_of: datetime | None  # RADAR_AS_OF, None: the system clock
     as_of_text: str  # RADAR_AS_OF as given (trimmed), passed on to the runs a tick requests
     parse_workers: int | None  # RADAR_PARSE_WORKERS (at least 1), None: one per core
-    run_retention_days: int  # RADAR_RUN_RETENTION_DAYS, a positive whole number
+    run_retention_days: int  # RADAR_RUN_RETENTION_DAYS, a whole number, 0 or more
     store_url: str  # RADAR_STORE_URL, "": the DuckDB file at RADAR_DB
 
     @classmethod
@@ -101,14 +101,19 @@ def _parse_workers(value: str) -> int | None:
 
 
 def _retention_days(value: str) -> int:
-    if not value:
-        return DEFAULT_RUN_RETENTION_DAYS
+    return days_to_keep(value, RUN_RETENTION_DAYS_ENV) if value else DEFAULT_RUN_RETENTION_DAYS
+
+
+def days_to_keep(raw: str, name: str) -> int:
+    """A number of days of run history to keep, for `RADAR_RUN_RETENTION_DAYS` and `radar
+    history prune --keep-days` alike: a whole number, 0 or more (0 keeps only the runs that a
+    partition, a check or an open dead letter still needs)."""
     try:
-        days = int(value)
+        days = int(raw)
     except ValueError:
-        days = 0
-    if days < 1:
-        raise ConfigError(f"{RUN_RETENTION_DAYS_ENV}={value!r} is not a positive whole number")
+        raise ConfigError(f"{name}={raw!r} is not a whole number of days (e.g. 30)") from None
+    if days < 0:
+        raise ConfigError(f"{name}={raw!r} must be 0 or more days")
     return days
 
 

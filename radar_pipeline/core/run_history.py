@@ -22,23 +22,11 @@ from datetime import datetime, timedelta
 
 from radar_pipeline.core.clock import require_aware
 from radar_pipeline.core.config import Settings
-from radar_pipeline.core.errors import ConfigError
 
 
 def retention_days(environ: Mapping[str, str] | None = None) -> int:
     """`RADAR_RUN_RETENTION_DAYS` (default 30): how many days of run history are kept."""
     return Settings.from_env(environ).run_retention_days
-
-
-def keep_days_value(raw: str, name: str) -> int:
-    """A number of days to keep: a whole number, 0 or more (0 keeps only what is protected)."""
-    try:
-        days = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name} {raw!r} is not a whole number of days (e.g. 30)") from None
-    if days < 0:
-        raise ConfigError(f"{name} {raw!r} must be 0 or more days")
-    return days
 
 
 @dataclass(frozen=True)
