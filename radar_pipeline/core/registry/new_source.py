@@ -11,8 +11,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from radar_pipeline.core.acquire.fetch import Fetcher
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import RegistryError
@@ -27,6 +25,7 @@ from radar_pipeline.core.registry.discovery import (
 )
 from radar_pipeline.core.registry.issues import http_url_problem
 from radar_pipeline.core.registry.opml import unique_id, url_key
+from radar_pipeline.core.registry.pending import pending_note
 from radar_pipeline.core.registry.sources import load_registry, validate_source
 from radar_pipeline.core.text import inert_markdown, inert_property
 
@@ -130,39 +129,7 @@ def _taken_ids(vault: Path) -> set[str]:
 def source_note(source_id: str, candidate: Candidate, asked: str, now: datetime) -> str:
     """A pending Source note for one discovered feed: the contract's keys, then a body."""
     name = inert_property(candidate.title) or source_id
-    method = candidate.kind
-    fm: dict[str, Any] = {
-        "entityType": "source",
-        "schemaVersion": 1,
-        "id": source_id,
-        "name": name,
-        "url": candidate.url,
-        "role": "discovery",
-        "sourceType": "community",
-        "authorityScore": 0.5,
-        "legalAssessment": "pending",
-        "priority": "normal",
-        "collectionMethod": method,
-        **(WORDPRESS_KEYS if candidate.kind == "json" else {}),
-        "enabled": True,
-        "cadence": "P1D",
-        "minIntervalSeconds": 3600,
-        "fullText": "none",
-        "tags": ["radar/source", "radar/added"],
-        "lastAttemptAt": None,
-        "lastSuccessAt": None,
-        "errorState": None,
-        "blockedReason": None,
-        "httpStatus": None,
-        "etag": None,
-        "lastModified": None,
-        "lastResponseAt": None,
-    }
-    header = yaml.safe_dump(fm, sort_keys=False, allow_unicode=True, width=10_000)
-    header = header.replace(": null\n", ":\n")
     lines = [
-        f"# {inert_markdown(name)}",
-        "",
         f"Added on {format_utc(now)} by `radar sources add` from {inert_markdown(asked)}: "
         f"{candidate.kind}, {candidate.items} items when found.",
         "",
@@ -170,4 +137,8 @@ def source_note(source_id: str, candidate: Candidate, asked: str, now: datetime)
         f"with `radar sources try {source_id}`, then set `legalAssessment: approved` (or",
         "`rejected`) and review the role, priority and cadence.",
     ]
-    return f"---\n{header}---\n\n" + "\n".join(lines) + "\n"
+    method_keys = WORDPRESS_KEYS if candidate.kind == "json" else None
+    tags = ["radar/source", "radar/added"]
+    return pending_note(
+        source_id, name, candidate.url, candidate.kind, tags, lines, method_keys=method_keys
+    )

@@ -33,8 +33,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import yaml
-
 from radar_pipeline.core.acquire.address_policy import check_addresses, check_url, normalise_host
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import FetchError, RegistryError
@@ -43,6 +41,7 @@ from radar_pipeline.core.frontmatter import split_frontmatter
 from radar_pipeline.core.jsontypes import Frontmatter, JsonObject
 from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.registry.opml_read import FeedOutline, feed_outlines, parse_opml
+from radar_pipeline.core.registry.pending import pending_note
 from radar_pipeline.core.registry.sources import (
     RegistrySnapshot,
     http_url_problem,
@@ -240,41 +239,7 @@ def source_note(source_id: str, outline: FeedOutline, now: datetime, origin: str
     tags += [f"{FOLDER_TAG}{t}" for t in (folder_tag(f) for f in outline.folders) if t]
     site = bool(outline.html_url) and not http_url_problem(outline.html_url)
     site = site and inert_property(outline.html_url) == outline.html_url
-    fm: Frontmatter = {
-        "entityType": "source",
-        "schemaVersion": 1,
-        "id": source_id,
-        "name": name,
-        "url": outline.url,
-        "role": "discovery",
-        "sourceType": "community",
-        "authorityScore": 0.5,
-        "legalAssessment": "pending",
-        "priority": "normal",
-        "collectionMethod": feed_kind(outline.kind),
-        "enabled": True,
-        "cadence": "P1D",
-        "minIntervalSeconds": 3600,
-        "fullText": "none",
-        "tags": list(dict.fromkeys(tags)),
-        # The reader's folders as paths (one per placement, "" the top level): export writes
-        # them back as nested outlines; the tags alone cannot tell a path from two folders.
-        FOLDERS_KEY: _folders(outline.paths),
-        SITE_KEY: outline.html_url if site else None,
-        "lastAttemptAt": None,
-        "lastSuccessAt": None,
-        "errorState": None,
-        "blockedReason": None,
-        "httpStatus": None,
-        "etag": None,
-        "lastModified": None,
-        "lastResponseAt": None,
-    }
-    header = yaml.safe_dump(fm, sort_keys=False, allow_unicode=True, width=10_000)
-    header = header.replace(": null\n", ":\n")
     lines = [
-        f"# {inert_markdown(name)}",
-        "",
         f"Imported from {inert_markdown(origin)} on {format_utc(now)} by `radar sources import`.",
         "",
         "**Not collected yet**: `legalAssessment: pending`. Read the publisher's terms, then set",
@@ -285,7 +250,12 @@ def source_note(source_id: str, outline: FeedOutline, now: datetime, origin: str
         lines += ["", f"Folder in the feed reader: {folders}"]
     if site:
         lines += ["", f"Site: {inert_markdown(one_line(outline.html_url, 500, html=False))}"]
-    return f"---\n{header}---\n\n" + "\n".join(lines) + "\n"
+    # The reader's folders as paths (one per placement, "" the top level): export writes them
+    # back as nested outlines; the tags alone cannot tell a path from two folders.
+    extra = {FOLDERS_KEY: _folders(outline.paths), SITE_KEY: outline.html_url if site else None}
+    method = feed_kind(outline.kind)
+    tags = list(dict.fromkeys(tags))
+    return pending_note(source_id, name, outline.url, method, tags, lines, extra_keys=extra)
 
 
 def _folders(paths: tuple[str, ...]) -> list[str] | None:

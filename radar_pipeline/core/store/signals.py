@@ -123,25 +123,6 @@ def clear_derived(con: Connection) -> None:
         con.execute(f"DELETE FROM {table}")
 
 
-def record_revision(
-    con: Connection,
-    signal_id: str,
-    collection_id: str,
-    as_of: datetime,
-    content_hash: str,
-    title: str,
-    observed_at: datetime | None,
-) -> None:
-    """A content change of a known item: a revision row and the Signal's new content hash."""
-    con.execute(
-        "INSERT INTO signal_revisions VALUES (?, ?, ?, ?, ?, ?)",
-        [signal_id, collection_id, as_of, content_hash, title, observed_at],
-    )
-    con.execute(
-        "UPDATE signals SET content_hash = ? WHERE signal_id = ?", [content_hash, signal_id]
-    )
-
-
 # signal_revisions columns in order (migration 1).
 REVISION_COLUMN_TYPES = (
     "VARCHAR",  # signal_id
@@ -154,9 +135,9 @@ REVISION_COLUMN_TYPES = (
 
 
 def record_revisions(con: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-    """`record_revision` for many content changes (REVISION_COLUMN_TYPES order) in two
-    statements: the revision rows, and each Signal's new content hash (its last row's). Plain
-    SQL (INSERT ... SELECT and UPDATE ... FROM over unnested arrays), as in PostgreSQL."""
+    """Content changes of known items (REVISION_COLUMN_TYPES order) in two statements: the
+    revision rows, and each Signal's new content hash (its last row's). Plain SQL (INSERT ...
+    SELECT and UPDATE ... FROM over unnested arrays), as in PostgreSQL."""
     if not rows:
         return
     insert_rows(con, "signal_revisions", REVISION_COLUMN_TYPES, rows)
