@@ -50,7 +50,7 @@ def test_waves_follow_partition_order_inside_each_cadence() -> None:
     assert len({w[0] for w in waves}) == 3
     base = stable_offset(hourly[0], H)
     assert [w[0] for w in waves] == [wave_offset(k, H, base) for k in range(3)]
-    assert all(timedelta(0) <= o < H / 2 for o in offsets)  # the grid repeats every half
+    assert all(timedelta(0) <= o < H for o in offsets)
     # The daily Sources are their own cadence's first wave, whatever lies between them.
     assert {placement.offset(s, DAY) for s in daily} == {
         wave_offset(0, DAY, stable_offset(daily[0], DAY))
@@ -65,7 +65,7 @@ def test_unplaced_sources_keep_their_stable_offset() -> None:
 
 
 def test_added_sources_move_no_one_and_a_removal_moves_one_per_later_wave() -> None:
-    ids = [f"s-{n:03d}" for n in range(3 * WAVE_SIZE)]
+    ids = [f"s-{n:03d}" for n in range(3 * WAVE_SIZE - 5)]  # room left in the last wave
     cadences = dict.fromkeys(ids, H)
     before = place(ids, cadences)
     grown = place([*ids, "z-new"], {**cadences, "z-new": H})
@@ -92,18 +92,15 @@ def _fresh_registry(n: int) -> tuple[list[str], dict[str, timedelta]]:
 def _day_of_blocks(order: list[str], cadences: dict[str, timedelta], size: int) -> int:
     """Runs of the second day of a registry that first succeeded together at T0."""
     placement = place(order, cadences, size)
-    last = dict.fromkeys(order, T0)
+    offset = {s: placement.offset(s, cadences[s]) for s in order}
+    next_at = {s: next_check_at(s, cadences[s], T0, offset[s]) or T0 for s in order}
     runs = 0
     now = T0
     while now < T0 + 2 * DAY:
         now += MINUTE
-        due = [
-            s
-            for s in order
-            if now >= next_check_at(s, cadences[s], last[s], placement.offset(s, cadences[s]))  # type: ignore[operator]
-        ]
+        due = [s for s in order if now >= next_at[s]]
         for sid in due:
-            last[sid] = now
+            next_at[sid] = next_check_at(sid, cadences[sid], now, offset[sid]) or now
         if due and now > T0 + DAY:
             runs += len(partition_blocks(order, due))
     return runs
@@ -116,52 +113,59 @@ def test_a_day_costs_one_run_per_wave_and_period() -> None:
 
 def test_a_simulated_week_keeps_the_bounds_with_sources_added_and_removed() -> None:
     """Minute ticks for a week; every check succeeds; each day some Sources come and go
-    (new ones appended to the partition order, as the registry sensor adds them). The
-    placement is recomputed every tick, as the schedule does. Every check is at least half a
-    cadence and at most a cadence after the previous one, a slot holds one check, and on the
-    quiet last days the Sources of one wave are due in the same minute."""
+    (new ones appended to the partition order, as the registry sensor adds them), and the
+    Sources are placed again, as the schedule does every tick. Every check is at least half a
+    cadence and at most a cadence after the previous one, a slot holds one check, and once
+    the registry is quiet the Sources of one wave are due in the same minute."""
     rng = random.Random(25)
     order, cadences = _fresh_registry(60)
-    size = 8
+    size = 8  # several waves per cadence with few Sources
     last: dict[str, datetime | None] = dict.fromkeys(order, None)
-    checked_in: dict[str, datetime] = {}  # the slot of each Source's previous check
+    slot_of_last: dict[str, datetime] = {}
     added = 0
+    quiet_from = T0 + 4 * DAY  # no change after day 4; every wave settles within two days
+    # One change a day at a random minute: a new Source's first check falls anywhere.
+    changes = {T0 + d * DAY + rng.randrange(1, 1440) * MINUTE for d in range(4)}
+    placement = place(order, cadences, size)
+    next_at: dict[str, datetime | None] = dict.fromkeys(order)
+    checks = together = 0
     now = T0
-    quiet_from = T0 + 5 * DAY
     while now < T0 + 7 * DAY:
-        if now < quiet_from and now.minute == 0 and now.hour == 11:  # a daily registry change
+        if now in changes:
             for sid in rng.sample(order, 3):
                 order.remove(sid)
-                del last[sid], cadences[sid]
-                checked_in.pop(sid, None)
+                for book in (last, cadences, next_at, slot_of_last):
+                    book.pop(sid, None)  # type: ignore[attr-defined]
             new = [f"new-{added + k:03d}" for k in range(4)]
             added += len(new)
             cadences.update({s: CADENCES[rng.randrange(3)] for s in new})
             order += partition_order((s, cadences[s]) for s in new)
             last.update(dict.fromkeys(new))
-        placement = place(order, cadences, size)
-        due: list[str] = []
-        for sid in order:
-            cadence, offset = cadences[sid], placement.offset(sid, cadences[sid])
-            previous = last[sid]
-            next_at = next_check_at(sid, cadence, previous, offset)
-            if previous is not None:
-                assert next_at is not None and previous + cadence / 2 <= next_at
-                assert now - previous <= cadence, (sid, previous, now)  # never late
-            if next_at is None or now >= next_at:
-                due.append(sid)
-                slot = due_slot(sid, cadence, now, offset)
-                if previous is not None:
-                    assert now - previous >= cadence / 2
-                    assert checked_in.get(sid) != slot  # one check per slot
-                checked_in[sid] = slot
+            placement = place(order, cadences, size)
+            next_at = {
+                s: next_check_at(s, cadences[s], last[s], placement.offset(s, cadences[s]))
+                for s in order
+            }
+        due = [s for s in order if (at := next_at[s]) is None or now >= at]
         for sid in due:
-            last[sid] = now
-        if now >= quiet_from + DAY:  # every wave has settled since the last change
+            cadence, offset = cadences[sid], placement.offset(sid, cadences[sid])
+            previous, slot = last[sid], due_slot(sid, cadence, now, offset)
+            if previous is not None:
+                assert cadence / 2 <= now - previous <= cadence, (sid, previous, now)
+                assert slot_of_last[sid] != slot  # one check per slot
+            last[sid], slot_of_last[sid] = now, slot
+            checks += 1
+            next_at[sid] = next_check_at(sid, cadence, now, offset)
+        if due and now >= quiet_from + 2 * DAY:
             waves: dict[tuple[timedelta, timedelta], set[str]] = {}
             for sid in order:
-                key = (cadences[sid], placement.offset(sid, cadences[sid]))
-                waves.setdefault(key, set()).add(sid)
+                waves.setdefault((cadences[sid], placement.offset(sid, cadences[sid])), set())
+                waves[(cadences[sid], placement.offset(sid, cadences[sid]))].add(sid)
             for members in waves.values():
                 assert members <= set(due) or not members & set(due), members & set(due)
+                together += len(members) > 1 and members <= set(due)
         now += MINUTE
+    assert checks > 60 * 7 * 3 and together > 2 * 24  # the week did check, waves together
+    for sid in order:  # nobody was left behind: each checked within its last cadence
+        seen = last[sid]
+        assert seen is not None and now - seen <= cadences[sid]

@@ -112,6 +112,8 @@ def next_check_at(
     half = timedelta(seconds=seconds // 2)
     earliest = last_success_at + half
     start = _first_at_or_after(_origin(source_id, step, offset), step, earliest)
+    if start <= last_success_at:  # a one-second cadence has no half: the next second
+        start += step
     if start <= last_success_at + step:
         return start
     return max(earliest, start - half - timedelta(seconds=seconds // 8))

@@ -9,9 +9,9 @@ partition order, into waves of at most `WAVE_SIZE`; a wave shares one grid offse
 Sources are due in the same minute and, when the partitions of that cadence are contiguous
 (new keys are added ordered by cadence: `partition_order`), make one block.
 
-The offset of wave k is `half cadence * spread(k)` with spread the bit-reversed fraction
-(0, 1/2, 1/4, 3/4, 1/8, ...): the due grid repeats every half cadence (core/plan/schedule), so
-the waves share that half evenly, and a new wave never moves the older ones. A Source added
+The offset of wave k is `base + cadence * spread(k)` (modulo the cadence) with spread the
+bit-reversed fraction (0, 1/2, 1/4, 3/4, 1/8, ...): the waves share the cadence evenly, and a
+new wave never moves the older ones. A Source added
 later is a new partition at the end: its position among the Sources of its cadence is the
 last, so it joins the last wave (or opens a new one) and no other Source's wave changes.
 Removing a Source shifts the later ones by one: the first Source of each later wave moves to
@@ -56,13 +56,12 @@ def spread(wave: int) -> Fraction:
 
 
 def wave_offset(wave: int, cadence: timedelta, base: timedelta = timedelta(0)) -> timedelta:
-    """The grid offset of wave `wave` of a cadence: `base` plus `spread(wave)` of half the
-    cadence, modulo that half, in whole seconds (the grid repeats every half cadence, so
-    this covers every phase)."""
-    half = int(cadence.total_seconds()) // 2
-    if half < 1:
-        raise ValueError(f"cadence must be at least two seconds, got {cadence}")
-    return timedelta(seconds=(int(base.total_seconds()) + int(spread(wave) * half)) % half)
+    """The grid offset of wave `wave` of a cadence: `base` plus `spread(wave)` of the cadence,
+    modulo the cadence, in whole seconds."""
+    seconds = int(cadence.total_seconds())
+    if seconds < 1:
+        raise ValueError(f"cadence must be at least one second, got {cadence}")
+    return timedelta(seconds=(int(base.total_seconds()) + int(spread(wave) * seconds)) % seconds)
 
 
 @dataclass(frozen=True)
