@@ -184,14 +184,24 @@ def test_schedule_one_run_per_block_of_due_sources_in_priority_order(
     for sid, role, priority in reversed(PRIORITY_ORDER):
         write_feed_source(vault, feed_server, sid, role=role, priority=priority)
     write_feed_source(vault, feed_server, "by-hand", cadence="manual")
+    write_feed_source(vault, feed_server, "c-off", enabled="false")
     write_feed_source(vault, feed_server, "switched-off", enabled="false")
     apply_partitions(instance, tick(source_registry_sensor, instance))
     monkeypatch.setenv("RADAR_AS_OF", format_utc(T0))
 
-    partitions = instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)
-    assert list(partitions) == sorted(partitions)  # the registry adds them in id order
+    # The registry adds them by cadence, then id; `manual` last.
+    assert instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME) == [
+        "blog-high",
+        "c-off",
+        "disc-high",
+        "eng-crit",
+        "prim-low",
+        "research-normal",
+        "switched-off",
+        "by-hand",
+    ]
     requests = due_tick(instance)
-    # Never checked: all five due. `by-hand` (manual) splits them into two contiguous blocks;
+    # Never checked: all five due. `c-off` (disabled) splits them into two contiguous blocks;
     # the block of the most urgent Source (eng-crit) first, ranked by it in the queue.
     assert [block_of(r) for r in requests] == [
         ["disc-high", "eng-crit", "prim-low", "research-normal"],
