@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     farm = FeedFarm(max(args.ns), latency_s=args.latency_ms / 1000).start()
     sizes = farm.feed_sizes()
     _say(
-        f"farm: {len(sizes)} feeds at {farm.urls(1)[0].rsplit('/', 2)[0]}, "
+        f"farm: {len(sizes)} feeds over {len(farm.servers)} loopback origins, "
         f"{min(sizes) // 1000}-{max(sizes) // 1000} KB (mean {sum(sizes) // len(sizes) // 1000} "
         f"KB), latency {args.latency_ms:g} ms"
     )

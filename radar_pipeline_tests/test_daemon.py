@@ -124,7 +124,7 @@ def test_backfill_from_the_ui_through_the_daemon(tmp_path: Path, feed_server: Fe
         figures["first_backfill_runs_s"] = round(time.time() - started, 1)
         events = partition_events(dev, started)
 
-        assert cli.returncode == 0, cli.stderr
+        assert cli.returncode == 0, cli.stdout + cli.stderr
         [cli_source] = json.loads(cli.stdout)["sources"]
         assert (cli_source["outcome"], cli_source["error"]) == ("skipped", "locked")
 

@@ -124,7 +124,8 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
             "d-down": "failed",
         }
         assert (report["passed"], report["failed"], report["created"]) == (2, 1, 2)
-        # Two blocks of the partition order (a-fix; c-fix..d-down), so two runs, one report.
+        # Two blocks of the partition order (by cadence: d-down's six hours, then the manual
+        # fixtures by id: d-down..a-fix; c-fix), so two runs, one report.
         runs = [instance.get_run_by_id(run_id) for run_id in report["dagsterRunIds"]]
         assert [
             (
@@ -134,13 +135,13 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
             for r in runs
             if r is not None
         ] == [
-            ("a-fix", "a-fix"),
-            ("c-fix", "d-down"),
+            ("d-down", "a-fix"),
+            ("c-fix", "c-fix"),
         ]
         statuses = [r.status for r in runs if r is not None]
-        assert statuses == [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE]
+        assert statuses == [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.SUCCESS]
         assert report["dagsterRunStatus"] == "FAILURE"
-        failed_run = report["dagsterRunIds"][1]
+        failed_run = report["dagsterRunIds"][0]
         # A run that checked a failing Source is a failed run naming it; the report is back.
         [failure] = instance.all_logs(failed_run, of_type=dg.DagsterEventType.STEP_FAILURE)
         assert failure.dagster_event is not None

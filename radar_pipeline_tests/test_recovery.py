@@ -20,6 +20,7 @@ import pytest
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.plan.schedule import next_check_at
+from radar_pipeline.core.plan.waves import place
 from radar_pipeline.defs.collection.jobs import COLLECT_JOB_NAME
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline_tests.feedserver import FeedServer
@@ -139,25 +140,22 @@ def test_three_days_down_one_check_per_source_then_overdue_zero(
     assert after["downtimeFrom"] is None
     assert fetches(feed_server) == seen
 
-    # Recovered together, the Sources do not fire together again: each is next due at its
-    # own offset, within its cadence, one at a time.
-    next_checks = {sid: next_check_at(sid, timedelta(hours=6), T) for sid in SOURCES}
-    order = sorted(SOURCES, key=lambda sid: str(next_checks[sid]))
-    instants = [next_checks[sid] for sid in order]
-    assert len(set(instants)) == 5
-    assert all(
-        i is not None and T + timedelta(hours=3) < i <= T + timedelta(hours=6) for i in instants
-    )
-    for sid in order[:2]:
-        instant = next_checks[sid]
-        assert instant is not None
-        seen = fetches(feed_server)
-        step = radar_collect(instant)
-        assert (step["overdue"], step["due"], step["passed"]) == (0, 1, 1), step
-        assert [s["id"] for s in step["sources"]] == [sid]
-        assert {k: v - seen[k] for k, v in fetches(feed_server).items()} == {
-            k: int(k == sid) for k in SOURCES
-        }
+    # Recovered together, the Sources stay together: the five six-hour Sources are one wave
+    # (core/plan/waves, placed by their partitions), next due at the wave's time, within
+    # their cadence, as one check of all five (the CLI above found none due a minute after T).
+    with dg.DagsterInstance.get() as instance:
+        partitions = instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)
+    placement = place(partitions, dict.fromkeys(SOURCES, timedelta(hours=6)))
+    next_checks = {
+        sid: next_check_at(sid, timedelta(hours=6), T, placement.offset(sid, timedelta(hours=6)))
+        for sid in SOURCES
+    }
+    [instant] = set(next_checks.values())
+    assert instant is not None and T + timedelta(hours=3) <= instant <= T + timedelta(hours=6)
+    seen = fetches(feed_server)
+    step = radar_collect(instant)
+    assert (step["overdue"], step["due"], step["passed"]) == (0, 5, 5), step
+    assert {k: v - seen[k] for k, v in fetches(feed_server).items()} == dict.fromkeys(SOURCES, 1)
 
 
 @pytest.mark.slow  # one in-process run over four partitions, ~10 s on a busy machine

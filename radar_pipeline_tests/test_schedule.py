@@ -194,24 +194,31 @@ def test_due_slot_stable_within_slot_and_changes_at_boundary() -> None:
 
 
 def _on_grid(source_id: str, cadence: timedelta, instant: datetime) -> bool:
-    phase = (instant - EPOCH - stable_offset(source_id, cadence)) % cadence
-    return phase in (timedelta(0), timedelta(seconds=int(cadence.total_seconds()) // 2))
+    """A slot start of the Source's grid (its stable offset when no wave places it)."""
+    return (instant - EPOCH - stable_offset(source_id, cadence)) % cadence == timedelta(0)
 
 
 @pytest.mark.parametrize("source_id", IDS)
 def test_next_check_lands_on_the_sources_own_grid(source_id: str) -> None:
     slot = due_slot(source_id, SIX_H, NOW)
     mid = slot + SIX_H / 2
+    eighth = SIX_H / 8
     cases = [
         # (last success, next check): a check at a slot start comes back at the next one.
         (slot, slot + SIX_H),
         (slot + timedelta(seconds=20), slot + SIX_H),
-        # A check at a slot middle (the first check after a recovery can land there) too.
-        (mid, mid + SIX_H),
-        # Off the grid: the first grid point after half a cadence, before the full cadence.
+        # A check at a slot middle (the first check after a recovery can land there) goes
+        # back to the slot start, half a cadence on.
+        (mid, slot + SIX_H),
+        # Off the grid: the first slot start at least half a cadence on, when it is at most
+        # a cadence on; else an eighth of a cadence before the middle (at the earliest half a
+        # cadence on), so that the check after it is a slot start again.
         (slot - 4 * H, slot),  # the slot start is 4 h after: earlier than last + 6 h
-        (slot - H, mid),  # the slot start is only 1 h after: the middle, 4 h after
+        (slot - H, mid - eighth),  # the slot start is 7 h after: too late
+        (slot - H + timedelta(seconds=30), mid - eighth),
+        (slot - timedelta(minutes=10), slot + 2 * H + timedelta(minutes=50)),  # last + 3 h
         (slot + 2 * H, slot + SIX_H),
+        (mid - eighth + timedelta(minutes=5), slot + SIX_H),  # a check late in the eighth
     ]
     for last, expected in cases:
         assert next_check_at(source_id, SIX_H, last) == expected, (last, expected)
@@ -221,19 +228,21 @@ def test_next_check_lands_on_the_sources_own_grid(source_id: str) -> None:
 
 
 def test_sources_checked_together_fall_apart_onto_their_offsets() -> None:
-    """Five six-hour Sources recovered in one collection do not fire together again."""
+    """Five six-hour Sources on their own offsets (no wave places them) recovered in one
+    collection do not fire together again."""
     recovery = NOW
     first = {i: next_check_at(i, SIX_H, recovery) for i in IDS}
     times = sorted(t for t in first.values() if t is not None)
     assert len(times) == 5
-    assert all(later - earlier >= timedelta(minutes=10) for earlier, later in pairwise(times))
+    # Each in a minute (a schedule tick) of its own.
+    assert all(later - earlier >= timedelta(minutes=1) for earlier, later in pairwise(times))
     for source_id, instant in first.items():
         assert instant is not None
-        assert recovery + SIX_H / 2 < instant <= recovery + SIX_H
-        assert _on_grid(source_id, SIX_H, instant)
-        # Checked at its time, it keeps its phase: once per cadence from then on.
+        assert recovery + SIX_H / 2 <= instant <= recovery + SIX_H
+        # Checked at its time, it is on its grid by the next check: once per cadence on.
         second = next_check_at(source_id, SIX_H, instant + timedelta(seconds=30))
-        assert second == instant + SIX_H
+        assert second is not None and _on_grid(source_id, SIX_H, second)
+        assert next_check_at(source_id, SIX_H, second + timedelta(seconds=30)) == second + SIX_H
 
 
 @given(
@@ -251,12 +260,13 @@ def test_next_check_bounds_and_steady_cadence(
     first = next_check_at(source_id, cadence, last)
     assert first is not None
     # Never later than the contract's lastSuccessAt + cadence, never sooner than half of it.
-    assert last + half < first <= last + cadence
-    assert _on_grid(source_id, cadence, first)
+    assert last + half <= first <= last + cadence
     assert is_overdue(cadence, last, first) <= is_due(source_id, cadence, last, first)
-    # Checked exactly when due, a Source settles to one check per cadence by the third check.
+    # Checked exactly when due, a Source is on its grid by the second check, and from then
+    # on it is checked once per cadence.
     second = next_check_at(source_id, cadence, first)
-    assert second is not None
+    assert second is not None and _on_grid(source_id, cadence, second)
+    assert last + half <= first + half <= second <= first + cadence
     third = next_check_at(source_id, cadence, second)
     assert third == second + cadence
 

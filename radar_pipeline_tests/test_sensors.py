@@ -13,7 +13,9 @@ import duckdb
 import pytest
 
 from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.plan.collection import place_sources
 from radar_pipeline.core.plan.schedule import due_slot
+from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.defs.collection.freshness import ON_CADENCE, source_freshness_sensor
 from radar_pipeline.defs.collection.jobs import COLLECT_JOB_NAME
 from radar_pipeline.defs.collection.schedules import due_sources_schedule
@@ -94,6 +96,16 @@ def apply_partitions(instance: dg.DagsterInstance, data: dg.SensorExecutionData)
                 instance.delete_dynamic_partition(req.partitions_def_name, key)
 
 
+def wave_slot(
+    instance: dg.DagsterInstance, sid: str, now: datetime, cadence: timedelta = SIX_HOURS
+) -> datetime:
+    """The slot containing `now` of `sid` on the grid the schedule gives it: its wave's, by
+    its position among the partitions of its cadence (core/plan/waves)."""
+    partitions = instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)
+    placement = place_sources(load_registry(RadarResource().paths().vault), partitions)
+    return due_slot(sid, cadence, now, placement.offset(sid, cadence))
+
+
 def block_of(req: dg.RunRequest) -> list[str]:
     """The Sources a request's run covers: its config's selection (the range's contents)."""
     return list(req.run_config["ops"]["signals"]["ops"]["fetch"]["config"]["sources"])
@@ -172,14 +184,24 @@ def test_schedule_one_run_per_block_of_due_sources_in_priority_order(
     for sid, role, priority in reversed(PRIORITY_ORDER):
         write_feed_source(vault, feed_server, sid, role=role, priority=priority)
     write_feed_source(vault, feed_server, "by-hand", cadence="manual")
+    write_feed_source(vault, feed_server, "c-off", enabled="false")
     write_feed_source(vault, feed_server, "switched-off", enabled="false")
     apply_partitions(instance, tick(source_registry_sensor, instance))
     monkeypatch.setenv("RADAR_AS_OF", format_utc(T0))
 
-    partitions = instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)
-    assert list(partitions) == sorted(partitions)  # the registry adds them in id order
+    # The registry adds them by cadence, then id; `manual` last.
+    assert instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME) == [
+        "blog-high",
+        "c-off",
+        "disc-high",
+        "eng-crit",
+        "prim-low",
+        "research-normal",
+        "switched-off",
+        "by-hand",
+    ]
     requests = due_tick(instance)
-    # Never checked: all five due. `by-hand` (manual) splits them into two contiguous blocks;
+    # Never checked: all five due. `c-off` (disabled) splits them into two contiguous blocks;
     # the block of the most urgent Source (eng-crit) first, ranked by it in the queue.
     assert [block_of(r) for r in requests] == [
         ["disc-high", "eng-crit", "prim-low", "research-normal"],
@@ -274,7 +296,7 @@ def test_schedule_respects_backoff_and_retries_in_a_later_slot(
 ) -> None:
     write_feed_source(radar_env["vault"], feed_server, "flaky", status=503)
     apply_partitions(instance, tick(source_registry_sensor, instance))
-    start = due_slot("flaky", SIX_HOURS, T0) + timedelta(minutes=1)  # early in a slot
+    start = wave_slot(instance, "flaky", T0) + timedelta(minutes=1)  # early in a slot
     monkeypatch.setenv("RADAR_AS_OF", format_utc(start))
     first = due_tick(instance)
     # The Source fails, so its run fails naming it (and its partition is failed).
@@ -300,7 +322,7 @@ def test_schedule_respects_backoff_and_retries_in_a_later_slot(
     monkeypatch.setenv("RADAR_AS_OF", format_utc(backoff_until + timedelta(seconds=1)))
     assert not due_tick(instance)
     # The next slot: one retry.
-    next_slot = due_slot("flaky", SIX_HOURS, start) + SIX_HOURS
+    next_slot = wave_slot(instance, "flaky", start) + SIX_HOURS
     monkeypatch.setenv("RADAR_AS_OF", format_utc(next_slot))
     retry = due_tick(instance)
     assert [r.run_key for r in retry] == [block_key(next_slot, "flaky", "flaky")]

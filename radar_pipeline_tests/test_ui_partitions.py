@@ -24,7 +24,9 @@ from radar_pipeline_tests.vaultkit import rss, write_source
 SCHEDULE = "due_sources_schedule"
 PASSING = "ui-pass"  # critical: requested first
 FAILING = "ui-fail"  # its feed answers 500 until the downtime is over
-MANUAL = "ui-manual"  # never requested by the schedule
+# Disabled, of the same cadence: never requested by the schedule, and between the two in
+# partition order (by cadence, then id), so it splits their block.
+OFF = "ui-off"
 T0 = datetime(2026, 11, 2, 9, 17, tzinfo=UTC)
 SIX_HOURS = timedelta(hours=6)
 
@@ -40,7 +42,7 @@ def feed(source_id: str) -> bytes:
 
 def keys_at(now: datetime, ids: list[str]) -> set[str]:
     """The run keys of a tick at `now` in which each of `ids` is a block of its own (here the
-    manual Source lies between the two in partition order)."""
+    disabled Source lies between the two in partition order)."""
     return {f"due:{format_utc(now)}:{sid}..{sid}" for sid in ids}
 
 
@@ -77,16 +79,14 @@ def test_schedule_and_failed_partitions_in_the_ui(tmp_path: Path, feed_server: F
         priority="critical",
     )
     write_source(home.vault, FAILING, feed_server.add(f"/{FAILING}.xml", b"down", status=500))
-    write_source(
-        home.vault, MANUAL, feed_server.add(f"/{MANUAL}.xml", feed(MANUAL)), cadence="manual"
-    )
+    write_source(home.vault, OFF, feed_server.add(f"/{OFF}.xml", feed(OFF)), enabled="false")
     figures: dict[str, Any] = {}
     env = {**home.environ(), "RADAR_AS_OF": format_utc(T0)}
     dev = DagsterDev(home.home, env, tmp_path / "dagster-dev.log")
     try:
         dev.start()
         started = time.time()
-        dev.wait_partitions([FAILING, MANUAL, PASSING])
+        dev.wait_partitions([FAILING, OFF, PASSING])
 
         # Automation lists the schedule, running by default, every minute.
         schedule = dev.schedule(SCHEDULE)
@@ -95,8 +95,8 @@ def test_schedule_and_failed_partitions_in_the_ui(tmp_path: Path, feed_server: F
             "RUNNING",
         )
 
-        # A tick requests the two due Sources (not the manual one): one run per contiguous
-        # block, and the manual Source between them in partition order splits them in two.
+        # A tick requests the two due Sources (not the disabled one): one run per contiguous
+        # block, and the disabled Source between them in partition order splits them in two.
         runs = wait_for("the scheduled runs", lambda: finished_runs(dev, 2), 240)
         figures["first_runs_s"] = round(time.time() - started, 1)
         assert {r.tags["dagster/run_key"] for r in runs} == keys_at(T0, [PASSING, FAILING])
@@ -162,7 +162,7 @@ def test_schedule_and_failed_partitions_in_the_ui(tmp_path: Path, feed_server: F
             60,
         )
         assert {PASSING, FAILING} <= set(statuses["materialized"])
-        assert MANUAL not in statuses["materialized"]
+        assert OFF not in statuses["materialized"]
         figures["after_recovery"] = statuses
 
         quiet_since = time.time()

@@ -1,4 +1,10 @@
-"""One dynamic partition per valid Source; the registry sensor keeps them equal."""
+"""One dynamic partition per valid Source; the registry sensor keeps them equal.
+
+Partition order is insertion order, and it matters: a run covers one contiguous range of it,
+and the due rule's waves are cut along it (core/plan/waves). New keys are added in the order
+the caller passes (`new_partition_order`: by cadence, then id), after every existing key.
+Existing keys are never deleted and re-added to reorder them, which would drop their history:
+a registry that grew out of that order costs more blocks, not a rewrite."""
 
 from __future__ import annotations
 
@@ -15,7 +21,8 @@ sources_partitions = dg.DynamicPartitionsDefinition(name=SOURCES_PARTITIONS_NAME
 def sync_partition_requests(
     existing: list[str], valid: list[str]
 ) -> list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest]:
-    """Requests that make the `sources` partitions equal to the valid Source ids."""
+    """Requests that make the `sources` partitions equal to the valid Source ids; new keys
+    are added in the order of `valid`."""
     requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
     to_add = [s for s in valid if s not in set(existing)]
     to_delete = [s for s in existing if s not in set(valid)]

@@ -26,6 +26,7 @@ from types import TracebackType
 import httpx
 
 from radar_pipeline.core.acquire.address_policy import deadline_at
+from radar_pipeline.core.acquire.pacing import PacedQueue, paced_origin
 from radar_pipeline.core.acquire.request import (
     BoundedClient,
     CheckProgress,
@@ -152,14 +153,23 @@ def fetch_many(
 ) -> list[FetchResult]:
     """Fetch concurrently; results in input order; one failure never affects the others.
 
+    Paced per origin (core/acquire/pacing): at most `origin_max_in_flight` requests in
+    flight and `origin_min_gap_s` between request starts to one origin; a free thread takes
+    the first waiting request whose origin may start, so one busy origin does not idle the
+    others. Fixture and vault reads are not paced.
+
     `on_result` sees each result as soon as it is in (in a fetch thread), e.g. to start
     parsing it while the others are still being fetched.
     """
     if not requests:
         return []
     workers = max(1, min(max_workers, len(requests)))
-
     total = len(requests)
+    settings = fetcher.settings
+    queue = PacedQueue(
+        requests, paced_origin, settings.origin_max_in_flight, settings.origin_min_gap_s
+    )
+    results: list[FetchResult | None] = [None] * total
 
     def one(request: FetchRequest) -> FetchResult:
         result = _fetch_guarded(fetcher, request, now)
@@ -177,9 +187,18 @@ def fetch_many(
                 log.exception("fetch result hook failed for %s", request.source_id)
         return result
 
+    def worker() -> None:
+        while (taken := queue.take()) is not None:
+            index, request, origin = taken
+            try:
+                results[index] = one(request)
+            finally:
+                queue.done(origin)
+
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="radar-fetch") as pool:
-        futures = [pool.submit(one, request) for request in requests]
-        return [future.result() for future in futures]
+        for future in [pool.submit(worker) for _ in range(workers)]:
+            future.result()
+    return [r for r in results if r is not None]
 
 
 def _fetch_guarded(fetcher: Fetcher, request: FetchRequest, now: datetime) -> FetchResult:

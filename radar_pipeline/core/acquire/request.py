@@ -23,6 +23,7 @@ from radar_pipeline.core.acquire.address_policy import (
     normalise_host,
     resolve_checked,
 )
+from radar_pipeline.core.acquire.pacing import MAX_IN_FLIGHT, MIN_GAP_S
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.errors import FetchError
 from radar_pipeline.core.models import FetchRequest
@@ -60,6 +61,9 @@ class FetchSettings:
     user_agent: str = f"RadarPipeline/{__version__} (+{PROJECT_URL})"
     allowed_private_hosts: frozenset[str] = frozenset()
     max_retry_after_s: float = 6 * 3600
+    # Per origin, within one collection (core/acquire/pacing.py).
+    origin_max_in_flight: int = MAX_IN_FLIGHT
+    origin_min_gap_s: float = MIN_GAP_S
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> FetchSettings:

@@ -13,23 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-import httpx
 from protego import Protego
 
+# The scope one robots.txt governs is the scope feed fetches are paced by: one definition.
+from radar_pipeline.core.acquire.pacing import origin_of
 from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.store.pages import RobotsEntry
 
 ROBOTS_TTL = timedelta(hours=24)  # RFC 9309: a cached robots.txt should not be used longer
 ROBOTS_AGENT = "RadarPipeline"  # the product token of our User-Agent
 BLOCKING_STATUSES = frozenset({403, 429})
-
-
-def origin_of(url: str) -> str:
-    """`scheme://host[:port]`, the scope one robots.txt governs."""
-    parsed = httpx.URL(url)
-    default = 443 if parsed.scheme == "https" else 80
-    port = f":{parsed.port}" if parsed.port and parsed.port != default else ""
-    return f"{parsed.scheme}://{parsed.host}{port}"
 
 
 def is_blocking(result: FetchResult) -> bool:

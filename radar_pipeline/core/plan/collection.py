@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -20,6 +20,7 @@ from radar_pipeline.core.plan.schedule import (
     needs_unconditional,
     priority_rank,
 )
+from radar_pipeline.core.plan.waves import UNPLACED, Placement, partition_order, place
 from radar_pipeline.core.registry.sources import RegistrySnapshot, SourceRecord
 from radar_pipeline.core.store.feed_state import FeedState
 
@@ -39,6 +40,9 @@ class CollectionSpec:
     # One command's collection may take several runs (one per block of partitions it checks);
     # they share this id, and their reports read as one (CollectionReport.merge, core/reports.py).
     launch_id: str | None = None
+    # The `sources` partition keys in their order: it places each Source's due grid in its
+    # wave (core/plan/waves). None: every Source on its own sha256 offset.
+    partition_order: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class SourceTiming:
     backoff_until: datetime | None
     overdue: bool  # its cadence has passed without a success (backoff does not matter)
     due: bool  # overdue and not in backoff: a `due` collection checks it now
-    slot: datetime  # the start of its current slot (EPOCH + stable offset + k * cadence)
+    slot: datetime  # the start of its current slot (EPOCH + its grid offset + k * cadence)
     rank: tuple[int, int]  # recovery priority: critical, then primary/discovery, then the rest
 
 
@@ -74,6 +78,28 @@ class CollectionPlan:
     checks: tuple[PlannedCheck, ...]
     overdue: int
     downtime_from: datetime | None
+    placement: Placement = UNPLACED  # the due grids it decided with
+
+
+def _cadences(snapshot: RegistrySnapshot) -> dict[str, timedelta]:
+    """The Sources the due rule concerns (eligible, with a cadence), by id."""
+    out: dict[str, timedelta] = {}
+    for rec in snapshot.sources:
+        cadence = parse_cadence(rec.source.cadence)
+        if rec.source.is_eligible and cadence is not None:
+            out[rec.source.id] = cadence
+    return out
+
+
+def place_sources(snapshot: RegistrySnapshot, order: Sequence[str] | None) -> Placement:
+    """Each due-driven Source's wave by its position in partition order `order`
+    (core/plan/waves.place); None places none (each on its sha256 offset)."""
+    return UNPLACED if order is None else place(order, _cadences(snapshot))
+
+
+def new_partition_order(snapshot: RegistrySnapshot) -> list[str]:
+    """The valid Source ids in the order new partitions are added (`partition_order`)."""
+    return partition_order((r.source.id, parse_cadence(r.source.cadence)) for r in snapshot.sources)
 
 
 def plan_collection(
@@ -88,24 +114,29 @@ def plan_collection(
     env = environment(environ)
     now = spec.as_of
     records = _selected_records(spec, snapshot)
-    overdue = sum(1 for t in source_timings(snapshot, states, now) if t.overdue)
+    placement = place_sources(snapshot, spec.partition_order)
+    overdue = sum(1 for t in source_timings(snapshot, states, now, placement) if t.overdue)
     checks: list[PlannedCheck] = []
     for rec in _in_priority_order(records):
-        check = _plan_one(spec, rec, states.get(rec.source.id), locks, env)
+        check = _plan_one(spec, rec, states.get(rec.source.id), locks, env, placement)
         if check is not None:
             checks.append(check)
     for missing in sorted(set(spec.source_ids) - {r.source.id for r in records}):
         if spec.mode == "explicit":
             checks.append(PlannedCheck(missing, None, skip_reason="not a valid Source"))
     downtime_from = _downtime_from(snapshot, states, last_collection_at, now)
-    return CollectionPlan(spec, tuple(checks), overdue, downtime_from)
+    return CollectionPlan(spec, tuple(checks), overdue, downtime_from, placement)
 
 
 def source_timings(
-    snapshot: RegistrySnapshot, states: Mapping[str, FeedState], now: datetime
+    snapshot: RegistrySnapshot,
+    states: Mapping[str, FeedState],
+    now: datetime,
+    placement: Placement = UNPLACED,
 ) -> tuple[SourceTiming, ...]:
     """Every eligible Source with a cadence (`manual` ones never are), in recovery priority
-    order: the same due rule `plan_collection` applies in mode `due`."""
+    order: the same due rule `plan_collection` applies in mode `due`, on the grids of
+    `placement` (`place_sources` of the partition order the collection decides with)."""
     out: list[SourceTiming] = []
     for rec in snapshot.sources:
         cadence = parse_cadence(rec.source.cadence)
@@ -114,6 +145,7 @@ def source_timings(
         state = states.get(rec.source.id)
         last = _last_success(rec, state)
         backoff = state.backoff_until if state else None
+        offset = placement.offset(rec.source.id, cadence)
         out.append(
             SourceTiming(
                 source_id=rec.source.id,
@@ -128,8 +160,9 @@ def source_timings(
                     now,
                     backoff,
                     polite_until=state.polite_until if state else None,
+                    offset=offset,
                 ),
-                slot=due_slot(rec.source.id, cadence, now),
+                slot=due_slot(rec.source.id, cadence, now, offset),
                 rank=priority_rank(rec.source.priority, rec.source.role),
             )
         )
@@ -167,10 +200,11 @@ def preview_collection(
     """`plan_collection`'s decisions without the locks (a Source another process holds when
     the run plans is skipped then, not here)."""
     env = environment(environ)
+    placement = place_sources(snapshot, spec.partition_order)
     checked: list[str] = []
     skipped: list[str] = []
     for rec in _in_priority_order(_selected_records(spec, snapshot)):
-        check = _decide(spec, rec, states.get(rec.source.id), env)
+        check = _decide(spec, rec, states.get(rec.source.id), env, placement)
         if check is not None:
             (skipped if check.skip_reason is not None else checked).append(check.source_id)
     if spec.mode == "explicit":
@@ -190,10 +224,11 @@ def _plan_one(
     state: FeedState | None,
     locks: LockBook,
     env: Mapping[str, str],
+    placement: Placement,
 ) -> PlannedCheck | None:
     """One Source's check, or None when this collection does not concern it; a check to make
     holds the Source's lock (else it is skipped as locked)."""
-    check = _decide(spec, rec, state, env)
+    check = _decide(spec, rec, state, env, placement)
     if check is None or check.skip_reason is not None:
         return check
     if not locks.try_acquire(spec.collection_id, check.source_id):
@@ -202,7 +237,11 @@ def _plan_one(
 
 
 def _decide(
-    spec: CollectionSpec, rec: SourceRecord, state: FeedState | None, env: Mapping[str, str]
+    spec: CollectionSpec,
+    rec: SourceRecord,
+    state: FeedState | None,
+    env: Mapping[str, str],
+    placement: Placement,
 ) -> PlannedCheck | None:
     """One Source's check before its lock: None (not concerned), skipped with a reason, failed
     before fetching, or a request to make."""
@@ -213,7 +252,7 @@ def _decide(
             return None
         return PlannedCheck(sid, rec, skip_reason=_ineligible_reason(rec))
     last_success = _last_success(rec, state)
-    if spec.mode == "due" and not is_due(sid, parse_cadence(src.cadence), last_success, now):
+    if spec.mode == "due" and not _due_now(rec, last_success, now, placement):
         return None
     wait = _wait_reason(spec, rec, state)
     if wait is not None:
@@ -228,6 +267,18 @@ def _decide(
             return PlannedCheck(sid, rec, window, failure=failure)
     request = _fetch_request(rec, state, now, token)
     return PlannedCheck(sid, rec, window, request, notes=tuple(notes))
+
+
+def _due_now(
+    rec: SourceRecord, last_success: datetime | None, now: datetime, placement: Placement
+) -> bool:
+    """The cadence part of the due rule (`is_due` on the Source's grid); waits come apart."""
+    cadence = parse_cadence(rec.source.cadence)
+    if cadence is None:
+        return False
+    return is_due(
+        rec.source.id, cadence, last_success, now, offset=placement.offset(rec.source.id, cadence)
+    )
 
 
 def _wait_reason(spec: CollectionSpec, rec: SourceRecord, state: FeedState | None) -> str | None:

@@ -52,35 +52,57 @@ def stable_offset(source_id: str, cadence: timedelta) -> timedelta:
     return timedelta(seconds=int.from_bytes(digest[:8], "big") % _whole_seconds(cadence))
 
 
-def due_slot(source_id: str, cadence: timedelta, now: datetime) -> datetime:
+def _origin(source_id: str, step: timedelta, offset: timedelta | None) -> datetime:
+    """EPOCH + the Source's grid offset: the one given (its wave, core/plan/waves), else its
+    stable sha256 offset. `due_slot` and `next_check_at` share it, so a slot is one grid's."""
+    if offset is None:
+        return EPOCH + stable_offset(source_id, step)
+    if not timedelta(0) <= offset < step:
+        raise ValueError(f"offset must lie in [0, {step}), got {offset}")
+    return EPOCH + offset
+
+
+def due_slot(
+    source_id: str, cadence: timedelta, now: datetime, offset: timedelta | None = None
+) -> datetime:
     """The start of the slot containing `now`; slots are EPOCH + offset + k * cadence.
 
-    Used in the run key `<source>:<due slot>` so one slot never launches twice.
+    The schedule collects a Source at most once per slot (defs/collection/schedules.py).
+    `offset`: the Source's grid offset (its wave); None: its stable sha256 offset.
     """
     require_aware(now, "now")
     step = timedelta(seconds=_whole_seconds(cadence))
-    origin = EPOCH + stable_offset(source_id, step)
+    origin = _origin(source_id, step, offset)
     # timedelta // timedelta floors, so instants before the origin land in the right slot too.
     return origin + ((now - origin) // step) * step
 
 
-def _first_after(origin: datetime, step: timedelta, instant: datetime) -> datetime:
-    """The first point of the grid origin + k * step strictly after `instant`."""
-    return origin + ((instant - origin) // step + 1) * step
+def _first_at_or_after(origin: datetime, step: timedelta, instant: datetime) -> datetime:
+    """The first point of the grid origin + k * step at or after `instant`."""
+    return origin - ((origin - instant) // step) * step
 
 
 def next_check_at(
-    source_id: str, cadence: timedelta, last_success_at: datetime | None
+    source_id: str,
+    cadence: timedelta,
+    last_success_at: datetime | None,
+    offset: timedelta | None = None,
 ) -> datetime | None:
     """When a cadence-driven Source is next due; None when it never succeeded (due at once).
 
-    Each Source has its own grid: its stable offset plus multiples of half its cadence (slot
-    starts and slot middles). It is due at the first point of that grid after
-    `lastSuccessAt + cadence / 2`. So a check is never later than `lastSuccessAt + cadence`
-    (the contract's rule: an overdue Source is always due) and never sooner than half a
-    cadence after the last success, and Sources that succeeded together (the first run, a
-    recovery after downtime) fall apart at once onto their own offsets instead of firing on
-    the same minute for ever. From then on a Source is checked once per cadence, on its grid.
+    Each Source has its grid: slot starts at its offset (its wave's, core/plan/waves, else its
+    stable sha256 offset) plus multiples of its cadence. It is due at the first slot start at
+    least half a cadence after `lastSuccessAt`, when that is at most a cadence after it: a
+    Source on its grid stays there, once per cadence, in the minute of the rest of its wave.
+    Otherwise (its last check was off its grid: a first check, a retry after backoff, a
+    recovery, a wave that moved) it is due an eighth of a cadence before the slot middle (at
+    the earliest half a cadence after the last success), so that the check after it, however
+    late inside that eighth it ran, is a slot start again: a Source rejoins its wave within
+    two checks. So a check is never later than `lastSuccessAt + cadence` (the contract's
+    rule: an overdue Source is always due) and never sooner than half a cadence after the
+    last success, whatever the offset (a Source whose wave changes keeps both bounds), and
+    Sources that succeeded together (the first run, a recovery after downtime) fall apart at
+    once onto their waves' times instead of firing on the same minute for ever.
     """
     if last_success_at is None:
         return None
@@ -88,9 +110,13 @@ def next_check_at(
     seconds = _whole_seconds(cadence)
     step = timedelta(seconds=seconds)
     half = timedelta(seconds=seconds // 2)
-    origin = EPOCH + stable_offset(source_id, step)
-    threshold = last_success_at + half
-    return min(_first_after(origin, step, threshold), _first_after(origin + half, step, threshold))
+    earliest = last_success_at + half
+    start = _first_at_or_after(_origin(source_id, step, offset), step, earliest)
+    if start <= last_success_at:  # a one-second cadence has no half: the next second
+        start += step
+    if start <= last_success_at + step:
+        return start
+    return max(earliest, start - half - timedelta(seconds=seconds // 8))
 
 
 def next_due_at(
@@ -99,13 +125,14 @@ def next_due_at(
     last_success_at: datetime | None,
     backoff_until: datetime | None,
     now: datetime,
+    offset: timedelta | None = None,
 ) -> datetime | None:
     """When a `due` collection next checks the Source: its next check time (`next_check_at`,
     or `now` when it never succeeded), not before its backoff ends. None for `manual`."""
     require_aware(now, "now")
     if cadence is None:
         return None
-    due_at = next_check_at(source_id, cadence, last_success_at) or now
+    due_at = next_check_at(source_id, cadence, last_success_at, offset) or now
     if backoff_until is not None:
         require_aware(backoff_until, "backoff_until")
         due_at = max(due_at, backoff_until)
@@ -130,6 +157,7 @@ def is_due(
     now: datetime,
     backoff_until: datetime | None = None,
     polite_until: datetime | None = None,
+    offset: timedelta | None = None,
 ) -> bool:
     """True when the Source should be checked now: its next check time has come
     (`next_check_at`), it is not in backoff, and the publisher's own lower bound has passed.
@@ -137,7 +165,7 @@ def is_due(
 
     `polite_until`: the last response's time plus `acquire.response.polite_delay_s` (its
     Cache-Control max-age or RSS <ttl>, at most a day). `manual` (None) is never due; it runs
-    only when named explicitly.
+    only when named explicitly. `offset`: the Source's grid offset (`next_check_at`).
     """
     require_aware(now, "now")
     if cadence is None:
@@ -147,7 +175,7 @@ def is_due(
             require_aware(bound, name)
             if now < bound:
                 return False
-    next_at = next_check_at(source_id, cadence, last_success_at)
+    next_at = next_check_at(source_id, cadence, last_success_at, offset)
     return next_at is None or now >= next_at
 
 

@@ -19,7 +19,7 @@ from radar_pipeline.core.store.accounting import undated_counts
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.defs.collection.config import FAILED_SOURCES, SIGNALS_KEY, CollectConfig
 from radar_pipeline.defs.collection.metadata import collection_markdown, source_metadata
-from radar_pipeline.defs.partitions import sources_partitions
+from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sources_partitions
 from radar_pipeline.defs.resources import CollectionResource, RadarResource
 
 MEM_IO = "radar_mem_io"
@@ -62,6 +62,9 @@ def fetch(
         trigger=config.trigger,
         dagster_run_id=context.run_id,
         launch_id=config.launch or None,
+        # The same waves the launcher decided with (a key added since goes to the end and
+        # moves no one's wave).
+        partition_order=tuple(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)),
     )
     collector = collection.collector(radar.paths())
     plan = collector.plan(spec)
@@ -148,8 +151,11 @@ def next_due_times(radar: RadarResource, plan: CollectionPlan) -> dict[str, str]
         states = load_states(con)
     now = plan.spec.as_of
     out: dict[str, str] = {}
-    for t in source_timings(snapshot, states, now):
-        due_at = next_due_at(t.source_id, t.cadence, t.last_success_at, t.backoff_until, now)
+    for t in source_timings(snapshot, states, now, plan.placement):
+        offset = plan.placement.offset(t.source_id, t.cadence)
+        due_at = next_due_at(
+            t.source_id, t.cadence, t.last_success_at, t.backoff_until, now, offset
+        )
         out[t.source_id] = format_utc(due_at) if due_at else "manual"
     return out
 

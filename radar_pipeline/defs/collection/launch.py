@@ -17,7 +17,12 @@ import dagster as dg
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import CollectionError
-from radar_pipeline.core.plan.collection import CollectionSpec, Mode, preview_collection
+from radar_pipeline.core.plan.collection import (
+    CollectionSpec,
+    Mode,
+    new_partition_order,
+    preview_collection,
+)
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.reports import CollectionReport, Counts
 from radar_pipeline.core.store.collections import report_for
@@ -55,7 +60,7 @@ def launch_collection(
     the runs as one, recorded in DuckDB, also when a run failed because Sources failed (their
     partitions are then failed)."""
     snapshot = load_registry(paths.vault)
-    valid = [r.source.id for r in snapshot.sources]
+    valid = new_partition_order(snapshot)
     unknown = [s for s in source_ids if s not in valid]
     if unknown:
         raise CollectionError(
@@ -67,7 +72,7 @@ def launch_collection(
     store = Store.of(paths)
     with store.transaction() as con:
         states = load_states(con)
-    spec = CollectionSpec("preview", mode, as_of, source_ids, trigger)
+    spec = CollectionSpec("preview", mode, as_of, source_ids, trigger, partition_order=tuple(keys))
     preview = preview_collection(spec, snapshot, states)
     blocks = partition_blocks(keys, preview.checked)
     if not blocks:

@@ -5,7 +5,10 @@ file (editable at any time) and its due-ness depends on DuckDB state (lastSucces
 backoff), so a cron per Source would have to be rebuilt whenever a file changes and would
 still have to read the same state. Instead the schedule ticks every minute and asks the
 planner which Sources a `due` collection would check now (`preview_collection`: the due rule
-of core/plan, each Source on its own grid, not in backoff, no publisher's wait pending).
+of core/plan, each Source on its wave's grid, not in backoff, no publisher's wait pending).
+The waves follow partition order (core/plan/waves), so the Sources due in one minute are
+mostly one contiguous block: a day of 200 Sources is tens of runs, not thousands
+(docs/operations.md, "The due rule").
 
 A tick's due Sources become one run per contiguous block of them in partition order (the
 range tags), exactly as `radar collect` splits its collection (`partition_blocks`): a run
@@ -16,11 +19,14 @@ inside the range of a run in which another Source fails. A failing Source is so 
 failed partition, whichever block it rode in.
 
 Exactly one run per Source per slot (the slot: `due_slot`, the Source's cadence-long window
-on its own grid). A Source is not requested again while a collection run covering it is
-queued or running (its state changes only at that run's commit, so it still looks due), nor
-again in a slot in which a run of this schedule already covered it (a Source that failed and
-came out of backoff within the same slot waits for its next slot). Each run records the clock
-it was decided with (`radar/tick`), which is what says in which slot each of its Sources was.
+on its grid; the run's fetch op places the grids from the same partition order). A Source is
+not requested again while a collection run covering it is queued or running (its state
+changes only at that run's commit, so it still looks due), nor again in a slot in which a run
+of this schedule already covered it (a Source that failed and came out of backoff within the
+same slot waits for its next slot). Each run records the clock it was decided with
+(`radar/tick`), which is what says in which slot each of its Sources was. When a Source's
+wave moves (a Source before it was removed), its slot moves with it; its next check still
+waits for half a cadence after its last success.
 
 No replay: after any downtime the daemon evaluates only the latest tick of this schedule
 (Dagster does not catch up missed ticks of a schedule without a partition set), and that tick
@@ -40,6 +46,7 @@ from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.collection import (
     CollectionSpec,
     SourceTiming,
+    place_sources,
     preview_collection,
     source_timings,
 )
@@ -187,10 +194,10 @@ def due_sources_schedule(
     snapshot = load_registry(paths.vault)
     with radar.store().transaction() as con:
         states = load_states(con)
-    preview = preview_collection(
-        CollectionSpec("preview", "due", now, (), TRIGGER), snapshot, states
-    )
-    timings = {t.source_id: t for t in source_timings(snapshot, states, now)}
+    spec = CollectionSpec("preview", "due", now, (), TRIGGER, partition_order=tuple(partitions))
+    preview = preview_collection(spec, snapshot, states)
+    placement = place_sources(snapshot, partitions)
+    timings = {t.source_id: t for t in source_timings(snapshot, states, now, placement)}
     known = set(partitions)
     candidates = {s: timings[s] for s in preview.checked if s in known and s in timings}
     taken = taken_sources(context.instance, candidates, partitions) if candidates else set()

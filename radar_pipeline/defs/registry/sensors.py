@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from radar_pipeline.core.plan.collection import new_partition_order
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sync_partition_requests
 from radar_pipeline.defs.resources import RadarResource
@@ -13,10 +14,11 @@ TICK_SECONDS = 60
 def source_registry_sensor(
     context: dg.SensorEvaluationContext, radar: RadarResource
 ) -> dg.SensorResult:
-    """Add a partition for each new valid Source; remove those whose file is gone or invalid
-    (their history stays in DuckDB)."""
+    """Add a partition for each new valid Source (ordered by cadence, then id: the waves of the
+    due rule, core/plan/waves); remove those whose file is gone or invalid (their history
+    stays in DuckDB)."""
     snapshot = load_registry(radar.paths().vault)
-    valid = [r.source.id for r in snapshot.sources]
+    valid = new_partition_order(snapshot)
     existing = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     requests = sync_partition_requests(existing, valid)
     if not requests:
