@@ -380,14 +380,31 @@ def run_messages(instance: Any, run_id: str) -> list[str]:
     return [e.message or "" for e in instance.all_logs(run_id)]
 
 
-def gate(body: bytes, release: threading.Event, hold_s: float = 15) -> tuple[Handler, list[int]]:
+DRIP_S = 3.0
+
+
+def gate(body: bytes, release: threading.Event, hold_s: float = 18) -> tuple[Handler, list[int]]:
     """A handler that holds each request until `release` is set (at most `hold_s`), then serves
-    `body`; the list counts the requests that arrived (the run is then inside its fetch op)."""
+    the rest of `body`; the list counts the requests that arrived (the run is then inside its
+    fetch op). While it holds, it drip-feeds the body a byte every `DRIP_S`, under the fetch's
+    read timeout (10 s), so the hold lasts up to the check's overall deadline (20 s) and not
+    just the read timeout: a loaded machine's CLI may need most of that to reach its lock."""
     arrived: list[int] = []
 
     def handle(req: RequestHandler) -> None:
         arrived.append(1)
-        release.wait(hold_s)
-        req.send_simple(200, body, {"Content-Type": "application/rss+xml; charset=utf-8"})
+        req.send_response(200)
+        req.send_header("Content-Type", "application/rss+xml; charset=utf-8")
+        req.send_header("Content-Length", str(len(body)))
+        req.end_headers()
+        sent, until = 0, time.monotonic() + hold_s
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            while sent < len(body) - 1 and not release.wait(min(DRIP_S, until - time.monotonic())):
+                if time.monotonic() >= until:
+                    break
+                req.wfile.write(body[sent : sent + 1])
+                req.wfile.flush()
+                sent += 1
+            req.wfile.write(body[sent:])
 
     return handle, arrived
