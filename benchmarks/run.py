@@ -1,6 +1,7 @@
 """`make bench` (`python -m benchmarks.run`): every scenario in one invocation, one table.
 
-    python -m benchmarks.run [--n 50,100,200] [--latency-ms 100] [--scenarios 1,2,...,8]
+    python -m benchmarks.run [--n 50,100,200] [--latency-ms 100] [--scenarios 1,2,...,9]
+                             [--day-sources 200] [--day-hours 24]
                              [--signals 100000] [--huge-signals 1000000] [--temp-files 10000]
                              [--quick] [--repeat 3]
                              [--radar PATH] [--workdir DIR] [--keep] [--results DIR]
@@ -10,7 +11,10 @@ unchanged re-run at each N vs Dagster's floor), 3 scale (cold and re-run with 1,
 Signals, and 1,000,000 in full mode; smallest N), 4 rss (largest N), 5 rebuild, 6 close,
 7 slope (extra wall per extra Source, cold and re-run, smallest to largest N), 8 workers
 (default parse pool vs RADAR_PARSE_WORKERS=1 at the largest N), 9 scheduled (see
-benchmarks/scheduled.py).
+benchmarks/scheduled.py), 10 day (a simulated day through the real dagster-daemon; see
+benchmarks/day.py; not in the default set: --day-sources 200 --day-hours 24 takes hours with
+a run per Source and about a minute of wall per launching minute; --day-sources 30
+--day-hours 2 about 20 minutes; run alone, its results go to `day.*`).
 `--radar PATH` (default: this repository's .venv/bin/radar) times another checkout's `radar`;
 the naive loop and Dagster's floor always run with this interpreter.
 `--quick` (about a minute): N=10,20, 10,000 Signals, 2,000 temporary files, one run each; its
@@ -36,7 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks import scenarios
+from benchmarks import day, scenarios
 from benchmarks.farm import FeedFarm
 from benchmarks.measure import RADAR, filesystem_of, machine
 
@@ -50,7 +54,10 @@ NAMES = {
     "7": "slope",
     "8": "workers",
     "9": "scheduled",
+    "10": "day",
 }
+# Not in the default set: a full day of 200 Sources takes hours (see benchmarks/day.py).
+DEFAULT_SCENARIOS = [k for k, v in NAMES.items() if v != "day"]
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -62,7 +69,15 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--n", default=None, help="Source counts, comma list (50,100,200; quick 10,20)")
     p.add_argument("--latency-ms", type=float, default=100.0, help="farm latency per response")
-    p.add_argument("--scenarios", default=",".join(NAMES), help="numbers or names, comma list")
+    p.add_argument(
+        "--scenarios",
+        default=",".join(DEFAULT_SCENARIOS),
+        help="numbers or names, comma list (default: all but 10 day)",
+    )
+    p.add_argument("--day-sources", type=_positive, default=200, help="scenario 10's N (200)")
+    p.add_argument(
+        "--day-hours", type=_positive, default=24, help="scenario 10's simulated hours (24)"
+    )
     p.add_argument("--signals", type=int, default=None, help="existing Signals (100000)")
     p.add_argument("--temp-files", type=int, default=None, help="temporary files (10000)")
     p.add_argument(
@@ -124,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.now(UTC)
     load_before = os.getloadavg()
     _say(f"radar bench: work folder {workdir} ({filesystem_of(workdir)})")
-    farm = FeedFarm(max(args.ns), latency_s=args.latency_ms / 1000).start()
+    feeds = max([*args.ns, args.day_sources] if "day" in args.chosen else args.ns)
+    farm = FeedFarm(feeds, latency_s=args.latency_ms / 1000).start()
     sizes = farm.feed_sizes()
     _say(
         f"farm: {len(sizes)} feeds over {len(farm.servers)} loopback origins, "
@@ -152,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         "slope": lambda: scenarios.slope(ctx, args.ns),
         "workers": lambda: scenarios.workers(ctx, large),
         "scheduled": lambda: scenarios.scheduled(ctx, large),
+        "day": lambda: day.day(ctx, args.day_sources, args.day_hours),
     }
     outcomes: list[scenarios.Outcome] = []
     try:
@@ -178,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
             "hugeSignals": args.huge_signals,
             "tempFiles": args.temp_files,
             "repeat": args.repeat,
+            **(
+                {"daySources": args.day_sources, "dayHours": args.day_hours}
+                if "day" in args.chosen
+                else {}
+            ),
         },
         "machine": {
             **machine(),
@@ -194,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     markdown = render_markdown(result)
     _say("\n" + markdown)
     args.results.mkdir(parents=True, exist_ok=True)
-    stem = "latest-quick" if args.quick else "latest"
+    # Scenario 10 alone keeps its own files, as the committed full run's are not overwritten.
+    stem = "day" if args.chosen == ["day"] else "latest-quick" if args.quick else "latest"
     (args.results / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
     (args.results / f"{stem}.md").write_text(markdown, "utf-8")
     _say(f"written: {args.results / stem}.json and .md")

@@ -16,7 +16,7 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -154,13 +154,13 @@ class Context:
         """`radar collect --all --json`; the report gains the farm's answers as `_farm`."""
         self.farm.take_counts()
         m = run_child([str(self.radar), "collect", "--all", "--json"], ws.env(workers))
-        report = _json_or_error(m, "radar collect")
+        report = json_or_error(m, "radar collect")
         report["_farm"] = self.farm.take_counts()
         return m, report
 
     def rebuild(self, ws: Workspace) -> Run:
         m = run_child([str(self.radar), "index", "rebuild", "--json"], ws.env())
-        return m, _json_or_error(m, "radar index rebuild")
+        return m, json_or_error(m, "radar index rebuild")
 
     def radar_cold(self, n: int) -> ColdRun:
         """A first collection of `n` Sources in an empty vault, `repeat` times (each in its
@@ -202,7 +202,7 @@ class Context:
             [str(partitions)] if partitions else []
         )
         m = run_child(argv, env)
-        outcome = _json_or_error(m, "Dagster's floor")
+        outcome = json_or_error(m, "Dagster's floor")
         if not outcome.get("success"):
             raise RuntimeError(f"Dagster's floor run {outcome.get('runId')} failed")
         if outcome.get("materialized") != max(partitions, 1):
@@ -234,13 +234,13 @@ def _label(what: str, repeat: int) -> str:
 # ---- Radar and the baseline as processes --------------------------------------------------
 
 
-def source_text(source_id: str, url: str) -> str:
+def source_text(source_id: str, url: str, cadence: str = "PT6H") -> str:
     """A Source file as people write it (contract: flat frontmatter keys)."""
     return (
         f"---\nentityType: source\nschemaVersion: 1\nid: {source_id}\n"
         f"name: Farm feed {source_id}\nurl: {url}\nrole: primary\nsourceType: official\n"
         "authorityScore: 0.9\nlegalAssessment: approved\npriority: normal\n"
-        "collectionMethod: rss\nenabled: true\ncadence: PT6H\nminIntervalSeconds: 0\n"
+        f"collectionMethod: rss\nenabled: true\ncadence: {cadence}\nminIntervalSeconds: 0\n"
         "fullText: none\nlastAttemptAt:\nlastSuccessAt:\nerrorState:\nblockedReason:\n"
         "httpStatus:\netag:\nlastModified:\nlastResponseAt:\n---\n\n"
         f"# {source_id}\n\nA feed of the benchmark farm.\n"
@@ -251,24 +251,28 @@ def source_id(i: int) -> str:
     return f"bench-{i:03d}"
 
 
-def write_sources(vault: Path, urls: list[str], prefix: str = "") -> None:
-    """One Source file per feed; `prefix` gives the Sources ids of their own (scenario 3)."""
+def write_sources(
+    vault: Path, urls: list[str], prefix: str = "", cadences: Sequence[str] = ("PT6H",)
+) -> None:
+    """One Source file per feed; `prefix` gives the Sources ids of their own (scenario 3);
+    `cadences` are assigned in turn, as a registry that grew over time has them (scenario 10)."""
     folder = vault / "Radar" / "Sources"
     folder.mkdir(parents=True, exist_ok=True)
     for i, url in enumerate(urls):
         sid = prefix + source_id(i)
-        (folder / f"{sid}.md").write_text(source_text(sid, url), "utf-8")
+        cadence = cadences[i % len(cadences)]
+        (folder / f"{sid}.md").write_text(source_text(sid, url, cadence), "utf-8")
 
 
 def naive_collect(out: Path, urls: list[str], farm: FeedFarm) -> tuple[Measured, dict[str, Any]]:
     farm.take_counts()
     m = run_child([sys.executable, "-m", "benchmarks.naive", str(out), *urls])
-    counts = _json_or_error(m, "naive")
+    counts = json_or_error(m, "naive")
     counts["_farm"] = farm.take_counts()
     return m, counts
 
 
-def _json_or_error(m: Measured, what: str) -> dict[str, Any]:
+def json_or_error(m: Measured, what: str) -> dict[str, Any]:
     try:
         value = json.loads(m.stdout)
     except json.JSONDecodeError as exc:

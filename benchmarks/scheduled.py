@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import dagster as dg
 
@@ -38,28 +38,50 @@ COLLECT_JOB = "collect_signals"
 DEADLINE_S = 3600
 
 
+def start_in_session(
+    argv: list[str], env: dict[str, str], log: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    """Start a Dagster process (`dagster-daemon run`, `dagster-webserver`) in a session of its
+    own, so that Ctrl-C to its group stops it and everything it started."""
+    return subprocess.Popen(
+        argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def prepare_home(env: dict[str, str]) -> Path:
+    """`env`'s DAGSTER_HOME, created, with the repository's dagster.yaml."""
+    home = Path(env["DAGSTER_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text((REPO / "dagster.yaml").read_text("utf-8"), "utf-8")
+    return home
+
+
+def start_daemon(env: dict[str, str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """`dagster-daemon run` with the repository's workspace, on `env`'s DAGSTER_HOME."""
+    prepare_home(env)
+    argv = [str(DAGSTER_DAEMON), "run", "-w", str(REPO / "workspace.yaml")]
+    return start_in_session(argv, env, log)
+
+
+def stop_and_reap(proc: subprocess.Popen[bytes]) -> Any:
+    """Ctrl-C to the process's group, then its rusage (that of every process it reaped:
+    the daemon's code server and the run workers it reaped)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGINT)
+    return _reap(proc)
+
+
 def run_daemon_until_collected(env: dict[str, str], n: int) -> tuple[Measured, dict[str, Any]]:
     """Start `dagster-daemon run`, wait until finished collection runs covered `n` Sources
     (and their checks ran), stop it; measured."""
     home = Path(env["DAGSTER_HOME"])
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text((REPO / "dagster.yaml").read_text("utf-8"), "utf-8")
     with tempfile.TemporaryFile() as log:
         started = time.perf_counter()
-        proc = subprocess.Popen(
-            [str(DAGSTER_DAEMON), "run", "-w", str(REPO / "workspace.yaml")],
-            env=env,
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        proc = start_daemon(env, log)
         try:
             figures = _wait_for_runs(home, n, started, proc)
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGINT)
-            usage = _reap(proc)
+            usage = stop_and_reap(proc)
         log.seek(0)
         tail = log.read().decode("utf-8", "replace")[-2000:]
     measured = Measured(
@@ -73,7 +95,7 @@ def run_daemon_until_collected(env: dict[str, str], n: int) -> tuple[Measured, d
     return measured, figures
 
 
-def _covered(run: dg.DagsterRun) -> int:
+def covered(run: dg.DagsterRun) -> int:
     """How many Sources a collection run was asked to check (its config's selection)."""
     config = (run.run_config or {}).get("ops", {}).get("signals", {}).get("ops", {})
     return len(config.get("fetch", {}).get("config", {}).get("sources", [])) or 1
@@ -93,7 +115,7 @@ def _wait_for_runs(
             if runs and first_run is None:
                 first_run = time.perf_counter()
             finished = [r for r in runs if r.status in done_statuses]
-            covered = sum(_covered(r) for r in finished)
+            covered = sum(covered(r) for r in finished)
             everything = first_run is not None and covered >= n and len(finished) == len(runs)
             if collected is None and everything:
                 collected = time.perf_counter()

@@ -24,6 +24,7 @@ from radar_pipeline.defs.collection.sensors import (
     run_failure_dead_letter_sensor,
     run_sources,
 )
+from radar_pipeline.defs.history.prune import run_clock
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.registry.sensors import source_registry_sensor
 from radar_pipeline.defs.resources import RadarResource
@@ -142,13 +143,39 @@ def run_cadence_checks(
     [req] = data.run_requests or []
     assert int(req.tags["dagster/priority"]) < 0  # queued behind every collection run
     result = job.execute_in_process(
-        instance=instance, tags={**req.tags, "dagster/run_key": str(req.run_key)}
+        run_config=req.run_config,
+        instance=instance,
+        tags={**req.tags, "dagster/run_key": str(req.run_key)},
     )
     assert result.success
     [evaluation] = result.get_asset_check_evaluations()
     assert evaluation.check_name == ON_CADENCE
     meta = evaluation.metadata
     return evaluation.passed, int(meta["overdue"].value), str(meta["late"].value)  # type: ignore[arg-type]
+
+
+def test_cadence_check_runs_carry_the_tick_clock(
+    radar_env: dict[str, Path], instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The freshness sensor's check-only run gets the tick's `as_of` in its config, as the
+    collection runs do: it judges by that clock, and a prune dates it by it (not by its real
+    start), so a simulated month prunes it by the same rule as the collections."""
+    write_source(radar_env["vault"], "alpha", "https://example.com/a.xml")
+    apply_partitions(instance, tick(source_registry_sensor, instance))
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(T0))
+    [req] = tick(source_freshness_sensor, instance).run_requests or []  # never checked: late
+    assert run_clock(req.run_config) == T0
+    # Its process may have another clock; the run keeps the one it was requested at.
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(T0 + timedelta(days=30)))
+    from radar_pipeline.definitions import defs
+
+    result = defs.resolve_job_def("source_cadence_check").execute_in_process(
+        run_config=req.run_config, instance=instance, tags=req.tags
+    )
+    [evaluation] = result.get_asset_check_evaluations()
+    assert evaluation.metadata["as_of"].value == format_utc(T0)
+    [run] = instance.get_runs(dg.RunsFilter(job_name="source_cadence_check"))
+    assert run_clock(run.run_config or {}) == T0
 
 
 def block_key(now: datetime, first: str, last: str) -> str:

@@ -27,7 +27,8 @@ from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.clock import as_of_or_now, format_utc
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.plan.collection import SourceTiming, source_timings
 from radar_pipeline.core.registry.sources import load_registry
@@ -39,6 +40,7 @@ from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource
 
 ON_CADENCE = "on_cadence"
+CADENCE_CHECK_OP = f"{SIGNALS_KEY.path[-1]}_{ON_CADENCE}"  # the check's op: `<asset>_<check>`
 # A Source is due at the latest at lastSuccessAt + cadence and its run starts within a tick or two;
 # it is late only when that did not happen.
 LATE_GRACE = timedelta(minutes=15)
@@ -73,21 +75,36 @@ def _timings(radar: RadarResource, now: datetime) -> tuple[SourceTiming, ...]:
     return source_timings(snapshot, states, now)
 
 
-def _run_clock(run_config: Mapping[str, Any]) -> datetime:
-    """The clock of the collection this check runs in (its `as_of`), else the sensors' clock."""
+class CadenceClock(dg.Config):
+    """The clock the freshness sensor decided with (`as_of`, its `RADAR_AS_OF`); empty: the
+    collection's clock when the check runs in one, else the sensors' clock."""
+
+    as_of: str = ""
+
+
+def cadence_run_config(as_of: str) -> dict[str, object]:
+    """The check-only run's config: the sensor's tick clock, so the run judges (and a prune
+    dates it) by the clock it was requested at, as the collection runs are."""
+    return {"ops": {CADENCE_CHECK_OP: {"config": {"as_of": as_of}}}}
+
+
+def _run_clock(clock: CadenceClock, run_config: Mapping[str, Any]) -> datetime:
+    """The tick's clock, else that of the collection this check runs in, else the sensors'."""
+    if clock.as_of:
+        return as_of_or_now(clock.as_of)
     config = config_of(run_config)
     return config.clock() if config is not None and config.as_of else evaluation_time()
 
 
 @dg.asset_check(asset=SIGNALS_KEY, name=ON_CADENCE, blocking=False)
 def on_cadence_check(
-    context: dg.AssetCheckExecutionContext, radar: RadarResource
+    context: dg.AssetCheckExecutionContext, config: CadenceClock, radar: RadarResource
 ) -> dg.AssetCheckResult:
     """Every Source is on cadence: each succeeded less than one cadence (plus `LATE_GRACE`)
     ago; `manual` and ineligible Sources are never late. WARN, not ERROR: a failing publisher
     keeps its Source late, which is recorded, not broken. `overdue` counts the late ones; the
     table lists every Source."""
-    now = _run_clock(context.run.run_config or {})
+    now = _run_clock(config, context.run.run_config or {})
     timings = list(_timings(radar, now))
     late = [t for t in timings if is_late(t, now)]
     return dg.AssetCheckResult(
@@ -148,6 +165,7 @@ def source_freshness_sensor(
     digest = hashlib.sha256(cursor.encode("utf-8")).hexdigest()[:16]
     request = dg.RunRequest(
         run_key=f"on_cadence:{format_utc(now)}:{digest}",
+        run_config=cadence_run_config(Settings.from_env().as_of_text),
         tags={
             tags.TRIGGER: "freshness",
             tags.VERDICT: f"{late} late, {len(flipped)} changed",
