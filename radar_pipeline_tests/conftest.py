@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import socket
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.connection import Store, rows_as_dicts
 from radar_pipeline_tests.feedserver import FeedServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -81,6 +83,55 @@ def radar_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
 def store(radar_env: dict[str, Path]) -> Store:
     """The store of `radar_env` (DuckDB, or PostgreSQL under RADAR_TEST_STORE_URL)."""
     return Store.of(RadarPaths.from_env())
+
+
+def refused_store_url() -> str:
+    """A PostgreSQL URL on a loopback port nothing listens on (bound, then closed): every
+    connection to it is refused at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"postgresql://radar:pw@127.0.0.1:{port}/radar"
+
+
+def env_store() -> Store:
+    """The store the environment names, as `radar_env` exported it: the DuckDB file at
+    RADAR_DB, or the PostgreSQL store at RADAR_STORE_URL. Tests read and change provenance
+    through it with the store's own SQL, which runs on both (PostgreSQL has the same tables,
+    in schema `radar`)."""
+    return Store.of(RadarPaths.from_env())
+
+
+def store_rows(sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """The rows `sql` gives on `env_store()`."""
+    with env_store().transaction() as con:
+        return con.execute(sql, list(params)).fetchall()
+
+
+def store_dicts(sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """The rows `sql` gives on `env_store()`, each as a dict by column name."""
+    with env_store().transaction() as con:
+        return rows_as_dicts(con, sql, params)
+
+
+def assert_not_stored(needle: str) -> None:
+    """`needle` is in no text column of `env_store()`, and not in the bytes of a DuckDB file at
+    RADAR_DB (DuckDB may compress strings on disk, so the byte grep alone could miss one)."""
+    db = RadarPaths.from_env().db
+    for path in db.parent.glob(db.name + "*"):
+        assert needle.encode() not in path.read_bytes(), path
+    # The store's own schema on either backend: `main` in DuckDB, `radar` in PostgreSQL.
+    columns = store_rows(
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND data_type IN ('VARCHAR', 'character varying')"
+    )
+    assert columns  # the query found the store's text columns
+    with env_store().transaction() as con:
+        for table, column in columns:
+            row = con.execute(
+                f'SELECT count(*) FROM "{table}" WHERE "{column}" LIKE ?', [f"%{needle}%"]
+            ).fetchone()
+            assert row is not None and row[0] == 0, (table, column)
 
 
 def fresh_store(tmp_path: Path, name: str = "radar.duckdb") -> Store:

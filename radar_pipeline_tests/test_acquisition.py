@@ -1,6 +1,6 @@
 """Acquisition through the real pipeline: a misbehaving publisher or a hostile feed against the
 Collector (plan -> fetch -> parse -> dedupe -> commit) and the `radar` command, on a loopback
-server, a temp vault and a real DuckDB file.
+server, a temp vault and a real store (the DuckDB file; PostgreSQL under `make test-postgres`).
 
 Table-driven like miniflux's reader tests: each hostile route runs in one collection next to a
 healthy Source, and every row checks the outcome and class in the report, the files in the
@@ -21,7 +21,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 
 from radar_pipeline.cli import dagster_instance
@@ -30,9 +29,9 @@ from radar_pipeline.core.collect.collector import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.frontmatter import split_frontmatter
 from radar_pipeline.core.plan.collection import CollectionSpec
-from radar_pipeline.core.store.connection import Store, rows_as_dicts
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.core.vault.signals import read_signal_frontmatter
+from radar_pipeline_tests.conftest import assert_not_stored, env_store, store_dicts
 from radar_pipeline_tests.feedserver import (
     FeedServer,
     RequestHandler,
@@ -72,7 +71,7 @@ def make_collector(env: dict[str, Path], deadline_s: float = DEADLINE_S) -> Coll
     settings = replace(
         FetchSettings.from_env(), connect_timeout_s=1.0, read_timeout_s=2.0, deadline_s=deadline_s
     )
-    return Collector(RadarPaths(env["vault"], env["db"]), fetch_settings=settings)
+    return Collector(RadarPaths.from_env(), fetch_settings=settings)  # the store of `env`
 
 
 def collect(
@@ -95,11 +94,6 @@ def by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["id"]: s for s in report["sources"]}
 
 
-def query(env: dict[str, Path], sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-    with Store(env["db"]).transaction() as con:
-        return rows_as_dicts(con, sql, params or [])
-
-
 def vault_files(vault: Path) -> set[str]:
     """Every file in the vault except the lock files, as vault-relative paths."""
     return {
@@ -110,27 +104,12 @@ def vault_files(vault: Path) -> set[str]:
 
 
 def assert_nowhere(env: dict[str, Path], needle: str) -> None:
-    """`needle` is in no vault file, not in the DuckDB file's bytes, and in no text column."""
+    """`needle` is in no vault file and nowhere in the store (`assert_not_stored`)."""
     raw = needle.encode()
     for path in env["vault"].rglob("*"):
         if path.is_file():
             assert raw not in path.read_bytes(), path
-    for path in env["db"].parent.glob(env["db"].name + "*"):
-        assert raw not in path.read_bytes(), path
-    # DuckDB may compress strings on disk, so the byte grep alone could miss one: ask SQL too.
-    con = duckdb.connect(str(env["db"]), read_only=True)
-    try:
-        columns = con.execute(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE data_type = 'VARCHAR'"
-        ).fetchall()
-        for table, column in columns:
-            row = con.execute(
-                f'SELECT count(*) FROM "{table}" WHERE "{column}" LIKE ?', [f"%{needle}%"]
-            ).fetchone()
-            assert row is not None and row[0] == 0, (table, column)
-    finally:
-        con.close()
+    assert_not_stored(needle)
 
 
 # -- the hostile table ------------------------------------------------------------------------
@@ -303,7 +282,7 @@ def test_hostile_route_fails_alone_and_cleanly(
         assert fm_hostile["errorState"] == case.error_class
         assert fm_hostile["lastSuccessAt"] is None  # the watermark did not advance
         assert fm_hostile["lastAttemptAt"] == "2026-11-30T12:00:00Z"
-        [letter] = query(radar_env, "SELECT * FROM dead_letters WHERE source_id = 'hostile'")
+        [letter] = store_dicts("SELECT * FROM dead_letters WHERE source_id = 'hostile'")
         assert (letter["status"], letter["error_class"], letter["stage"]) == (
             "open",
             case.error_class,
@@ -316,7 +295,7 @@ def test_hostile_route_fails_alone_and_cleanly(
         assert fm["validationState"] == "valid-with-warnings"
         assert "feed-ill-formed" in fm["validationNotes"]
         assert fm["title"] == "Café naïve"
-    [attempt] = query(radar_env, "SELECT * FROM fetch_attempts WHERE source_id = 'hostile'")
+    [attempt] = store_dicts("SELECT * FROM fetch_attempts WHERE source_id = 'hostile'")
     assert attempt["check_outcome"] == case.outcome
     if case.stage == "fetch":
         assert attempt["error_class"] == case.error_class
@@ -424,8 +403,8 @@ def test_304_round_trip_sends_validators_and_skips_parse(
     assert (second["itemsParsed"], second["created"], second["reused"]) == (0, 0, 0)
     assert second["validatorsChanged"] is False
     assert len(signal_files(vault)) == 1
-    [row] = query(
-        radar_env, "SELECT * FROM fetch_attempts WHERE http_status = 304 AND source_id = 'news'"
+    [row] = store_dicts(
+        "SELECT * FROM fetch_attempts WHERE http_status = 304 AND source_id = 'news'"
     )
     assert (row["check_outcome"], row["items_parsed"], row["conditional"]) == (
         "not-modified",
@@ -491,7 +470,7 @@ def test_validators_of_an_unprocessed_body_are_not_kept(
     publisher.publish(b"<html><body>maintenance</body></html>")
     broken = by_id(collect(radar_env, AS_OF + timedelta(hours=7)))["news"]
     assert (broken["outcome"], broken["errorClass"]) == ("failed", "not-a-feed")
-    with Store(radar_env["db"]).transaction() as con:
+    with env_store().transaction() as con:
         state = load_states(con)["news"]
     assert (state.etag, state.last_modified) == ('"v1"', "Mon, 01 Nov 2026 10:00:00 GMT")
     assert health(vault, "news")["etag"] == '"v1"'
@@ -500,7 +479,7 @@ def test_validators_of_an_unprocessed_body_are_not_kept(
     fixed = by_id(collect(radar_env, AS_OF + timedelta(hours=14)))["news"]
     assert feed_server.requests_for("/feed")[-1].headers["if-none-match"] == '"v1"'
     assert (fixed["outcome"], fixed["created"]) == ("passed", 1)
-    with Store(radar_env["db"]).transaction() as con:
+    with env_store().transaction() as con:
         assert load_states(con)["news"].etag == '"v3"'
 
 
@@ -655,7 +634,7 @@ def test_two_processes_one_fetch_one_signal(
     assert entries[0]["created"] == 1
     assert len(feed_server.requests_for("/feed")) == 1
     assert len(signal_files(vault)) == 1
-    assert query(radar_env, "SELECT count(*) AS n FROM signals")[0]["n"] == 1
+    assert store_dicts("SELECT count(*) AS n FROM signals")[0]["n"] == 1
 
 
 # -- metrics per attempt ----------------------------------------------------------------------
@@ -702,8 +681,7 @@ def test_attempt_metrics_in_duckdb_and_dagster_metadata(
 
     rows = {
         r["source_id"]: r
-        for r in query(
-            radar_env,
+        for r in store_dicts(
             "SELECT * FROM fetch_attempts WHERE collection_id = ?",
             [report["collectionId"]],
         )

@@ -25,9 +25,8 @@ import pytest
 
 from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.identity.keys import distinguishing_fragment
-from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault.signals import read_signal_frontmatter
-from radar_pipeline_tests.conftest import CORPUS, REPO_ROOT
+from radar_pipeline_tests.conftest import CORPUS, REPO_ROOT, store_rows
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import signal_files, write_source
 
@@ -156,8 +155,8 @@ def _guid_no_link(report: dict[str, Any], env: dict[str, Path], url: str) -> Non
     assert (report["created"], report["rejected"]) == (1, 1), report
     [fm] = signals(env).values()
     assert fm["sourceItemId"] == "def456"
-    rows = query(
-        env, "SELECT source_item_id, reason FROM item_observations WHERE outcome = ?", "rejected"
+    rows = store_rows(
+        "SELECT source_item_id, reason FROM item_observations WHERE outcome = ?", ["rejected"]
     )
     assert rows == [("abc123", "no-link: no http(s) link and no absolute http(s) id")]
 
@@ -180,13 +179,15 @@ def _dates(report: dict[str, Any], env: dict[str, Path], url: str) -> None:
     assert found["dates-1"]["observedAt"] == "2023-12-12T23:38:15Z"  # before: empty
     assert found["dates-2"]["observedAt"] == "2023-12-16T14:02:33Z"  # before: 02:02:33Z
     assert found["dates-3"]["observedAt"] is None
-    evidence = query(
-        env, "SELECT field, origin, raw_text FROM field_evidence WHERE origin = ?", "unreadable"
+    evidence = store_rows(
+        "SELECT field, origin, raw_text FROM field_evidence WHERE origin = ?", ["unreadable"]
     )
     assert evidence == [
         ("date", "unreadable", "the third Tuesday after the release (feedparser: none)")
     ]
-    assert query(env, "SELECT undated FROM check_accounting WHERE source_id = ?", "dates") == [(1,)]
+    assert store_rows("SELECT undated FROM check_accounting WHERE source_id = ?", ["dates"]) == [
+        (1,)
+    ]
 
 
 def _link_uri_attribute(report: dict[str, Any], env: dict[str, Path], url: str) -> None:
@@ -216,11 +217,6 @@ def item_key(fm: dict[str, Any]) -> tuple[str, str, str]:
     and the fragment that tells it apart on that page."""
     fragment = distinguishing_fragment(str(fm.get("itemUrl") or ""), str(fm["sourceItemId"]))
     return str(fm["sourceId"]), str(fm["canonicalUrl"]), fragment
-
-
-def query(env: dict[str, Path], sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with Store(env["db"]).transaction() as con:
-        return con.execute(sql, list(params)).fetchall()
 
 
 @pytest.mark.slow

@@ -14,12 +14,12 @@ import dagster as dg
 import pytest
 
 from radar_pipeline.core.layout import SIGNALS_DIR
-from radar_pipeline.core.store.connection import Store
 from radar_pipeline.defs.cleanup.assets import (
     WEEKLY_CLEANUP_JOB_NAME,
     week_of,
     weekly_cleanup_schedule,
 )
+from radar_pipeline_tests.conftest import store_rows
 from radar_pipeline_tests.evidencekit import (
     content_rss,
     file_digests,
@@ -41,16 +41,13 @@ def _site_content(vault: Path) -> Path:
     return site
 
 
-def _cleanup_rows(db: Path) -> list[tuple[object, ...]]:
-    with Store(db).transaction() as con:
-        return con.execute(
-            "SELECT week, deleted, bytes, retained FROM cleanup_runs ORDER BY closed_at"
-        ).fetchall()
+def _cleanup_rows() -> list[tuple[object, ...]]:
+    return store_rows("SELECT week, deleted, bytes, retained FROM cleanup_runs ORDER BY closed_at")
 
 
 @pytest.mark.slow
 def test_feed_content_lifecycle_through_radar_cleanup(radar_env: dict[str, Path]) -> None:
-    vault, db = radar_env["vault"], radar_env["db"]
+    vault = radar_env["vault"]
     site = _site_content(vault)
     items = [("a1", "First", FULL_TEXT), ("a2", "Second", FULL_TEXT + " two")]
     write_fixture_source(vault, "full", content_rss(items), fullText="feed-content")
@@ -105,7 +102,7 @@ def test_feed_content_lifecycle_through_radar_cleanup(radar_env: dict[str, Path]
     assert tree_digest(site) == site_before
 
     week = week_of(datetime.now(UTC))
-    assert _cleanup_rows(db) == [(week, 2, temp_bytes, 0), (week, 0, 0, 0)]
+    assert _cleanup_rows() == [(week, 2, temp_bytes, 0), (week, 0, 0, 0)]
     with dg.DagsterInstance.from_config(str(radar_env["home"])) as instance:
         runs = instance.get_runs()
         closes = [r for r in runs if r.job_name == WEEKLY_CLEANUP_JOB_NAME]
@@ -166,7 +163,7 @@ def test_temporary_content_itself_a_link_to_site_content_is_refused(
     assert tree_digest(site) == before
     assert tree_digest(vault / "Radar") == signals_before
     assert folder.is_symlink()
-    assert _cleanup_rows(radar_env["db"]) == []  # a refused close records nothing
+    assert _cleanup_rows() == []  # a refused close records nothing
 
 
 @pytest.mark.slow
@@ -207,7 +204,7 @@ def test_cleanup_as_of_records_that_week(
     code, close, err = radar_json(capsys, "cleanup", "--as-of", "2026-03-04T10:00:00Z")
     assert code == 0, err
     assert (close["week"], close["closedAt"]) == ("2026-03-01", "2026-03-04T10:00:00Z")
-    assert _cleanup_rows(radar_env["db"]) == [("2026-03-01", 0, 0, 0)]
+    assert _cleanup_rows() == [("2026-03-01", 0, 0, 0)]
 
 
 def test_schedule_closes_the_week_of_its_tick() -> None:

@@ -23,10 +23,9 @@ from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.identity import keys as identity
 from radar_pipeline.core.identity.keys import hamming64, simhash64
 from radar_pipeline.core.plan.collection import CollectionSpec
-from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault import index
 from radar_pipeline.core.vault.signals import link_target, read_signal_frontmatter
-from radar_pipeline_tests.conftest import CORPUS_REAL
+from radar_pipeline_tests.conftest import CORPUS_REAL, env_store, store_rows
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
 
@@ -40,11 +39,6 @@ LATER = AS_OF + timedelta(minutes=10)
 def collect(env: dict[str, Path], as_of: datetime = AS_OF) -> dict[str, Any]:
     collector = Collector(RadarPaths.from_env())
     return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).to_json()
-
-
-def query(env: dict[str, Path], sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
-    with Store.of(RadarPaths.from_env()).transaction() as con:
-        return con.execute(sql, params or []).fetchall()
 
 
 def snapshot(vault: Path) -> dict[str, bytes]:
@@ -125,8 +119,7 @@ def test_evolving_feed(radar_env: dict[str, Path], feed_server: FeedServer) -> N
     assert after["a"][1]["title"] == "Alpha release"  # people's copy is never rewritten
 
     c_id = before["c"][1]["id"]
-    rows = query(
-        radar_env,
+    rows = store_rows(
         "SELECT source_item_id, outcome, signal_id FROM item_observations o "
         "JOIN collections c USING (collection_id) WHERE c.as_of = ? ORDER BY source_item_id",
         [LATER],
@@ -138,8 +131,8 @@ def test_evolving_feed(radar_env: dict[str, Path], feed_server: FeedServer) -> N
         ("c-republished", "duplicate", c_id),
         ("d", "created", after["d"][1]["id"]),
     ]
-    assert query(radar_env, "SELECT count(*) FROM signals") == [(4,)]
-    assert query(radar_env, "SELECT count(*) FROM signal_revisions") == [(0,)]
+    assert store_rows("SELECT count(*) FROM signals") == [(4,)]
+    assert store_rows("SELECT count(*) FROM signal_revisions") == [(0,)]
 
     serve(radar_env, feed_server, "evolving", rss(v2))
     third = collect(radar_env, LATER + timedelta(minutes=10))
@@ -269,16 +262,16 @@ def test_content_change_is_an_update_with_a_revision(
     assert (second["created"], second["updated"], second["reused"]) == (0, 1, 0)
     assert signal_files(vault) == [path]
     assert path.read_bytes() == original
-    [(sig, content_hash, title)] = query(
-        radar_env, "SELECT signal_id, content_hash, title FROM signal_revisions"
+    [(sig, content_hash, title)] = store_rows(
+        "SELECT signal_id, content_hash, title FROM signal_revisions"
     )
     assert sig == path.stem and content_hash != first_hash and title == "Alpha release"
-    assert query(radar_env, "SELECT content_hash FROM signals") == [(content_hash,)]
+    assert store_rows("SELECT content_hash FROM signals") == [(content_hash,)]
     # The same content again is no new revision.
     serve(radar_env, feed_server, "upd", rss([{**A, "description": "Alpha ships next week."}]))
     third = collect(radar_env, LATER + timedelta(minutes=10))
     assert (third["updated"], third["reused"]) == (0, 1)
-    assert query(radar_env, "SELECT count(*) FROM signal_revisions") == [(1,)]
+    assert store_rows("SELECT count(*) FROM signal_revisions") == [(1,)]
 
 
 def test_weekly_release_notes_same_day_are_two_signals_flagged(
@@ -294,9 +287,9 @@ def test_weekly_release_notes_same_day_are_two_signals_flagged(
     first_id = signals["w1"][1]["id"]
     assert signals["w1"][1]["duplicateCandidateOf"] is None
     assert signals["w2"][1]["duplicateCandidateOf"] == f"[[{first_id}]]"  # a link, not text
-    assert query(
-        radar_env, "SELECT duplicate_candidate_of FROM signals WHERE source_item_id = 'w2'"
-    ) == [(first_id,)]
+    assert store_rows("SELECT duplicate_candidate_of FROM signals WHERE source_item_id = 'w2'") == [
+        (first_id,)
+    ]
     # A third one on the same day in a later check: flagged against the first, not merged.
     week3 = item("w3", "https://example.com/w3", "Weekly release notes", "Docs updates.")
     serve(radar_env, feed_server, "weekly", rss([week1, week2, week3]))
@@ -400,16 +393,11 @@ def test_dates_missing_and_future(radar_env: dict[str, Path], feed_server: FeedS
         assert fm["publishedAt"] is None
         assert fm["fetchedAt"] == "2026-11-30T12:00:00Z"  # first seen, never passed off as observed
         assert fm["id"].startswith("20261130T120000Z-")
-    rows = dict(
-        query(radar_env, "SELECT source_item_id, observed_day IS NULL FROM signals").__iter__()
-    )
+    rows = dict(store_rows("SELECT source_item_id, observed_day IS NULL FROM signals").__iter__())
     assert rows == {"u": True, "g": True, "f": False, "s": False}
-    first_seen = query(
-        radar_env, "SELECT DISTINCT first_seen_at FROM signals WHERE observed_day IS NULL"
-    )
+    first_seen = store_rows("SELECT DISTINCT first_seen_at FROM signals WHERE observed_day IS NULL")
     assert first_seen == [(AS_OF,)]
-    assert query(
-        radar_env,
+    assert store_rows(
         "SELECT count(*) FROM item_observations WHERE source_item_id IN ('u', 'g') "
         "AND observed_at IS NULL AND outcome = 'created'",
     ) == [(2,)]
@@ -445,7 +433,7 @@ def test_identity_rule_change_rekeys_instead_of_duplicating(
     serve(radar_env, feed_server, "keyed", rss(REKEY_ITEMS))
     assert collect(radar_env)["created"] == 3
     files = snapshot(vault)
-    old = dict(query(radar_env, "SELECT source_item_id, signal_id FROM signals"))
+    old = dict(store_rows("SELECT source_item_id, signal_id FROM signals"))
 
     _change_identity_rules(monkeypatch, 2)
     changed = [*REKEY_ITEMS[:2], {**REKEY_ITEMS[2], "description": "Third, revised."}]
@@ -456,8 +444,7 @@ def test_identity_rule_change_rekeys_instead_of_duplicating(
     counts = (report["created"], report["reused"], report["updated"], report["duplicates"])
     assert counts == (0, 2, 1, 0)
     assert snapshot(vault) == files
-    aliases = query(
-        radar_env,
+    aliases = store_rows(
         "SELECT s.source_item_id, a.identity_version, a.identity <> s.identity, a.canonical_url "
         "FROM identity_aliases a JOIN signals s USING (signal_id) ORDER BY 1",
     )
@@ -466,19 +453,19 @@ def test_identity_rule_change_rekeys_instead_of_duplicating(
         ("k1", 2, True, "https://example.com/k1"),
         ("k3", 2, True, "https://example.com/k3"),
     ]
-    assert query(radar_env, "SELECT signal_id FROM signal_revisions") == [(old["k3"],)]
+    assert store_rows("SELECT signal_id FROM signal_revisions") == [(old["k3"],)]
 
     # A re-publication under a new guid at the re-canonicalised URL: a duplicate of the old one.
     repub = {**REKEY_ITEMS[0], "guid": "k1-again", "link": "https://example.com/k1"}
     serve(radar_env, feed_server, "keyed", rss([*changed, repub]))
     again = collect(radar_env, LATER + timedelta(minutes=10))
     assert (again["created"], again["reused"], again["duplicates"]) == (0, 3, 1)
-    assert query(
-        radar_env, "SELECT signal_id FROM item_observations WHERE source_item_id = 'k1-again'"
+    assert store_rows(
+        "SELECT signal_id FROM item_observations WHERE source_item_id = 'k1-again'"
     ) == [(old["k1"],)]
 
     # The index is derived data: rebuilt from the vault, it is re-keyed again, same result.
-    repair = index.rebuild(Store.of(RadarPaths.from_env()), vault)
+    repair = index.rebuild(env_store(), vault)
     assert repair.indexed == 3 and repair.rekey is not None
     assert (repair.rekey.identity_version, repair.rekey.rekeyed, repair.rekey.aliased) == (2, 3, 3)
     serve(radar_env, feed_server, "keyed", rss(changed))
@@ -499,7 +486,7 @@ def test_rekey_conflict_keeps_the_older_signal(
     serve(radar_env, feed_server, "folds", rss(twins))
     assert collect(radar_env)["created"] == 2
     _change_identity_rules(monkeypatch, 2)
-    with Store.of(RadarPaths.from_env()).transaction() as con:
+    with env_store().transaction() as con:
         result = index.rekey(con)
     assert (result.rekeyed, len(result.conflicts)) == (1, 1)
     assert len(signal_files(vault)) == 2

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import duckdb
 import pytest
 
 from radar_pipeline.core.audit.run import run_audit
@@ -24,6 +23,7 @@ from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.parse.json_feed import parse_json_feed
 from radar_pipeline.core.registry.filters import ItemFilter, compile_rule
 from radar_pipeline.core.registry.sources import load_registry
+from radar_pipeline_tests.conftest import env_store
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import write_source
 
@@ -127,7 +127,7 @@ def test_exclude_wins_over_include() -> None:
 def test_filtered_items_are_counted_with_their_rule_everywhere(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
-    vault, db = radar_env["vault"], radar_env["db"]
+    vault = radar_env["vault"]
     url = feed_server.add(
         "/feed.xml",
         _feed(
@@ -160,7 +160,7 @@ def test_filtered_items_are_counted_with_their_rule_everywhere(
     again = _radar("collect", "--all", "--as-of", AS_OF).stdout
     assert "items 0:" in again and "filtered 0" in again
 
-    with duckdb.connect(str(db), read_only=True) as con:
+    with env_store().transaction() as con:
         rows = con.execute(
             "SELECT source_item_id, reason FROM item_observations "
             "WHERE outcome = 'filtered' AND collection_id = ? ORDER BY source_item_id",
@@ -176,7 +176,7 @@ def test_filtered_items_are_counted_with_their_rule_everywhere(
         ("https://example.com/p/4", "exclude: /^sponsor/"),
     ]
     assert filtered == 3
-    audit = run_audit("accounting", RadarPaths(vault, db), parse_utc(AS_OF))
+    audit = run_audit("accounting", RadarPaths.from_env(), parse_utc(AS_OF))
     assert audit.findings == () and audit.figures["checks"] == 2
 
     with dg.DagsterInstance.from_config(str(radar_env["home"])) as instance:

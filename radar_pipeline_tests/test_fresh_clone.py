@@ -20,7 +20,13 @@ from radar_pipeline_tests.vaultkit import rss
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What the clone's `make run` must not see from the test process: the clone's own paths apply.
-OWN_PATH_VARIABLES = ("RADAR_VAULT", "RADAR_DB", "DAGSTER_HOME", "PYTEST_ADDOPTS")
+OWN_PATH_VARIABLES = (
+    "RADAR_VAULT",
+    "RADAR_DB",
+    "RADAR_STORE_URL",
+    "DAGSTER_HOME",
+    "PYTEST_ADDOPTS",
+)
 
 
 def _run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> str:

@@ -140,7 +140,7 @@ def test_a_simulated_fortnight_is_pruned_and_every_partition_shows_the_same(
     before = _statuses(instance, keys)
     assert before["lost"][0] == "AssetPartitionStatus.FAILED"
     assert before["early"][0] == "AssetPartitionStatus.MATERIALIZED"
-    open_runs = {d.collection_id for d in list_dead_letters(Store(paths.db), "open")}
+    open_runs = {d.collection_id for d in list_dead_letters(Store.of(paths), "open")}
     assert len(open_runs) == 2, open_runs  # day 1 (lost) and day 2 (flaky)
     runs = {r.run_id: r for r in run_entries(instance)}
     shards = radar_env["home"] / "history" / "runs"
@@ -173,7 +173,7 @@ def test_a_simulated_fortnight_is_pruned_and_every_partition_shows_the_same(
     assert result["protectedRuns"] == 3
     assert _statuses(instance, keys) == before
     # Nothing more to do: a second prune deletes nothing.
-    again = prune_run_history(instance, Store(paths.db), KEEP, as_of)
+    again = prune_run_history(instance, Store.of(paths), KEEP, as_of)
     assert again.plan.delete == ()
 
 

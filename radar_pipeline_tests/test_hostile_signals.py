@@ -124,7 +124,7 @@ def test_hostile_items_become_inert_signals_at_their_normal_paths(
     write_source(vault, "hostile", url)
     before = tree(vault)
 
-    collector = Collector(RadarPaths(vault, radar_env["db"]))
+    collector = Collector(RadarPaths.from_env())
     report = collector.run(CollectionSpec(new_collection_id(), "all", AS_OF, ())).to_json()
     assert report["sources"][0]["outcome"] == "passed", report
     assert (report["created"], report["rejected"]) == (len(HOSTILE), 0)

@@ -20,8 +20,7 @@ from radar_pipeline.core.frontmatter import split_frontmatter
 from radar_pipeline.core.parse.spec import HtmlSpec, JsonSpec
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.registry.sources import load_registry
-from radar_pipeline.core.store.connection import Store
-from radar_pipeline_tests.conftest import CORPUS
+from radar_pipeline_tests.conftest import CORPUS, store_rows
 from radar_pipeline_tests.evidencekit import radar_json
 from radar_pipeline_tests.feedserver import FeedServer, conditional
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
@@ -66,18 +65,13 @@ def regenerated(body: bytes) -> bytes:
 
 
 def collect(env: dict[str, Path], as_of: datetime = T) -> dict[str, Any]:
-    with Collector(RadarPaths(env["vault"], env["db"])) as collector:
+    with Collector(RadarPaths.from_env()) as collector:
         return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).to_json()
 
 
 def source(report: dict[str, Any], source_id: str) -> dict[str, Any]:
     [found] = [s for s in report["sources"] if s["id"] == source_id]
     return found
-
-
-def query(env: dict[str, Path], sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
-    with Store(env["db"]).transaction() as con:
-        return con.execute(sql, params or []).fetchall()
 
 
 def balanced(src: dict[str, Any]) -> bool:
@@ -156,8 +150,7 @@ def test_html_field_evidence_is_recorded_with_the_observations(
     url = feed_server.add("/changelog/", page("changelog.html"), headers=HTML_TYPE)
     write_source(vault, "acme-changelog", url, **CHANGELOG_KEYS)
     collect(radar_env)
-    rows = query(
-        radar_env,
+    rows = store_rows(
         "SELECT s.canonical_url, e.field, e.method, e.expression, e.origin FROM field_evidence e "
         "JOIN signals s USING (identity) ORDER BY 1, 2",
     )
@@ -173,8 +166,7 @@ def test_html_field_evidence_is_recorded_with_the_observations(
     text_date = [r[4] for r in rows if r[0].endswith("audit-log-export/") and r[1] == "date"]
     assert text_date == ["text"]
     # The item outside the window has its evidence too; every observed item has some.
-    assert query(
-        radar_env,
+    assert store_rows(
         "SELECT count(DISTINCT identity) FROM field_evidence WHERE source_id = 'acme-changelog'",
     ) == [(5,)]
 
@@ -197,8 +189,8 @@ def test_changed_markup_is_an_extraction_failure_then_recovers(
     assert failed["error"].startswith("parse: extraction: itemSelector 'article.changelog-entry'")
     assert sorted(p.name for p in signal_files(vault)) == before
     assert split_frontmatter(path.read_text("utf-8"))[0]["errorState"] == "extraction"
-    assert query(
-        radar_env, "SELECT stage, error_class, status FROM dead_letters WHERE source_id = ?",
+    assert store_rows(
+        "SELECT stage, error_class, status FROM dead_letters WHERE source_id = ?",
         ["acme-changelog"],
     ) == [("parse", "extraction", "open")]  # fmt: skip
 
@@ -296,8 +288,7 @@ def test_wordpress_rest_answer_becomes_signals_created_then_reused(
     assert pg["title"] == "Upgrading 40 Postgres clusters to 17 \u2013 what broke"  # &#8211;
     body = (vault / "Radar" / "Signals" / f"{pg['id']}.md").read_text("utf-8")
     assert "replication slots" in body and "<p>" not in body
-    assert query(
-        radar_env,
+    assert store_rows(
         "SELECT field, expression FROM field_evidence e JOIN signals s USING (identity) "
         "WHERE s.signal_id = ? ORDER BY field",
         [cache["id"]],

@@ -1,5 +1,5 @@
 """Page extraction on real parts: a loopback server with a feed of one-line excerpts, article
-pages built from real articles (corpus/articles/) and a robots.txt; a real vault and DuckDB."""
+pages built from real articles (corpus/articles/) and a robots.txt; a real vault and store."""
 
 from __future__ import annotations
 
@@ -19,9 +19,8 @@ from radar_pipeline.core.extract.pages import PageSettings
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.closes import record_close
-from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault.cleanup import CleanupResult, close_temporary_content
-from radar_pipeline_tests.conftest import CORPUS
+from radar_pipeline_tests.conftest import CORPUS, assert_not_stored, env_store, store_rows
 from radar_pipeline_tests.evidencekit import radar_json
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
@@ -71,7 +70,7 @@ def _serve(
 def _collect(
     env: dict[str, Path], as_of: datetime = AS_OF, mode: str = "all", sources: tuple[str, ...] = ()
 ) -> dict[str, Any]:
-    collector = Collector(RadarPaths(env["vault"], env["db"]), page_settings=FAST)
+    collector = Collector(RadarPaths.from_env(), page_settings=FAST)
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
     with collector:
         return collector.run(spec).to_json()
@@ -81,9 +80,8 @@ def _source(report: dict[str, Any], source_id: str = "pages") -> dict[str, Any]:
     return next(s for s in report["sources"] if s["id"] == source_id)
 
 
-def _page_states(db: Path) -> dict[str, tuple[str, int]]:
-    with Store(db).transaction() as con:
-        rows = con.execute("SELECT page_url, status, attempts FROM page_state").fetchall()
+def _page_states() -> dict[str, tuple[str, int]]:
+    rows = store_rows("SELECT page_url, status, attempts FROM page_state")
     return {url.rsplit("/", 1)[-1]: (status, attempts) for url, status, attempts in rows}
 
 
@@ -119,8 +117,8 @@ def test_page_text_lands_in_temporary_content_only(
     header = texts[0].split("---", 2)[1]
     assert "pageUrl:" in header and 'fetchedAt: "2026-11-30T12:00:00Z"' in header
     assert 'extractor: "trafilatura' in header
-    # DuckDB holds the page's state, never its text.
-    with Store(radar_env["db"]).transaction() as con:
+    # The store holds the page's state, never its text.
+    with env_store().transaction() as con:
         rows = con.execute(
             "SELECT status, attempts, final_url, extractor, text_bytes FROM page_state"
         ).fetchall()
@@ -129,7 +127,7 @@ def test_page_text_lands_in_temporary_content_only(
     assert all(r[2].startswith(feed_server.base_url) and r[4] > 0 for r in rows)
     assert stored is not None and '"fetched": 2' in stored[0]
     for sentence in sentences:
-        assert sentence.encode() not in radar_env["db"].read_bytes()
+        assert_not_stored(sentence)
 
     # The next check fetches nothing again: the pages are settled.
     again = _collect(radar_env, AS_OF + timedelta(hours=7))
@@ -149,7 +147,7 @@ def test_robots_disallowed_path_is_never_requested(
     pages = _source(report)["pages"]
     assert (pages["fetched"], pages["disallowed"], pages["pending"]) == (2, 1, 0)
     assert sorted(_page_requests(feed_server)) == ["/articles/0", "/articles/2"]
-    assert _page_states(radar_env["db"])["1"] == ("disallowed", 0)
+    assert _page_states()["1"] == ("disallowed", 0)
     assert len(_temporary_files(vault)) == 2
     # robots.txt is cached in DuckDB: the next check of the host does not ask again.
     write_source(vault, "pages", url, fullText="page-extraction")
@@ -173,10 +171,10 @@ def test_challenge_page_stops_the_source_and_sets_its_backoff(
     assert src["pages"]["fetched"] == 1 and src["pages"]["stopped"] == 3
     assert "challenge" in src["pages"]["blocked"]
     assert _page_requests(feed_server) == ["/articles/0", "/articles/1"]  # 2 and 3 never
-    states = _page_states(radar_env["db"])
+    states = _page_states()
     assert states["1"] == ("stopped", 1)
     assert states["2"] == ("pending", 0) and states["3"] == ("pending", 0)
-    with Store(radar_env["db"]).transaction() as con:
+    with env_store().transaction() as con:
         row = con.execute(
             "SELECT error_state, backoff_until FROM feed_state WHERE source_id = 'pages'"
         ).fetchone()
@@ -205,7 +203,7 @@ def test_429_stops_the_pass_too(radar_env: dict[str, Path], feed_server: FeedSer
 
     assert (pages["fetched"], pages["stopped"], pages["pending"]) == (0, 3, 3)
     assert _page_requests(feed_server) == ["/articles/0"]
-    with Store(radar_env["db"]).transaction() as con:
+    with env_store().transaction() as con:
         row = con.execute("SELECT backoff_until FROM feed_state").fetchone()
     assert row is not None and row[0] >= AS_OF + timedelta(seconds=7200)
 
@@ -247,7 +245,7 @@ def test_pending_pages_beyond_the_recovery_cap_are_never_fetched(
 
     assert (late["expired"], late["fetched"], late["pending"]) == (3, 0, 0)
     assert _page_requests(feed_server) == []
-    assert {s for s, _ in _page_states(radar_env["db"]).values()} == {"expired"}
+    assert {s for s, _ in _page_states().values()} == {"expired"}
 
 
 @pytest.mark.parametrize("policy", ["none", "feed-content"])
@@ -261,7 +259,7 @@ def test_sources_without_page_policy_never_fetch_a_page(
 
     assert _source(report)["created"] == 3 and _source(report)["pages"] is None
     assert _page_requests(feed_server) == [] and feed_server.requests_for("/robots.txt") == []
-    assert _page_states(radar_env["db"]) == {}
+    assert _page_states() == {}
 
 
 def test_per_host_interval_spaces_requests(
@@ -269,9 +267,7 @@ def test_per_host_interval_spaces_requests(
 ) -> None:
     url, _ = _serve(feed_server, 3)
     write_source(radar_env["vault"], "pages", url, fullText="page-extraction")
-    collector = Collector(
-        RadarPaths(radar_env["vault"], radar_env["db"]), page_settings=PageSettings(0.3)
-    )
+    collector = Collector(RadarPaths.from_env(), page_settings=PageSettings(0.3))
     with collector:
         collector.run(CollectionSpec(new_collection_id(), "all", AS_OF))
 
@@ -291,7 +287,7 @@ def test_page_without_main_text_fails_with_a_reason_and_the_pass_goes_on(
     pages = _source(_collect(radar_env))["pages"]
 
     assert (pages["fetched"], pages["failed"]) == (1, 2)
-    with Store(radar_env["db"]).transaction() as con:
+    with env_store().transaction() as con:
         reasons = dict(con.execute("SELECT page_url, reason FROM page_state").fetchall())
     assert reasons[feed_server.url("/articles/0")] == "no main text found"
     assert "not-a-page" in reasons[feed_server.url("/articles/1")]
@@ -400,7 +396,7 @@ def test_robots_answers_decide_the_origin(
     assert (pages["fetched"], pages["pending"], pages["robotsFetched"]) == (fetched, pending, 1)
     assert len(_page_requests(feed_server)) == fetched
     assert (pages["blocked"] is not None) is blocked
-    with Store(radar_env["db"]).transaction() as con:
+    with env_store().transaction() as con:
         cached = con.execute("SELECT verdict FROM robots_cache").fetchall()
     assert cached == ([("allow-all",)] if status == 404 else [])
 
@@ -415,7 +411,7 @@ def test_page_redirects_are_checked_against_the_address_policy(
     pages = _source(_collect(radar_env))["pages"]
 
     assert (pages["fetched"], pages["failed"]) == (1, 1)
-    with Store(radar_env["db"]).transaction() as con:
+    with env_store().transaction() as con:
         (reason,) = con.execute(
             "SELECT reason FROM page_state WHERE page_url LIKE '%/articles/0'"
         ).fetchone() or ("",)
@@ -444,11 +440,11 @@ def test_a_page_fetched_after_a_close_waits_for_the_next_one(
     """A Signal from before a weekly close whose page comes later is not a survivor of that
     close: the retention audit dates the file by its `fetchedAt`, not by its Signal id."""
     vault = radar_env["vault"]
-    paths = RadarPaths(vault, radar_env["db"])
+    paths = RadarPaths.from_env()
     url, _ = _serve(feed_server, 1)
     write_source(vault, "pages", url, fullText="page-extraction", pageBudget=0)
     _collect(radar_env)
-    record_close(Store(radar_env["db"]), CleanupResult(0, 0, 0), AS_OF + timedelta(hours=1), None)
+    record_close(env_store(), CleanupResult(0, 0, 0), AS_OF + timedelta(hours=1), None)
     write_source(vault, "pages", url, fullText="page-extraction")
 
     assert _source(_collect(radar_env, AS_OF + timedelta(hours=7)))["pages"]["fetched"] == 1
@@ -469,7 +465,7 @@ def test_a_fixture_source_never_fetches_pages(
 
     assert _source(report)["created"] == 2 and _source(report)["pages"] is None
     assert feed_server.requests == []  # not the feed (a file), not a page, not robots.txt
-    assert _page_states(radar_env["db"]) == {}
+    assert _page_states() == {}
 
 
 def test_robots_txt_is_asked_once_per_host_in_a_collection(

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import duckdb
 import filelock
 import pytest
 
@@ -23,6 +22,7 @@ from radar_pipeline.core.plan.schedule import next_check_at
 from radar_pipeline.core.plan.waves import place
 from radar_pipeline.defs.collection.jobs import COLLECT_JOB_NAME
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
+from radar_pipeline_tests.conftest import store_rows
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
 
@@ -107,17 +107,13 @@ def test_three_days_down_one_check_per_source_then_overdue_zero(
     }
     assert len(signal_files(vault)) == 55
 
-    # The recovery report is in DuckDB and in the Dagster run (Markdown, no partition).
-    con = duckdb.connect(str(radar_env["db"]), read_only=True)
-    try:
-        row = con.execute(
-            "SELECT downtime_from, overdue, passed, failed, created, dagster_run_id "
-            "FROM collections WHERE as_of = ?",
-            [T],
-        ).fetchone()
-    finally:
-        con.close()
-    assert row is not None and row[0] == before and row[1:5] == (5, 5, 0, 15)
+    # The recovery report is in the store and in the Dagster run (Markdown, no partition).
+    [row] = store_rows(
+        "SELECT downtime_from, overdue, passed, failed, created, dagster_run_id "
+        "FROM collections WHERE as_of = ?",
+        [T],
+    )
+    assert row[0] == before and row[1:5] == (5, 5, 0, 15)
     with dg.DagsterInstance.get() as instance:  # DAGSTER_HOME is the temp home
         observations = [
             e.asset_observation
@@ -209,11 +205,7 @@ def test_single_run_backfill_keeps_sources_isolated_and_locked(
             assert outcomes == {"bf-c": "failed"}
     finally:
         held.release()
-    con = duckdb.connect(str(radar_env["db"]), read_only=True)
-    try:
-        [report_json] = con.execute("SELECT report_json FROM collections").fetchone() or [None]
-    finally:
-        con.close()
+    [(report_json,)] = store_rows("SELECT report_json FROM collections")
     report = json.loads(str(report_json))
     by_id = {s["id"]: s for s in report["sources"]}
     assert by_id["bf-b"]["outcome"] == "skipped" and by_id["bf-b"]["error"] == "locked"

@@ -16,10 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import duckdb
 import pytest
 
-from radar_pipeline_tests.conftest import CORPUS_REAL
+from radar_pipeline_tests.conftest import CORPUS_REAL, store_rows
 from radar_pipeline_tests.feedserver import FeedServer, conditional
 from radar_pipeline_tests.vaultkit import rss, write_fixture_source, write_source
 
@@ -111,12 +110,8 @@ def build_scenario(vault: Path, server: FeedServer) -> None:
     )
 
 
-def stored_reports(db: Path) -> list[str]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        rows = con.execute("SELECT report_json FROM collections ORDER BY finished_at").fetchall()
-    finally:
-        con.close()
+def stored_reports() -> list[str]:
+    rows = store_rows("SELECT report_json FROM collections ORDER BY finished_at")
     return [str(row[0]) for row in rows]
 
 
@@ -138,10 +133,7 @@ def test_collect_report_json_matches_the_golden_file(
         ("collect 1", first.stdout.rstrip("\n")),
         ("collect 2", second.stdout.rstrip("\n")),
         ("report lastCollection", last),
-        *(
-            (f"stored report {n}", text)
-            for n, text in enumerate(stored_reports(radar_env["db"]), 1)
-        ),
+        *((f"stored report {n}", text) for n, text in enumerate(stored_reports(), 1)),
     ]
     document = "".join(f"== {name}\n{normalised(text, run_ids)}\n" for name, text in parts)
     if os.environ.get("RADAR_UPDATE_GOLDEN"):

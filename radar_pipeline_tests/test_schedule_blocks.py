@@ -11,7 +11,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 import pytest
 
 from radar_pipeline.core.clock import format_utc
@@ -21,6 +20,7 @@ from radar_pipeline.defs.collection.checks import (
 )
 from radar_pipeline.defs.collection.jobs import COLLECT_JOB_NAME
 from radar_pipeline.defs.registry.sensors import source_registry_sensor
+from radar_pipeline_tests.conftest import store_rows
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.test_sensors import (
     SIX_HOURS,
@@ -52,13 +52,11 @@ def partition_status(instance: dg.DagsterInstance, keys: list[str]) -> dict[str,
     return {k: v.value for k, v in status.items()}
 
 
-def backoff_of(db: Path, source_id: str) -> object:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        row = con.execute("SELECT backoff_until FROM feed_state WHERE source_id = ?", [source_id])
-        return row.fetchone()[0]  # type: ignore[index]
-    finally:
-        con.close()
+def backoff_of(source_id: str) -> object:
+    [(backoff_until,)] = store_rows(
+        "SELECT backoff_until FROM feed_state WHERE source_id = ?", [source_id]
+    )
+    return backoff_until
 
 
 def collection_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
@@ -86,7 +84,7 @@ def test_a_slot_is_collected_once_in_a_block_and_a_failing_source_is_one_failed_
         "b-down": "FAILED",
         "c-ok": "MATERIALIZED",
     }
-    backoff_until = backoff_of(radar_env["db"], "b-down")
+    backoff_until = backoff_of("b-down")
     assert isinstance(backoff_until, type(start))
     assert start < backoff_until < start + timedelta(hours=1)
     # Out of backoff but still in the slot the block covered: not asked for again, and the
@@ -100,7 +98,7 @@ def test_a_slot_is_collected_once_in_a_block_and_a_failing_source_is_one_failed_
     retry = due_tick(instance)
     assert [r.run_key for r in retry] == [block_key(next_slot, "a-ok", "c-ok")]
     assert launch(instance, retry)["b-down"] is False
-    again = backoff_of(radar_env["db"], "b-down")
+    again = backoff_of("b-down")
     assert isinstance(again, type(start)) and again < next_slot + SIX_HOURS
     monkeypatch.setenv("RADAR_AS_OF", format_utc(again + timedelta(seconds=1)))
     assert due_tick(instance) == []  # that slot is spent too

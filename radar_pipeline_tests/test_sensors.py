@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 import pytest
 
 from radar_pipeline.core.clock import format_utc
@@ -28,6 +27,7 @@ from radar_pipeline.defs.history.prune import run_clock
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.registry.sensors import source_registry_sensor
 from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline_tests.conftest import refused_store_url, store_rows, store_url_under_test
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, write_source
 
@@ -334,12 +334,9 @@ def test_schedule_respects_backoff_and_retries_in_a_later_slot(
         dg.AssetKey("signals"), ["flaky"], dg.DynamicPartitionsDefinition(name="sources")
     )
     assert {k: v.value for k, v in status.items()} == {"flaky": "FAILED"}
-    con = duckdb.connect(str(radar_env["db"]), read_only=True)
-    try:
-        row = con.execute("SELECT backoff_until FROM feed_state WHERE source_id = 'flaky'")
-        backoff_until = row.fetchone()[0]  # type: ignore[index]
-    finally:
-        con.close()
+    [(backoff_until,)] = store_rows(
+        "SELECT backoff_until FROM feed_state WHERE source_id = 'flaky'"
+    )
     assert start < backoff_until < start + timedelta(hours=1)
 
     # In backoff: not requested.
@@ -365,10 +362,14 @@ def test_run_failure_sensor_records_a_dead_letter(
 
     write_feed_source(radar_env["vault"], feed_server, "victim")
     instance.add_dynamic_partitions(SOURCES_PARTITIONS_NAME, ["victim"])
-    # The run's process cannot open its DuckDB file (a directory stands where it should be).
+    # The run's process cannot open its store: a directory stands where the DuckDB file should
+    # be, and (under RADAR_TEST_STORE_URL) nothing listens at the PostgreSQL store's address.
+    url = store_url_under_test()
     broken = radar_env["root"] / "not-a-db"
     broken.mkdir()
     monkeypatch.setenv("RADAR_DB", str(broken))
+    if url:
+        monkeypatch.setenv("RADAR_STORE_URL", refused_store_url())
     result = defs.resolve_job_def(COLLECT_JOB_NAME).execute_in_process(
         instance=instance, partition_key="victim", raise_on_error=False
     )
@@ -379,6 +380,8 @@ def test_run_failure_sensor_records_a_dead_letter(
     )
     assert not check_only.success
     monkeypatch.setenv("RADAR_DB", str(radar_env["db"]))
+    if url:
+        monkeypatch.setenv("RADAR_STORE_URL", url)
     for run_id in (result.run_id, check_only.run_id, result.run_id):
         # The collection's failure twice: a repeated evaluation adds nothing.
         run = instance.get_run_by_id(run_id)
@@ -393,13 +396,9 @@ def test_run_failure_sensor_records_a_dead_letter(
             resources={"radar": RadarResource()},
         ).for_run_failure()
         run_failure_dead_letter_sensor(context)
-    con = duckdb.connect(str(radar_env["db"]), read_only=True)
-    try:
-        rows = con.execute(
-            "SELECT collection_id, source_id, stage, error_class, status, attempt FROM dead_letters"
-        ).fetchall()
-    finally:
-        con.close()
+    rows = store_rows(
+        "SELECT collection_id, source_id, stage, error_class, status, attempt FROM dead_letters"
+    )
     assert rows == [(result.run_id, "victim", "dagster-run", "run-failure", "open", 1)]
 
 
@@ -475,11 +474,7 @@ def test_a_run_failed_by_its_sources_gets_no_second_dead_letter_and_still_its_ch
         resources={"radar": RadarResource()},
     )
     run_failure_dead_letter_sensor(context.for_run_failure())
-    con = duckdb.connect(str(radar_env["db"]), read_only=True)
-    try:
-        rows = con.execute("SELECT source_id, collection_id, stage FROM dead_letters").fetchall()
-    finally:
-        con.close()
+    rows = store_rows("SELECT source_id, collection_id, stage FROM dead_letters")
     # Only the commit's own dead letter: the run failed because its Source failed.
     assert [(s, c) for s, c, _ in rows] == [("down", run.run_id)]
     assert rows[0][2] != "dagster-run"

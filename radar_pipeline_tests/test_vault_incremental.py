@@ -24,7 +24,6 @@ from radar_pipeline.core.audit.run import run_audits
 from radar_pipeline.core.collect.collector import Collector, new_collection_id
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.plan.collection import CollectionSpec
-from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault import folder_state
 from radar_pipeline.definitions import defs
 from radar_pipeline.defs.collection.checks import (
@@ -35,6 +34,7 @@ from radar_pipeline.defs.collection.checks import (
     signal_audit_schedule,
 )
 from radar_pipeline.defs.collection.launch import launch_collection
+from radar_pipeline_tests.conftest import env_store
 from radar_pipeline_tests.evidencekit import content_rss
 from radar_pipeline_tests.vaultkit import signal_files, write_fixture_source
 
@@ -54,13 +54,9 @@ def instance(radar_env: dict[str, Path]) -> Iterator[dg.DagsterInstance]:
         yield inst
 
 
-def paths_of(env: dict[str, Path]) -> RadarPaths:
-    return RadarPaths(env["vault"], env["db"])
-
-
 def collect_core(env: dict[str, Path], as_of: datetime = AS_OF) -> tuple[dict[str, Any], str]:
     """One collection with the real Collector; its report and how its dedupe found the folder."""
-    with Collector(paths_of(env)) as collector:
+    with Collector(RadarPaths.from_env()) as collector:
         report = collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).to_json()
         [verdict] = collector.folder_scans
     return report, verdict
@@ -90,11 +86,11 @@ def meta(evaluation: dg.AssetCheckEvaluation, key: str) -> Any:
 
 
 def incremental(env: dict[str, Path]) -> dict[str, Any]:
-    return run_audits(paths_of(env), datetime.now(UTC), FOLDER_CHECKS, full=False)
+    return run_audits(RadarPaths.from_env(), datetime.now(UTC), FOLDER_CHECKS, full=False)
 
 
 def stored_state(env: dict[str, Path]) -> folder_state.FolderState | None:
-    with Store(env["db"]).transaction() as con:
+    with env_store().transaction() as con:
         return folder_state.load_state(con)
 
 
@@ -104,7 +100,7 @@ def seeded(env: dict[str, Path], count: int = 4) -> list[Path]:
     report, _ = collect_core(env)
     assert report["created"] == count
     time.sleep(SETTLE_S)
-    audits = run_audits(paths_of(env), datetime.now(UTC), FOLDER_CHECKS)
+    audits = run_audits(RadarPaths.from_env(), datetime.now(UTC), FOLDER_CHECKS)
     assert all(a.passed for a in audits.values())
     state = stored_state(env)
     assert state is not None and state.settled and state.entries == count
@@ -123,7 +119,7 @@ def test_an_unchanged_folder_is_trusted_without_a_listing(radar_env: dict[str, P
         assert audits[name].passed
         assert audits[name].scan == {"folder_scan": "trusted", "files_stat": 0, "names_listed": 0}
     # The full read stats every file, and says so.
-    full = run_audits(paths_of(radar_env), datetime.now(UTC), ("provenance",))["provenance"]
+    full = run_audits(RadarPaths.from_env(), datetime.now(UTC), ("provenance",))["provenance"]
     assert full.scan == {"folder_scan": "full", "files_stat": 4, "names_listed": 0}
 
 
@@ -219,7 +215,7 @@ def test_a_file_added_outside_between_collections_is_not_taken_for_new(
     and its item is `reused`, not written twice."""
     files = seeded(radar_env)
     kept = files[0].read_bytes()
-    with Store(radar_env["db"]).transaction() as con:
+    with env_store().transaction() as con:
         con.execute("DELETE FROM signals WHERE signal_id = ?", [files[0].stem])
     files[0].unlink()
     files[0].write_bytes(kept)  # as a sync tool restores it
@@ -275,7 +271,7 @@ def test_two_changes_within_one_mtime_tick_are_found(radar_env: dict[str, Path])
     files = seeded(radar_env)
     folder = files[0].parent
     shutil.copyfile(files[0], folder / "first change.md")
-    run_audits(paths_of(radar_env), datetime.now(UTC), FOLDER_CHECKS)  # full: records the state
+    run_audits(RadarPaths.from_env(), datetime.now(UTC), FOLDER_CHECKS)  # full: records the state
     state = stored_state(radar_env)
     assert state is not None and not state.settled  # listed within the margin of its mtime
     # The second change lands in the same tick: the directory keeps the recorded mtime.
@@ -301,7 +297,7 @@ def test_rebuild_forgets_the_state_so_the_next_read_is_a_full_one(
     from radar_pipeline.core.vault.index import rebuild
 
     seeded(radar_env)
-    rebuild(Store(radar_env["db"]), radar_env["vault"])
+    rebuild(env_store(), radar_env["vault"])
     assert stored_state(radar_env) is None
     assert incremental(radar_env)["idempotency"].scan["folder_scan"] == "rescanned"
 
@@ -315,12 +311,12 @@ def test_a_killed_writers_temp_file_is_still_removed_when_the_folder_was_trusted
     """The planner skips listing the Signals folder while it is as a settled state without temp
     files; a temp file left by a writer killed since has moved the directory's mtime."""
     files = seeded(radar_env)
-    with Store(radar_env["db"]).transaction() as con:
+    with env_store().transaction() as con:
         assert folder_state.holds_no_temp_files(con, files[0].parent)
     # A writer that no longer exists (pid 2**22 + 1 is above Linux's pid_max default).
     leftover = files[0].parent / f".tmp-signal-{2**22 + 1}-abc.md"
     leftover.write_text("half a Signal", encoding="utf-8")
-    with Store(radar_env["db"]).transaction() as con:
+    with env_store().transaction() as con:
         assert not folder_state.holds_no_temp_files(con, files[0].parent)
     collect_core(radar_env)
     assert not leftover.exists()

@@ -52,9 +52,10 @@ export DAGSTER_PG_PASSWORD="$password" DAGSTER_PG_DB=radar_dagster RADAR_TEST_PO
 status=0
 "$BIN/pytest" -q -p no:cacheprovider --durations=0 radar_pipeline_tests/scaleout || status=$?
 
-# The provenance store on the same server (RADAR_STORE_URL): the store tests and a set of
-# behaviour tests (collect, dedupe, accounting, dead letters, evidence checks, the incremental
-# vault reads) with the `radar_env` fixture switched to PostgreSQL, and the two-worker tests.
+# The provenance store on the same server (RADAR_STORE_URL): every store test and every
+# behaviour test that reads or changes the store (the `radar_env` fixture switched to
+# PostgreSQL; they read it through conftest.env_store), and the two-worker tests. The
+# DuckDB-only cases in them (the file itself, its migrations) skip themselves here.
 export RADAR_TEST_STORE_URL="postgresql://radar:$password@127.0.0.1:$port/radar_store"
 "$BIN/pytest" -q -p no:cacheprovider --durations=10 -m "not slow" \
   radar_pipeline_tests/test_store_backends.py radar_pipeline_tests/test_bulk_writes.py \
@@ -62,7 +63,21 @@ export RADAR_TEST_STORE_URL="postgresql://radar:$password@127.0.0.1:$port/radar_
   radar_pipeline_tests/test_collect.py radar_pipeline_tests/test_dedupe_pipeline.py \
   radar_pipeline_tests/test_accounting.py radar_pipeline_tests/test_deadletters.py \
   radar_pipeline_tests/test_evidence.py radar_pipeline_tests/test_vault_incremental.py \
-  radar_pipeline_tests/test_store_migrate.py radar_pipeline_tests/test_sources_try.py || status=$?
+  radar_pipeline_tests/test_store_migrate.py radar_pipeline_tests/test_sources_try.py \
+  radar_pipeline_tests/test_checks.py \
+  radar_pipeline_tests/test_acquisition.py \
+  radar_pipeline_tests/test_page_extraction.py \
+  radar_pipeline_tests/test_html_json_sources.py \
+  radar_pipeline_tests/test_cleanup_pipeline.py \
+  radar_pipeline_tests/test_perf_paths.py \
+  radar_pipeline_tests/test_coverage.py \
+  radar_pipeline_tests/test_filters.py \
+  radar_pipeline_tests/test_feed_manners.py \
+  radar_pipeline_tests/test_hostile_signals.py \
+  radar_pipeline_tests/test_recovery.py \
+  radar_pipeline_tests/test_sensors.py \
+  radar_pipeline_tests/test_schedule_blocks.py \
+  || status=$?
 "$BIN/pytest" -q -p no:cacheprovider --durations=0 radar_pipeline_tests/scaleout/test_shared_store.py \
   || status=$?
 echo "test-postgres: $(( $(date +%s) - started )) s (server setup, tests, teardown)"

@@ -85,7 +85,7 @@ def test_hostile_corpus_over_http(
         parsed = feedparser.parse(io.BytesIO(data), response_headers=lowered)
         expected[sid] = len(parsed.get("entries", []))
     sids = sorted(expected)
-    collector = Collector(RadarPaths(vault, radar_env["db"]))
+    collector = Collector(RadarPaths.from_env())
     outcomes: Counter[str] = Counter()
     failures: Counter[str] = Counter()
     items: Counter[str] = Counter()
