@@ -10,7 +10,8 @@ unchanged re-run at each N vs Dagster's floor), 3 scale (cold and re-run with 1,
 Signals, and 1,000,000 in full mode; smallest N), 4 rss (largest N), 5 rebuild, 6 close,
 7 slope (extra wall per extra Source, cold and re-run, smallest to largest N), 8 workers
 (default parse pool vs RADAR_PARSE_WORKERS=1 at the largest N), 9 scheduled (see
-benchmarks/scheduled.py).
+benchmarks/scheduled.py), 11 team (the PostgreSQL store beside the DuckDB file, cold and
+re-run at the largest N up to 100; benchmarks/team.py).
 `--radar PATH` (default: this repository's .venv/bin/radar) times another checkout's `radar`;
 the naive loop and Dagster's floor always run with this interpreter.
 `--quick` (about a minute): N=10,20, 10,000 Signals, 2,000 temporary files, one run each; its
@@ -36,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks import scenarios
+from benchmarks import scenarios, team
 from benchmarks.farm import FeedFarm
 from benchmarks.measure import RADAR, filesystem_of, machine
 
@@ -50,6 +51,7 @@ NAMES = {
     "7": "slope",
     "8": "workers",
     "9": "scheduled",
+    "11": "team",
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -152,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "slope": lambda: scenarios.slope(ctx, args.ns),
         "workers": lambda: scenarios.workers(ctx, large),
         "scheduled": lambda: scenarios.scheduled(ctx, large),
+        "team": lambda: team.team(ctx, max((n for n in args.ns if n <= 100), default=small)),
     }
     outcomes: list[scenarios.Outcome] = []
     try:
