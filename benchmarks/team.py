@@ -265,23 +265,25 @@ def _ratios(out: Outcome, name: str, what: str, samples: dict[str, list[Sample]]
 
 
 def unit_costs(server: PostgresServer, team_url: str, duckdb_file: Path) -> dict[str, float]:
-    """What one connection, round trip and empty store transaction cost here (medians, ms;
-    server CPU per connection from /proc)."""
+    """What one connection, round trip and empty store transaction cost here: medians of the
+    wall and of this process's CPU (all its threads: DuckDB's too), in ms; the server's CPU per
+    connection from /proc. On a loaded machine read the CPU figures."""
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.postgres import connect
 
-    def timed(action: Callable[[], object], samples: int = UNIT_SAMPLES) -> float:
-        walls = []
+    def timed(action: Callable[[], object], samples: int = UNIT_SAMPLES) -> tuple[float, float]:
+        walls, cpus = [], []
         for _ in range(samples):
-            started = time.perf_counter()
+            cpu, started = time.process_time(), time.perf_counter()
             action()
             walls.append(time.perf_counter() - started)
-        return statistics.median(walls) * 1000
+            cpus.append(time.process_time() - cpu)
+        return statistics.median(walls) * 1000, statistics.median(cpus) * 1000
 
-    cpu0 = server.cpu_seconds()
+    server_cpu = server.cpu_seconds()
     connection = timed(lambda: connect(team_url).close())
     time.sleep(SETTLE_S)
-    server_per_connection = (server.cpu_seconds() - cpu0) / UNIT_SAMPLES * 1000
+    server_per_connection = (server.cpu_seconds() - server_cpu) / UNIT_SAMPLES * 1000
     con = connect(team_url)
     try:
         round_trip = timed(lambda: con.raw.execute("SELECT 1").fetchone(), 200)
@@ -304,31 +306,46 @@ def unit_costs(server: PostgresServer, team_url: str, duckdb_file: Path) -> dict
         Store.forget_migrations()
         empty(pg)()
 
-    first = timed(first_of_a_process, 10) - pg_turn
-    return {
-        "PostgreSQL connection, ms": connection,
-        "PostgreSQL server CPU per connection, ms": server_per_connection,
-        "PostgreSQL round trip (SELECT 1), ms": round_trip,
-        "empty store transaction, PostgreSQL, ms": pg_turn,
-        "empty store transaction, DuckDB file, ms": duck_turn,
-        "a process's first PostgreSQL transaction adds (migration check, SQL functions), ms": first,
-    }
+    first = timed(first_of_a_process, 10)
+    figures: dict[str, float] = {}
+    for label, (wall, cpu) in (
+        ("PostgreSQL connection", connection),
+        ("PostgreSQL round trip (SELECT 1)", round_trip),
+        ("empty store transaction, PostgreSQL", pg_turn),
+        ("empty store transaction, DuckDB file", duck_turn),
+    ):
+        figures[f"{label}, ms"] = wall
+        figures[f"{label}, client CPU ms"] = cpu
+    figures["PostgreSQL server CPU per connection, ms"] = server_per_connection
+    figures[
+        "a process's first PostgreSQL transaction adds (migration check, SQL functions), ms"
+    ] = first[0] - pg_turn[0]
+    return figures
 
 
 def _explained(what: str, embedded: Sample, team: Sample, units: dict[str, float]) -> str:
-    """The note: the measured difference beside the estimate from the unit costs."""
+    """The note: the measured difference beside an estimate from the unit costs. Every session
+    but one (the Source locks' own) is one store transaction, which the embedded side makes as
+    well, on its file; the statements are the round trips."""
     wall = team.measured.wall_s - embedded.measured.wall_s
     cpu = team.measured.cpu_s - embedded.measured.cpu_s
-    connection = units["PostgreSQL connection, ms"] / 1000
+    pg_turn = units["empty store transaction, PostgreSQL, ms"] / 1000
+    duck_turn = units["empty store transaction, DuckDB file, ms"] / 1000
     round_trip = units["PostgreSQL round trip (SELECT 1), ms"] / 1000
+    pg_cpu = units["empty store transaction, PostgreSQL, client CPU ms"] / 1000
+    duck_cpu = units["empty store transaction, DuckDB file, client CPU ms"] / 1000
+    turns = max(team.sessions - 1, 0)
     statements = team.statements or 0
-    estimate = team.sessions * connection + statements * round_trip
     return (
         f"team {what} (median runs): wall {team.measured.wall_s:.2f} s vs "
         f"{embedded.measured.wall_s:.2f} s embedded ({wall:+.2f} s), client CPU "
         f"{team.measured.cpu_s:.2f} s vs {embedded.measured.cpu_s:.2f} s ({cpu:+.2f} s), "
-        f"server CPU {team.server_cpu_s:.2f} s; the run opened {team.sessions} sessions, "
-        f"{team.transactions} transactions, {statements} statements: at "
-        f"{connection * 1000:.1f} ms a connection and {round_trip * 1000:.2f} ms a round trip "
-        f"that is {estimate:.2f} s of waiting on the server"
+        f"server CPU {team.server_cpu_s:.2f} s (embedded side: {embedded.server_cpu_s:.2f} s, "
+        f"the idle server); {team.sessions} sessions, {team.transactions} server transactions "
+        f"(an autocommit statement counts one), {statements} statements. Estimate: "
+        f"{turns} store transactions x ({pg_turn * 1000:.1f} - {duck_turn * 1000:.1f}) ms "
+        f"(an empty one, PostgreSQL - DuckDB file) = {turns * (pg_turn - duck_turn):+.2f} s "
+        f"of wall and {turns * (pg_cpu - duck_cpu):+.2f} s of client CPU "
+        f"({pg_cpu * 1000:.1f} - {duck_cpu * 1000:.1f} ms each), {statements} statements x "
+        f"{round_trip * 1000:.2f} ms a round trip = {statements * round_trip:.2f} s"
     )

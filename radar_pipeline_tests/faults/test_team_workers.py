@@ -88,7 +88,7 @@ def locks_left(url: str) -> tuple[list[tuple[Any, ...]], float]:
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_two_workers_one_killed(tmp_path: Path, feed_server: FeedServer, team_store: str) -> None:
-    count = trials(3, 20)
+    count = trials(2, 12)
     rng = seeded("two-workers-one-killed")
     empty_postgres_store(team_store)
     farm = Farm(feed_server)
