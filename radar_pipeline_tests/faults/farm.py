@@ -3,8 +3,8 @@
 The farm serves N Sources whose feeds grow by `epoch` (new items, a new ETag per epoch and a
 304 to a matching If-None-Match), so every trial has real writes to do and real validators to
 get wrong. `RadarHome` is one vault + DuckDB file (or a PostgreSQL store) + DAGSTER_HOME
-driven through the real `.venv/bin/radar`; `RadarHome.worker` is another worker on the same vault
-and store with a Dagster home of its own (another host of the team profile).
+driven through the real `.venv/bin/radar`; `RadarHome.as_worker` is another worker on the same
+vault and store with a Dagster home of its own (another host of the team profile).
 `check_invariants` reads only the vault, the store and the farm: it is the judge of every trial.
 """
 
