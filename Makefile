@@ -79,7 +79,10 @@ ui: $(STAMP) $(if $(RADAR_VAULT),,$(DEMO_SOURCES))
 	DAGSTER_HOME="$(UI_HOME)" exec $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
 
 # The fault suite at full strength (50 kill trials, 10 overlap rounds, the whole corpus, long
-# fuzzing); `make test` runs the same tests with a handful of trials. Figures: data/faults.jsonl.
+# fuzzing, 12 trials of two team-profile workers with one killed); `make test` runs the same
+# tests with a handful of trials. The two-worker case starts a throwaway PostgreSQL server
+# (radar_pipeline_tests/pgserver.py) when the server binaries are installed, else it is skipped
+# with that reason (`make test` starts none). Figures: data/faults.jsonl.
 faults: $(STAMP)
 	@rm -f data/faults.jsonl
 	RADAR_FAULTS_FULL=1 RADAR_FAULTS_FIGURES=$(CURDIR)/data/faults.jsonl \

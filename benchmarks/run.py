@@ -14,7 +14,9 @@ Signals, and 1,000,000 in full mode; smallest N), 4 rss (largest N), 5 rebuild, 
 benchmarks/scheduled.py), 10 day (a simulated day through the real dagster-daemon; see
 benchmarks/day.py; not in the default set: --day-sources 200 --day-hours 24 takes hours with
 a run per Source and about a minute of wall per launching minute; --day-sources 30
---day-hours 2 about 20 minutes; run alone, its results go to `day.*`).
+--day-hours 2 about 20 minutes; run alone, its results go to `day.*`), 11 team (the
+PostgreSQL store beside the DuckDB file, cold and re-run at the largest N up to 100;
+benchmarks/team.py).
 `--radar PATH` (default: this repository's .venv/bin/radar) times another checkout's `radar`;
 the naive loop and Dagster's floor always run with this interpreter.
 `--quick` (about a minute): N=10,20, 10,000 Signals, 2,000 temporary files, one run each; its
@@ -40,7 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks import day, scenarios
+from benchmarks import day, scenarios, team
 from benchmarks.farm import FeedFarm
 from benchmarks.measure import RADAR, filesystem_of, machine
 
@@ -55,6 +57,7 @@ NAMES = {
     "8": "workers",
     "9": "scheduled",
     "10": "day",
+    "11": "team",
 }
 # Not in the default set: a full day of 200 Sources takes hours (see benchmarks/day.py).
 DEFAULT_SCENARIOS = [k for k, v in NAMES.items() if v != "day"]
@@ -169,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         "workers": lambda: scenarios.workers(ctx, large),
         "scheduled": lambda: scenarios.scheduled(ctx, large),
         "day": lambda: day.day(ctx, args.day_sources, args.day_hours),
+        "team": lambda: team.team(ctx, max((n for n in args.ns if n <= 100), default=small)),
     }
     outcomes: list[scenarios.Outcome] = []
     try:

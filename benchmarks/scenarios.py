@@ -35,9 +35,11 @@ FLOOR_DAGSTER_YAML = "telemetry:\n  enabled: false\n"
 
 @dataclass(frozen=True)
 class Workspace:
-    """One isolated Radar installation: vault, DuckDB file and Dagster home under `root`."""
+    """One isolated Radar installation: vault, DuckDB file and Dagster home under `root`;
+    with `store_url` the provenance store is that PostgreSQL database instead of the file."""
 
     root: Path
+    store_url: str = ""
 
     @property
     def vault(self) -> Path:
@@ -56,6 +58,9 @@ class Workspace:
         pool's size (None: Radar's default, whatever the harness's environment says)."""
         env = dict(os.environ)
         env.pop(WORKERS_ENV, None)
+        env.pop("RADAR_STORE_URL", None)
+        if self.store_url:
+            env["RADAR_STORE_URL"] = self.store_url
         if workers is not None:
             env[WORKERS_ENV] = str(workers)
         env.update(

@@ -80,5 +80,7 @@ export RADAR_TEST_STORE_URL="postgresql://radar:$password@127.0.0.1:$port/radar_
   || status=$?
 "$BIN/pytest" -q -p no:cacheprovider --durations=0 radar_pipeline_tests/scaleout/test_shared_store.py \
   || status=$?
+# The fault suite's two workers on this store, one SIGKILLed per trial (2 trials; `make faults`: 12).
+"$BIN/pytest" -q -p no:cacheprovider --durations=0 radar_pipeline_tests/faults/test_team_workers.py || status=$?
 echo "test-postgres: $(( $(date +%s) - started )) s (server setup, tests, teardown)"
 exit "$status"

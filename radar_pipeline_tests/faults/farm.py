@@ -2,9 +2,10 @@
 
 The farm serves N Sources whose feeds grow by `epoch` (new items, a new ETag per epoch and a
 304 to a matching If-None-Match), so every trial has real writes to do and real validators to
-get wrong. `RadarHome` is one vault + DuckDB file + DAGSTER_HOME driven through the real
-`.venv/bin/radar`. `check_invariants` reads only the vault, DuckDB and the farm: it is the
-judge of every trial.
+get wrong. `RadarHome` is one vault + DuckDB file (or a PostgreSQL store) + DAGSTER_HOME
+driven through the real `.venv/bin/radar`; `RadarHome.as_worker` is another worker on the same
+vault and store with a Dagster home of its own (another host of the team profile).
+`check_invariants` reads only the vault, the store and the farm: it is the judge of every trial.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +27,9 @@ from typing import Any
 import duckdb
 
 from radar_pipeline.core.layout import SIGNALS_DIR, TEMPORARY_DIR
+from radar_pipeline.core.store.audits import unbalanced_checks
+from radar_pipeline.core.store.connection import Connection
+from radar_pipeline.core.store.migrations import SCHEMA_VERSION
 from radar_pipeline.core.vault.signals import list_signal_ids, read_signal_frontmatter
 from radar_pipeline_tests.feedserver import FeedServer, RequestHandler
 from radar_pipeline_tests.vaultkit import write_source
@@ -166,7 +172,12 @@ class Farm:
 
 @dataclass
 class RadarHome:
+    """A vault and its store under `root`: the DuckDB file there, or the PostgreSQL store at
+    `store_url`; the Dagster home is `dagster_home` (a `worker`'s: `dagster_home-<worker>`)."""
+
     root: Path
+    store_url: str = ""
+    worker: str = ""
     vault: Path = field(init=False)
     db: Path = field(init=False)
     home: Path = field(init=False)
@@ -174,19 +185,58 @@ class RadarHome:
     def __post_init__(self) -> None:
         self.vault = self.root / "vault"
         self.db = self.root / "radar.duckdb"
-        self.home = self.root / "dagster_home"
+        self.home = self.root / (f"dagster_home-{self.worker}" if self.worker else "dagster_home")
         (self.vault / "Radar" / "Sources").mkdir(parents=True, exist_ok=True)
         (self.vault / "Site Content").mkdir(parents=True, exist_ok=True)
         self.home.mkdir(parents=True, exist_ok=True)
 
+    def as_worker(self, name: str) -> RadarHome:
+        """Another worker on this vault and store, with a Dagster home of its own."""
+        return RadarHome(self.root, self.store_url, name)
+
     def environ(self) -> dict[str, str]:
-        return {
+        env = {
             **os.environ,
             "RADAR_VAULT": str(self.vault),
             "RADAR_DB": str(self.db),
             "DAGSTER_HOME": str(self.home),
             "RADAR_ALLOWED_PRIVATE_HOSTS": "127.0.0.1,localhost",
         }
+        env.pop("RADAR_STORE_URL", None)
+        if self.store_url:
+            env["RADAR_STORE_URL"] = self.store_url
+        return env
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A read-only connection to the store (the judge must not change what it judges)."""
+        if self.store_url:
+            from radar_pipeline.core.store.postgres import read_only_transaction
+
+            with read_only_transaction(self.store_url) as pg:
+                yield pg
+            return
+        con = duckdb.connect(str(self.db), read_only=True)
+        try:
+            yield con
+        finally:
+            con.close()
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        with self.reading() as con:
+            return con.execute(sql).fetchall()
+
+    def has_store(self) -> bool:
+        """Whether the store exists with every migration committed (a command killed before
+        that leaves no DuckDB file, or a schema part-way: each migration commits alone)."""
+        if not (self.store_url or self.db.exists()):
+            return False
+        query = (
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations'"
+        )
+        if self.rows(query) != [(1,)]:
+            return False
+        return self.rows("SELECT max(version) FROM schema_migrations") == [(SCHEMA_VERSION,)]
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
@@ -288,7 +338,9 @@ def check_invariants(
     """Every invariant the fault suite promises; returns violations (empty means all hold).
 
     settled: no run was killed since the last complete run (temp files must be gone, index ==
-    files). expect_all_items: every item the farm serves must be a Signal.
+    files). expect_all_items: every item the farm serves must be a Signal. The index's
+    identity is UNIQUE, so one row per item is the files' one Signal per item and index ==
+    files.
     """
     v: list[str] = []
     view = view_vault(home.vault)
@@ -299,13 +351,14 @@ def check_invariants(
     if settled:
         v += [f"temp file left: {t}" for t in view.temp_files]
     # A command killed before its first migration committed (it opens the store first thing)
-    # leaves no file, or a file without tables: no index yet, which the next run creates.
-    migrated = home.db.exists() and db_rows(
-        home.db, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'signals'"
-    ) == [(1,)]
-    if not migrated:
-        return v + (["DuckDB file missing or never migrated"] if settled else [])
-    indexed = {str(r[0]) for r in db_rows(home.db, "SELECT signal_id FROM signals")}
+    # leaves no store, or one without tables: no index yet, which the next run creates.
+    if not home.has_store():
+        return v + (["store missing or not migrated"] if settled else [])
+    with home.reading() as con:
+        indexed = {str(r[0]) for r in con.execute("SELECT signal_id FROM signals").fetchall()}
+        states = dict(con.execute("SELECT source_id, etag FROM feed_state").fetchall())
+        # Invariant 14: each recorded check's outcomes add up to what it parsed.
+        v += [f"check not accounted for: {row}" for row in unbalanced_checks(con)]
     v += [f"index row without file: {s}" for s in sorted(indexed - view.ids)]
     if settled:
         v += [f"file without index row: {s}" for s in sorted(view.ids - indexed)]
@@ -314,7 +367,6 @@ def check_invariants(
         v += [f"feed item not a Signal: {k}" for k in sorted(items) if k not in view.by_item]
     # Validators never ahead: a Source whose stored ETag is the farm's current one must hold
     # every current item (as a file AND an index row), and so must its Source file's mirror.
-    states = dict(db_rows(home.db, "SELECT source_id, etag FROM feed_state"))
     for src in farm.sources:
         current = farm.etag(src)
         mirror = _source_file_etag(home.vault, src.source_id)
@@ -410,8 +462,8 @@ def run_phase(home: RadarHome, as_of: str) -> str:
         step = open_steps[-1] if open_steps else STEPS[len(done)]
         if step != "signal_materialize":
             return step
-        committed = db_rows(
-            home.db, f"SELECT count(*) FROM collections WHERE collection_id = '{run.run_id}'"
+        committed = home.rows(
+            f"SELECT count(*) FROM collections WHERE collection_id = '{run.run_id}'"
         )
         return "materialize:health" if committed[0][0] else "materialize:files"
     finally:
