@@ -330,7 +330,7 @@ def cold(ctx: Context, ns: list[int]) -> Outcome:
             runs_wall_s=runs_wall,
             runs_cpu_s=" ".join(f"{r[1].cpu_s:.2f}" for r in radar_runs),
         )
-        _expect(out, name, "radar created", report.get("created", 0), n * ITEMS_PER_FEED)
+        expect(out, name, "radar created", report.get("created", 0), n * ITEMS_PER_FEED)
         nm, counts = median_run(naive_runs, lambda r: r[0].wall_s)
         ctx.naive[n] = [r[0] for r in naive_runs]
         out.row(
@@ -341,7 +341,7 @@ def cold(ctx: Context, ns: list[int]) -> Outcome:
             farm=counts["_farm"],
             runs_wall_s=walls([r[0] for r in naive_runs]),
         )
-        _expect(out, name, "naive written", counts["written"], n * ITEMS_PER_FEED)
+        expect(out, name, "naive written", counts["written"], n * ITEMS_PER_FEED)
         fm = median_run(floors, lambda f: f.wall_s)
         out.row(
             name,
@@ -448,8 +448,8 @@ def scale(ctx: Context, n: int) -> Outcome:
             cold_m, report = ctx.collect(ws)
             re_m, re_report = ctx.collect(ws)
             what = f"{count:,} Signals, pair {k + 1}"
-            _expect(out, name, f"created ({what})", report.get("created", 0), n * ITEMS_PER_FEED)
-            _expect(out, name, f"created by the re-run ({what})", re_report.get("created", 0), 0)
+            expect(out, name, f"created ({what})", report.get("created", 0), n * ITEMS_PER_FEED)
+            expect(out, name, f"created by the re-run ({what})", re_report.get("created", 0), 0)
             pairs[count].append(_Pair(cold_m, report, re_m, re_report))
     medians: dict[int, tuple[float, float, float, float]] = {}
     for count, runs in pairs.items():
@@ -593,7 +593,7 @@ def workers(ctx: Context, n: int) -> Outcome:
             runs_wall_s=walls([r[1] for r in runs]),
         )
         for _, _, each in runs:
-            _expect(out, name, f"created ({label})", each.get("created", 0), n * ITEMS_PER_FEED)
+            expect(out, name, f"created ({label})", each.get("created", 0), n * ITEMS_PER_FEED)
     one, default = medians
     out.check(name, "default wall / workers=1 wall, info", default.wall_s / one.wall_s, 1.0, "<=")
     return out
@@ -621,14 +621,14 @@ def scheduled(ctx: Context, n: int) -> Outcome:
         farm=ctx.farm.take_counts(),
         **{k: v for k, v in figures.items() if k != "wall_s"},
     )
-    _expect(out, name, "Signals written by the scheduled runs", files, n * ITEMS_PER_FEED)
-    _expect(out, name, "Sources the scheduled runs covered", figures["sources_covered"], n)
-    _expect(out, name, "scheduled runs succeeded", figures["succeeded"], figures["runs"])
+    expect(out, name, "Signals written by the scheduled runs", files, n * ITEMS_PER_FEED)
+    expect(out, name, "Sources the scheduled runs covered", figures["sources_covered"], n)
+    expect(out, name, "scheduled runs succeeded", figures["succeeded"], figures["runs"])
     one = ctx.workspace(f"scheduled-cli-{n}")
     write_sources(one.vault, ctx.farm.urls(n))
     cm, report = ctx.collect(one)
     out.row(name, "radar collect --all (one range run)", cm, **_radar_summary(report))
-    _expect(out, name, "created by radar collect", report.get("created", 0), n * ITEMS_PER_FEED)
+    expect(out, name, "created by radar collect", report.get("created", 0), n * ITEMS_PER_FEED)
     out.check(name, "wall: scheduled / radar collect", m.wall_s / cm.wall_s, 1.5, "<=")
     out.info(name, "collection runs launched", figures["runs"])
     out.info(name, "signal_checks runs", figures["checks_runs"])
@@ -672,7 +672,7 @@ def rebuild(ctx: Context) -> Outcome:
         f"{rate:,.0f} files/s (process wall incl. start-up); generating the files took "
         f"{gen_s:.1f} s"
     )
-    _expect(out, name, "indexed", payload["indexed"], ctx.signals)
+    expect(out, name, "indexed", payload["indexed"], ctx.signals)
     return out
 
 
@@ -707,12 +707,12 @@ def close(ctx: Context) -> Outcome:
         f"weekly close: {result.deleted:,} deleted ({result.bytes:,} bytes), "
         f"{result.retained} retained, {rate:,.0f} files/s"
     )
-    _expect(out, name, "deleted", result.deleted, ctx.temp_files)
-    _expect(out, name, "retained", result.retained, 0)
+    expect(out, name, "deleted", result.deleted, ctx.temp_files)
+    expect(out, name, "retained", result.retained, 0)
     return out
 
 
-def _expect(out: Outcome, scenario: str, what: str, got: int, want: int) -> None:
+def expect(out: Outcome, scenario: str, what: str, got: int, want: int) -> None:
     """A sanity check of the run itself (not a target): a wrong count voids the figures."""
     out.checks.append(
         {

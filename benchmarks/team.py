@@ -35,7 +35,15 @@ from typing import Any
 
 from benchmarks.farm import ITEMS_PER_FEED
 from benchmarks.measure import Measured
-from benchmarks.scenarios import Context, Outcome, Run, Workspace, median_run, write_sources
+from benchmarks.scenarios import (
+    Context,
+    Outcome,
+    Run,
+    Workspace,
+    expect,
+    median_run,
+    write_sources,
+)
 from radar_pipeline_tests.pgserver import (
     NO_BINARIES,
     PostgresServer,
@@ -230,22 +238,10 @@ def _sanity(
     for side in SIDES:
         created = min(s.report.get("created", 0) for s in cold[side])
         parsed = max(s.report.get("_farm", {}).get("200", 0) for s in rerun[side])
-        _sane(out, name, f"created, fewest of the cold runs ({side})", created, n * ITEMS_PER_FEED)
-        _sane(out, name, f"feeds parsed, most of the re-runs ({side})", parsed, 0)
+        expect(out, name, f"created, fewest of the cold runs ({side})", created, n * ITEMS_PER_FEED)
+        expect(out, name, f"feeds parsed, most of the re-runs ({side})", parsed, 0)
     duck_files = sum(ws.db.exists() for ws in spaces["team"])
-    _sane(out, name, "DuckDB files written by the team side", duck_files, 0)
-
-
-def _sane(out: Outcome, scenario: str, what: str, got: int, want: int) -> None:
-    out.checks.append(
-        {
-            "scenario": scenario,
-            "metric": f"sanity: {what}",
-            "value": got,
-            "target": f"== {want}",
-            "met": got == want,
-        }
-    )
+    expect(out, name, "DuckDB files written by the team side", duck_files, 0)
 
 
 def _ratios(out: Outcome, name: str, what: str, samples: dict[str, list[Sample]]) -> None:
