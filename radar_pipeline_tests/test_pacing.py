@@ -128,3 +128,16 @@ def test_request_starts_to_one_origin_keep_their_gap_and_origins_interleave(
         assert len(starts) == (4, 2)[k] and all(gap >= 0.25 for gap in gaps), gaps
     # Origin 1 did not wait behind origin 0's queue: it started before origin 0's second.
     assert origins.starts[1][0] < origins.starts[0][1]
+
+
+def test_a_url_httpx_cannot_read_fails_its_own_check_only(
+    allow_loopback: None, origins: Origins, tmp_path: Path
+) -> None:
+    # Hosts IDNA or httpx refuse, though they pass the registry's URL check: each is one
+    # failed check (its origin is its own), never an error that sinks the wave's fetch.
+    odd = ["https://\u2603.com/f", "https://xn--zz.com/f", "https://a\u200b.com/f"]
+    assert len({origin_of(url) for url in odd}) == len(odd)
+    requests = [FetchRequest(f"odd-{n}", url, "rss") for n, url in enumerate(odd)]
+    requests += origins.requests([2, 0])
+    outcomes = _fetch(FetchSettings.from_env(), tmp_path, requests)
+    assert outcomes == ["failed"] * len(odd) + ["ok"] * 2

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -34,11 +35,16 @@ T = TypeVar("T")
 
 def origin_of(url: str) -> str:
     """`scheme://host[:port]` (the port only when it is not the scheme's default): the scope
-    one robots.txt governs, and the one fetches are paced by."""
-    parsed = httpx.URL(url)
-    default = 443 if parsed.scheme == "https" else 80
-    port = f":{parsed.port}" if parsed.port and parsed.port != default else ""
-    return f"{parsed.scheme}://{parsed.host}{port}"
+    one robots.txt governs, and the one fetches are paced by. A URL httpx cannot read (a host
+    IDNA refuses) is its own origin, its network location as written: the fetch then fails
+    that one check with its reason, as any unreadable URL does, and no other check."""
+    try:
+        parsed = httpx.URL(url)
+        default = 443 if parsed.scheme == "https" else 80
+        port = f":{parsed.port}" if parsed.port and parsed.port != default else ""
+        return f"{parsed.scheme}://{parsed.host}{port}"  # .host decodes IDNA: inside the try
+    except (httpx.InvalidURL, UnicodeError, ValueError):
+        return f"unreadable://{urlsplit(url).netloc.lower()}"
 
 
 def paced_origin(request: FetchRequest) -> str | None:
