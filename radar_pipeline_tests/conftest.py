@@ -46,14 +46,21 @@ def store_url_under_test() -> str:
 
 
 def empty_postgres_store(url: str) -> None:
-    """Drop the store's schema at `url`: the next transaction migrates a fresh one."""
+    """Drop the store's schema at `url`: the next transaction migrates a fresh one. Under the
+    migrations' own lock (a worker migrating it meanwhile finishes first, then its mark of
+    "migrated" is forgotten with the schema)."""
     import psycopg
 
-    from radar_pipeline.core.store.postgres import SCHEMA
+    from radar_pipeline.core.store.postgres import (
+        MIGRATION_LOCK_KEY,
+        SCHEMA,
+        PostgresStoreBackend,
+    )
 
-    with psycopg.connect(url, autocommit=True) as con:
+    with PostgresStoreBackend.migrate_lock, psycopg.connect(url, autocommit=True) as con:
+        con.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK_KEY])
         con.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
-    Store.forget_migrations()
+        Store.forget_migrations()
 
 
 @pytest.fixture

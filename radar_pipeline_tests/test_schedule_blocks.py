@@ -148,6 +148,8 @@ def test_a_source_held_by_a_run_is_not_asked_again_when_its_slot_rolls_over(
     finally:
         # A bound on a loaded machine's run (a 4 s feed, the first run's imports), not a target.
         worker.join(timeout=240)
+    # A run still going would collect into the next tests' store.
+    assert not worker.is_alive(), "the launch thread's run did not end within 240 s"
     assert not errors, errors
     assert outcome == {"slow": True}
     assert due_tick(instance) == []  # collected: not due again in this new slot either

@@ -221,13 +221,19 @@ def redacted(url: str) -> str:
 
 
 def has_schema(url: str) -> bool:
-    """Whether the store at `url` has its schema (a first migration ran there)."""
+    """Whether the store at `url` has its schema: a first migration committed there (the
+    migrations table alone is made before it, and is left by a worker killed in it)."""
     con = connect(url)
     try:
         row = con.raw.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s "
             "AND table_name = 'schema_migrations'",
             [SCHEMA],
+        ).fetchone()
+        if not (row and row[0]):
+            return False
+        row = con.raw.execute(
+            f"SELECT coalesce(max(version), 0) FROM {SCHEMA}.schema_migrations"
         ).fetchone()
         return bool(row and row[0])
     finally:
@@ -255,7 +261,7 @@ class PostgresStoreBackend:
     """Transactions on the schema at `url`; the migrations run once per process and URL."""
 
     _migrated: ClassVar[set[str]] = set()
-    _migrate_lock: ClassVar[threading.Lock] = threading.Lock()
+    migrate_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -282,7 +288,7 @@ class PostgresStoreBackend:
     ) -> None:
         if self.url in PostgresStoreBackend._migrated:
             return
-        with PostgresStoreBackend._migrate_lock:
+        with PostgresStoreBackend.migrate_lock:
             # A session-level advisory lock: workers on other hosts starting at the same time
             # wait here, and a worker killed mid-migration releases it with its session (its
             # migration's transaction rolls back).
