@@ -62,8 +62,10 @@ def fetch(
         trigger=config.trigger,
         dagster_run_id=context.run_id,
         launch_id=config.launch or None,
-        # The same waves the launcher decided with (a key added since goes to the end and
-        # moves no one's wave).
+        # The waves the launcher decided with, read again: a key added since goes to the end
+        # and moves no one's wave, but a Source that became eligible or left in between shifts
+        # the waves after it, and a Source of the block may then not be due here (left open:
+        # the run config could carry the tick's order).
         partition_order=tuple(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)),
     )
     collector = collection.collector(radar.paths())
