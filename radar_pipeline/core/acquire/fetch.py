@@ -198,7 +198,11 @@ def fetch_many(
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="radar-fetch") as pool:
         for future in [pool.submit(worker) for _ in range(workers)]:
             future.result()
-    return [r for r in results if r is not None]
+    done = [r for r in results if r is not None]
+    if len(done) != total:  # every worker ran to the end, so every index holds its result
+        lost = [requests[n].source_id for n, r in enumerate(results) if r is None]
+        raise RuntimeError(f"fetch_many lost the results of {lost}")
+    return done
 
 
 def _fetch_guarded(fetcher: Fetcher, request: FetchRequest, now: datetime) -> FetchResult:
