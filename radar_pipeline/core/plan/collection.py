@@ -189,6 +189,7 @@ class CollectionPreview:
 
     checked: tuple[str, ...]  # in recovery priority order
     skipped: tuple[str, ...]
+    placement: Placement = UNPLACED  # the due grids it decided with
 
 
 def preview_collection(
@@ -209,7 +210,7 @@ def preview_collection(
             (skipped if check.skip_reason is not None else checked).append(check.source_id)
     if spec.mode == "explicit":
         skipped += sorted(set(spec.source_ids) - {*checked, *skipped})
-    return CollectionPreview(tuple(checked), tuple(skipped))
+    return CollectionPreview(tuple(checked), tuple(skipped), placement)
 
 
 def _in_priority_order(records: list[SourceRecord]) -> list[SourceRecord]:

@@ -46,7 +46,6 @@ from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.collection import (
     CollectionSpec,
     SourceTiming,
-    place_sources,
     preview_collection,
     source_timings,
 )
@@ -196,8 +195,7 @@ def due_sources_schedule(
         states = load_states(con)
     spec = CollectionSpec("preview", "due", now, (), TRIGGER, partition_order=tuple(partitions))
     preview = preview_collection(spec, snapshot, states)
-    placement = place_sources(snapshot, partitions)
-    timings = {t.source_id: t for t in source_timings(snapshot, states, now, placement)}
+    timings = {t.source_id: t for t in source_timings(snapshot, states, now, preview.placement)}
     known = set(partitions)
     candidates = {s: timings[s] for s in preview.checked if s in known and s in timings}
     taken = taken_sources(context.instance, candidates, partitions) if candidates else set()
