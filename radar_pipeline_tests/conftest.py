@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,8 +43,25 @@ TEST_STORE_URL_ENV = "RADAR_TEST_STORE_URL"
 
 
 def store_url_under_test() -> str:
-    """The PostgreSQL store the tests run against, or "" (the DuckDB file)."""
-    return os.environ.get(TEST_STORE_URL_ENV, "")
+    """The PostgreSQL store the tests run against, or "" (the DuckDB file). Under pytest-xdist
+    each worker has a database of its own on the same server (`<name>_<worker>`, created on
+    first use), since every test empties its store's schema."""
+    url = os.environ.get(TEST_STORE_URL_ENV, "")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return _worker_database(url, worker) if url and worker else url
+
+
+@functools.cache
+def _worker_database(url: str, worker: str) -> str:
+    import psycopg
+
+    parts = urllib.parse.urlsplit(url)
+    name = f"{parts.path.lstrip('/')}_{worker}"
+    with psycopg.connect(url, autocommit=True) as con:
+        exists = con.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if not exists:
+            con.execute(f'CREATE DATABASE "{name}"')
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
 
 
 def empty_postgres_store(url: str) -> None:
