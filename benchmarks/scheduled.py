@@ -147,12 +147,7 @@ def stop_daemon(daemon: Daemon) -> Usage:
     # background); once the daemon is gone nothing needs it, and its rusage survives a SIGKILL.
     with contextlib.suppress(ProcessLookupError):
         os.kill(daemon.server.pid, signal.SIGTERM)
-    try:
-        daemon.server.wait(timeout=SERVER_STOP_S)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(daemon.pgid, signal.SIGKILL)
-    second = _reap(daemon.server, daemon.pgid)
+    second = _reap(daemon.server, daemon.pgid, SERVER_STOP_S)
     return Usage(
         first.ru_utime + second.ru_utime,
         first.ru_stime + second.ru_stime,
@@ -239,9 +234,9 @@ def _wait_for_runs(home: Path, n: int, started: float, daemon: Daemon) -> dict[s
     raise RuntimeError(f"collection runs covering {n} Sources did not finish in {DEADLINE_S} s")
 
 
-def _reap(proc: subprocess.Popen[bytes], pgid: int) -> Any:
-    """Wait for the process (Ctrl-C sent), SIGKILL its group after 120 s; its rusage."""
-    deadline = time.monotonic() + 120
+def _reap(proc: subprocess.Popen[bytes], pgid: int, grace_s: float = 120) -> Any:
+    """Wait for the process (Ctrl-C sent), SIGKILL its group after `grace_s`; its rusage."""
+    deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
