@@ -9,7 +9,7 @@ given dagster.yaml (default: the repository's; `--workspace server` takes that o
 benchmarks do (`benchmarks.scheduled.start_daemon`: a long-lived code server, a `grpc_server`
 workspace); `module` runs `dagster-daemon run -w workspace.yaml` (a `python_module` entry:
 the daemon starts a fresh code server every 60 s). `--stopped` stops every sensor and
-schedule first (`dagster sensor|schedule stop --all`). After the warm-up the group's CPU is
+schedule first (`dagster sensor|schedule stop NAME`, each). After the warm-up the group's CPU is
 read from /proc twice, `--sample` seconds apart: each process's own time, what it reaped, and
 each thread's time. The daemon runs each of its daemons in a thread named
 `dagster-daemon-<TYPE>`; Python does not give its threads' names to the kernel, so the names
@@ -152,9 +152,16 @@ def main() -> None:
     workspace = str(REPO / "workspace.yaml")
     with (root / "daemon.log").open("wb") as log:
         if args.stopped:
-            for kind in ("sensor", "schedule"):
-                argv = [str(DAGSTER), kind, "stop", "--all", "-w", workspace]
-                subprocess.run(argv, env=env, cwd=REPO, stdout=log, stderr=log, check=True)
+            from radar_pipeline.definitions import defs
+
+            repository = defs.get_repository_def()
+            for kind, instigators in (
+                ("sensor", repository.sensor_defs),
+                ("schedule", repository.schedule_defs),
+            ):
+                for instigator in instigators:
+                    argv = [str(DAGSTER), kind, "stop", instigator.name, "-w", workspace]
+                    subprocess.run(argv, env=env, cwd=REPO, stdout=log, stderr=log, check=True)
         load = [os.getloadavg()[0]]
         if args.workspace == "server":
             daemon = start_daemon(env, log)
