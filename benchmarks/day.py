@@ -31,12 +31,15 @@ The twin: a vault, DuckDB file and DAGSTER_HOME of their own, where at each minu
 the schedule launched anything the harness runs `radar collect --as-of T --json` (plain due
 mode, its own checks run included). Its processes' CPU is summed (wait4 per process).
 
-Counted: the daemon's process group (os.wait4 after Ctrl-C: the daemon, its code server and
-every run worker it reaped), start-up and the real minutes it idled while the harness
-evaluated, submitted and ran the twin included. Not counted, reported apart: the harness's
-evaluations (thread CPU of the evaluating thread) and the webserver's group (submission);
-together they stand for what the scheduler would spend. The daemon's idle CPU per real hour
-(sampled at the end) says what a real day adds: there the daemon idles 24 hours, here minutes.
+Counted: the daemon's process group: `dagster-daemon run` and the long-lived code server it
+reads the definitions from (`benchmarks.scheduled.start_daemon`), os.wait4 of both after
+Ctrl-C, so every run worker the code server launched and reaped too; start-up and the real
+minutes it idled while the harness evaluated, submitted and ran the twin included. Not
+counted, reported apart: the harness's evaluations (thread CPU of the evaluating thread) and
+the webserver's group (submission; it starts code servers of its own from the repository's
+workspace); together they stand for what the scheduler would spend. The daemon's idle CPU per
+real hour (sampled at the end) says what a real day adds: there the daemon idles 24 hours,
+here minutes.
 """
 
 from __future__ import annotations
@@ -61,11 +64,13 @@ from dagster_graphql import DagsterGraphQLClient
 from benchmarks.measure import REPO, run_child
 from benchmarks.scenarios import Context, Outcome, Workspace, json_or_error, write_sources
 from benchmarks.scheduled import (
+    Daemon,
     covered,
     prepare_home,
     start_daemon,
     start_in_session,
     stop_and_reap,
+    stop_daemon,
 )
 from benchmarks.soak import group_cpu_s, size_of
 from radar_pipeline.core.clock import format_utc
@@ -137,10 +142,10 @@ def day(ctx: Context, n: int, hours: int) -> Outcome:
             web = start_in_session([*argv, "-p", str(port)], env, log)
             _simulate(ctx.radar, ws, twin, start, hours, n, port, daemon, tally)
             tally.daemon_wall_s = time.perf_counter() - daemon_started
-            idle_cpu = _idle_cpu(daemon.pid)
+            idle_cpu = _idle_cpu(daemon.pgid)
         finally:
             web_usage = stop_and_reap(web) if web is not None else None
-            usage = stop_and_reap(daemon)
+            usage = stop_daemon(daemon)
         wall = time.perf_counter() - started
         if tally.first_launch is None:
             log.seek(0)
@@ -176,7 +181,7 @@ def _simulate(
     hours: int,
     n: int,
     port: int,
-    daemon: subprocess.Popen[bytes],
+    daemon: Daemon,
     tally: Tally,
 ) -> None:
     from radar_pipeline.definitions import defs
@@ -266,17 +271,15 @@ def _submit(client: DagsterGraphQLClient, request: dg.RunRequest) -> str:
     )
 
 
-def _settle(
-    instance: dg.DagsterInstance, run_ids: list[str], daemon: subprocess.Popen[bytes]
-) -> bool:
+def _settle(instance: dg.DagsterInstance, run_ids: list[str], daemon: Daemon) -> bool:
     """Until the runs ended, the checks run after them ended (False: none came within
     CHECKS_WAIT_S) and no run of any job is in flight."""
     deadline = time.monotonic() + STEP_DEADLINE_S
     collections_ended: float | None = None
     checked = False
     while time.monotonic() < deadline:
-        if daemon.poll() is not None:
-            raise RuntimeError(f"dagster-daemon exited with {daemon.returncode}")
+        if (exited := daemon.exited()) is not None:
+            raise RuntimeError(exited)
         if collections_ended is None:
             runs = instance.get_runs(dg.RunsFilter(run_ids=run_ids))
             if len(runs) == len(run_ids) and all(r.status in ENDED for r in runs):
@@ -305,14 +308,12 @@ def _twin_collect(radar_command: Path, twin: Workspace, when: datetime, tally: T
     tally.cli_failed += int(report.get("failed", 0))
 
 
-def _wait_for_partitions(
-    instance: dg.DagsterInstance, n: int, daemon: subprocess.Popen[bytes]
-) -> None:
+def _wait_for_partitions(instance: dg.DagsterInstance, n: int, daemon: Daemon) -> None:
     """Until the daemon's registry sensor has made every Source a partition."""
     deadline = time.monotonic() + STARTUP_DEADLINE_S
     while len(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)) < n:
-        if daemon.poll() is not None:
-            raise RuntimeError(f"dagster-daemon exited with {daemon.returncode}")
+        if (exited := daemon.exited()) is not None:
+            raise RuntimeError(exited)
         if time.monotonic() > deadline:
             raise RuntimeError(f"the registry sensor did not add {n} partitions in time")
         time.sleep(1)

@@ -3,17 +3,18 @@
 coordinator with 4 concurrent runs), side by side with one `radar collect --all` of the same N
 Sources in a vault of its own.
 
-The daemon runs in its own session with the repository's workspace, a temporary DAGSTER_HOME
-and the farm's feeds. The registry sensor adds the N partitions, the next minute's tick of
-`due_sources_schedule` requests one run per contiguous block of due Sources (N fresh Sources:
-one block), and the harness polls the instance until collection runs covering all N Sources
-have ended and the `signal_checks` run that follows them has ended too; then it stops the
-daemon with Ctrl-C and reaps it. Runs launched and checks runs are counted. Wall: from
+The daemon runs in a process group of its own with a code server it reads the definitions
+from (`start_daemon`), a temporary DAGSTER_HOME and the farm's feeds. The registry sensor
+adds the N partitions, the next minute's tick of `due_sources_schedule` requests one run per
+contiguous block of due Sources (N fresh Sources: one block), and the harness polls the
+instance until collection runs covering all N Sources have ended and the `signal_checks` run
+that follows them has ended too; then it stops the daemon and its code server with Ctrl-C and
+reaps them. Runs launched and checks runs are counted. Wall: from
 the daemon's start to the last collection run's end, minus the wait for the first schedule
 tick (the tick is on the minute; a team's daemon is already running). CPU: `os.wait4`'s
-rusage of the daemon, which holds that of every process it and its code server reaped (the
-run workers), so the total covers the daemon, the code server, every run worker and the
-checks runs the sensor requested until the stop.
+rusage of the daemon and of the code server, which holds that of every run worker it launched
+and reaped, so the total covers the daemon, the code server, every run worker and the checks
+runs the sensor requested until the stop.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,6 +36,10 @@ import dagster as dg
 from benchmarks.measure import REPO, Measured
 
 DAGSTER_DAEMON = Path(sys.executable).parent / "dagster-daemon"
+DAGSTER = Path(sys.executable).parent / "dagster"
+LOCATION = "radar_pipeline.definitions"  # the module, and the location name workspace.yaml gives it
+SERVER_DEADLINE_S = 300  # the code server loading the definitions on a loaded machine
+SERVER_STOP_S = 10
 COLLECT_JOB = "collect_signals"
 # How long the harness waits for the N runs before it gives up (the figures are then void).
 DEADLINE_S = 3600
@@ -56,19 +63,110 @@ def prepare_home(env: dict[str, str]) -> Path:
     return home
 
 
-def start_daemon(env: dict[str, str], log: IO[bytes]) -> subprocess.Popen[bytes]:
-    """`dagster-daemon run` with the repository's workspace, on `env`'s DAGSTER_HOME."""
-    prepare_home(env)
-    argv = [str(DAGSTER_DAEMON), "run", "-w", str(REPO / "workspace.yaml")]
-    return start_in_session(argv, env, log)
+@dataclass
+class Daemon:
+    """`dagster-daemon run` and the code server it reads the definitions from, in one process
+    group of their own (the server's pid): Ctrl-C to the group stops both."""
+
+    proc: subprocess.Popen[bytes]  # dagster-daemon run
+    server: subprocess.Popen[bytes]  # dagster api grpc
+    workspace: Path  # the workspace file that names the server
+
+    @property
+    def pgid(self) -> int:
+        return self.server.pid
+
+    def exited(self) -> str | None:
+        """Which of the two ended (and how), None while both run."""
+        for name, proc in (("dagster-daemon", self.proc), ("the code server", self.server)):
+            if proc.poll() is not None:
+                return f"{name} exited with {proc.returncode}"
+        return None
+
+
+@dataclass
+class Usage:
+    """The CPU (and peak RSS) of processes reaped with `os.wait4`, summed."""
+
+    ru_utime: float
+    ru_stime: float
+    ru_maxrss: int
+
+
+def start_daemon(env: dict[str, str], log: IO[bytes]) -> Daemon:
+    """`dagster-daemon run` on `env`'s DAGSTER_HOME, reading the definitions from a code server
+    of its own that lives as long as the daemon (`dagster api grpc` on 127.0.0.1, a
+    `grpc_server` workspace entry), as a deployment runs it and as `dagster dev` does. Given a
+    `python_module` workspace the daemon starts a fresh code server every 60 s instead (its
+    workspace refresh), which costs more CPU than everything else it does idle."""
+    home = prepare_home(env)
+    port = _free_port()
+    workspace = home / "workspace.yaml"
+    workspace.write_text(
+        "load_from:\n  - grpc_server:\n      host: 127.0.0.1\n"
+        f"      port: {port}\n      location_name: {LOCATION}\n",
+        "utf-8",
+    )
+    argv = [str(DAGSTER), "api", "grpc", "-m", LOCATION, "-d", str(REPO)]
+    server = subprocess.Popen(
+        [*argv, "-h", "127.0.0.1", "-p", str(port), "--location-name", LOCATION],
+        env=env,
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        process_group=0,
+    )
+    deadline = time.monotonic() + SERVER_DEADLINE_S
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            break
+        if server.poll() is not None or time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+            raise RuntimeError(f"the code server did not answer on port {port}")
+        time.sleep(0.5)
+    daemon = subprocess.Popen(
+        [str(DAGSTER_DAEMON), "run", "-w", str(workspace)],
+        env=env,
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        process_group=server.pid,
+    )
+    return Daemon(daemon, server, workspace)
+
+
+def stop_daemon(daemon: Daemon) -> Usage:
+    """Ctrl-C to the daemon's group, then the daemon's rusage and the code server's (each holds
+    that of the processes it reaped: the code server launches and reaps the run workers)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(daemon.pgid, signal.SIGINT)
+    first = _reap(daemon.proc, daemon.pgid)
+    # The code server may ignore Ctrl-C (inherited from a shell that started the harness in the
+    # background); once the daemon is gone nothing needs it, and its rusage survives a SIGKILL.
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(daemon.server.pid, signal.SIGTERM)
+    second = _reap(daemon.server, daemon.pgid, SERVER_STOP_S)
+    return Usage(
+        first.ru_utime + second.ru_utime,
+        first.ru_stime + second.ru_stime,
+        max(first.ru_maxrss, second.ru_maxrss),
+    )
 
 
 def stop_and_reap(proc: subprocess.Popen[bytes]) -> Any:
-    """Ctrl-C to the process's group, then its rusage (that of every process it reaped:
-    the daemon's code server and the run workers it reaped)."""
+    """Ctrl-C to the process's group, then its rusage (that of every process it reaped)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGINT)
-    return _reap(proc)
+    return _reap(proc, proc.pid)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def run_daemon_until_collected(env: dict[str, str], n: int) -> tuple[Measured, dict[str, Any]]:
@@ -77,11 +175,11 @@ def run_daemon_until_collected(env: dict[str, str], n: int) -> tuple[Measured, d
     home = Path(env["DAGSTER_HOME"])
     with tempfile.TemporaryFile() as log:
         started = time.perf_counter()
-        proc = start_daemon(env, log)
+        daemon = start_daemon(env, log)
         try:
-            figures = _wait_for_runs(home, n, started, proc)
+            figures = _wait_for_runs(home, n, started, daemon)
         finally:
-            usage = stop_and_reap(proc)
+            usage = stop_daemon(daemon)
         log.seek(0)
         tail = log.read().decode("utf-8", "replace")[-2000:]
     measured = Measured(
@@ -101,16 +199,14 @@ def covered(run: dg.DagsterRun) -> int:
     return len(config.get("fetch", {}).get("config", {}).get("sources", [])) or 1
 
 
-def _wait_for_runs(
-    home: Path, n: int, started: float, proc: subprocess.Popen[bytes]
-) -> dict[str, Any]:
+def _wait_for_runs(home: Path, n: int, started: float, daemon: Daemon) -> dict[str, Any]:
     done_statuses = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE]
     first_run: float | None = None
     collected: float | None = None
     with dg.DagsterInstance.from_config(str(home)) as instance:
         while time.perf_counter() - started < DEADLINE_S:
-            if proc.poll() is not None:
-                raise RuntimeError(f"dagster-daemon exited with {proc.returncode}")
+            if (exited := daemon.exited()) is not None:
+                raise RuntimeError(exited)
             runs = instance.get_runs(filters=dg.RunsFilter(job_name=COLLECT_JOB))
             if runs and first_run is None:
                 first_run = time.perf_counter()
@@ -138,9 +234,9 @@ def _wait_for_runs(
     raise RuntimeError(f"collection runs covering {n} Sources did not finish in {DEADLINE_S} s")
 
 
-def _reap(proc: subprocess.Popen[bytes]) -> Any:
-    """Wait for the daemon (Ctrl-C sent), SIGKILL its group after 120 s; its rusage."""
-    deadline = time.monotonic() + 120
+def _reap(proc: subprocess.Popen[bytes], pgid: int, grace_s: float = 120) -> Any:
+    """Wait for the process (Ctrl-C sent), SIGKILL its group after `grace_s`; its rusage."""
+    deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
@@ -148,7 +244,7 @@ def _reap(proc: subprocess.Popen[bytes]) -> Any:
             return usage
         time.sleep(0.5)
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pgid, signal.SIGKILL)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     return usage
