@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from radar_pipeline.core import text as text_module
 from radar_pipeline.core.text import TRUNCATION_MARKER, inert_markdown, one_line, plain_text
 
 BIDI_AND_INVISIBLE = (
@@ -98,3 +99,123 @@ def test_inert_markdown_property(value: str) -> None:
     for live in ("```", "~~~", "<%", "[[", "`", "::", "==", "%%"):
         assert live not in out
     assert "<" not in out and ">" not in out
+
+
+def _parsed_by_html_parser(value: str) -> str:
+    extractor = text_module._TextExtractor()
+    extractor.feed(value)
+    extractor.close()
+    return "".join(extractor.parts)
+
+
+def _collapsed_line_by_line(value: str) -> str:
+    """`_collapse` as the rule reads: each line's space runs as one space, stripped."""
+    lines = [re.sub(r"[ \t]+", " ", line).strip() for line in value.split("\n")]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+# Pieces of markup, well-formed and not, that html.parser reads in different ways.
+_MARKUP = st.sampled_from(
+    [
+        "<p>",
+        "</p>",
+        "<P CLASS='x'>",
+        "<br/>",
+        "<br />",
+        "<hr/ >",
+        '<div\tid="a b">',
+        "</div >",
+        "</ div>",
+        '<p class="a"/>',
+        "<a href=x>",
+        '<a href="x"title="y">',
+        '<img alt="a > b">',
+        '<img alt="<b>">',
+        '<p\xa0class="x">',
+        "<p\x0bx>",
+        "<h1>",
+        "</H1>",
+        "<li>",
+        "<span>",
+        "</span>",
+        "<svg>",
+        "</svg>",
+        "<iframe/>",
+        "<noscript>",
+        "</noscript>",
+        "<template>",
+        "</template>",
+        "<object>",
+        "</object>",
+        "<script>",
+        "</script>",
+        "<script>x = 1 < 2</script>",
+        "<script>a</script >",
+        "<style>p {}</style>",
+        '<STYLE type="text/css">b{}</Style>',
+        "<style/>",
+        "<style>a</ſtyle>",
+        "<script>a</script>",
+        "<!-- c -->",
+        "<!---->",
+        "<!-->",
+        "<!--->",
+        "<!-- a -- b -->",
+        "<!-- a --!>",
+        "<!--a- -->",
+        "<!-- <p> -->",
+        "<!--kg-card-begin: html-->",
+        "<!DOCTYPE html>",
+        '<!doctype html PUBLIC "-//W3C">',
+        "<!DOCTYPE x <y>",
+        "<![CDATA[x]]>",
+        "<!x>",
+        "<?php x ?>",
+        "<",
+        "<<p>",
+        "< p>",
+        "</>",
+        "</",
+        "<p",
+        '<a href="x',
+        "&amp;",
+        "&",
+        "&#",
+        "&#38;",
+        "&#x26",
+        "&lt;p&gt;",
+        "&nbsp;",
+        "&notit;",
+        "&am",
+        "&#1234567890;",
+    ]
+)
+_TEXT = st.text(st.sampled_from(list("ab \n\t\r\x0b\xa0\u2028-;>=\"'/é\u202e")), max_size=6)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.one_of(_MARKUP, _TEXT), max_size=12))
+def test_simple_markup_reads_as_html_parser_reads_it(pieces: list[str]) -> None:
+    value = "".join(pieces)
+    simple = text_module._simple_markup_text(value)
+    if simple is not None:
+        assert simple == _parsed_by_html_parser(value)
+    assert text_module.html_to_text(value) == _parsed_by_html_parser(value)
+
+
+def test_feed_markup_takes_the_simple_reading() -> None:
+    value = (
+        '<!DOCTYPE html><p class="lead">Hello&nbsp;<b>world</b><br/><img src="x.png" /></p>'
+        "<!--kg-card-begin: markdown--><style>p {}</style><ul><li>one</li></ul>"
+    )
+    assert text_module._simple_markup_text(value) == _parsed_by_html_parser(value)
+    assert text_module._simple_markup_text(value) == "\nHello\xa0world\n\n\n\none\n\n"
+    assert text_module._simple_markup_text("a <b") is None  # html.parser reads it
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(st.sampled_from(list("ab \n\t\r\x0b\x1c\x85\xa0\u2028\u200b\u202e\U0001f468"))))
+def test_collapse_and_invisible_characters_as_line_by_line(value: str) -> None:
+    stripped = text_module._strip_invisible(value)
+    assert stripped == "".join(text_module._clean_run(ch) for ch in value)
+    assert text_module._collapse(stripped) == _collapsed_line_by_line(stripped)

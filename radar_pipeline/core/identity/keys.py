@@ -11,6 +11,7 @@ import itertools
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from urllib.parse import SplitResult, unquote_plus, urljoin, urlsplit, urlunsplit
 
@@ -113,24 +114,31 @@ def _is_tracking(key: str) -> bool:
     return name in TRACKING_PARAMS or name.startswith(TRACKING_PREFIXES)
 
 
-def identity_hash(source_id: str, canonical_url: str, source_item_id: str) -> str:
+def identity_hash(
+    source_id: str,
+    canonical_url: str,
+    source_item_id: str,
+    *,
+    canonicalize: Callable[[str], str] = canonicalize_url,
+) -> str:
     """Return the 16-hex identity of an item: sha256 over versioned, separated inputs.
 
     A source item id that is itself an http(s) URL (RSS guid = link) enters in canonical form,
     so tracking parameters or an http/https flip in the guid do not change the identity either;
     its fragment is kept, because publishers tell changelog entries apart by it.
+    `canonicalize`: `canonicalize_url` or a cache of it (the same results, the same ValueError).
     """
-    item_key = _item_key(source_item_id.strip())
+    item_key = _item_key(source_item_id.strip(), canonicalize)
     payload = "\x1f".join(
         (f"radar-identity-v{IDENTITY_VERSION}", source_id, canonical_url, item_key)
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
-def _item_key(source_item_id: str) -> str:
+def _item_key(source_item_id: str, canonicalize: Callable[[str], str]) -> str:
     before, hash_sign, fragment = source_item_id.partition("#")
     try:
-        return canonicalize_url(before) + hash_sign + fragment
+        return canonicalize(before) + hash_sign + fragment
     except ValueError:
         return source_item_id  # not a URL (Atom tag:/urn: ids, opaque guids): used as given
 

@@ -112,7 +112,7 @@ def build_parsed(
             rejections.append(entry)
             continue
         entries.append(replace(_disambiguate(entry, seen), legacy=legacy))
-    candidates, outside, more = _select(source_id, entries, now, window_from)
+    candidates, outside, more = _select(source_id, entries, now, window_from, urls)
     rejections.extend(more)
     rejections.sort(key=lambda r: -1 if r.position is None else r.position)
     return ParsedFeed(
@@ -134,7 +134,9 @@ class _Urls:
     """`canonicalize_url` for the items of one document, each distinct URL worked once.
 
     The identity rule and the rule before it look at the same links (~0.2 ms a call, most of
-    it `url_normalize`), so each item's link would be resolved and canonicalized twice."""
+    it `url_normalize`), a link is canonicalized resolved and then as the absolute URL it
+    resolved to, and an item's id often is its link (`identity_hash`'s item key): each
+    would be worked two to four times."""
 
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
@@ -158,9 +160,17 @@ class _Urls:
     def absolute_http(self, href: str) -> str | None:
         """`href` resolved against the base URL if it is then an http(s) URL with a host."""
         href = href.strip()
-        if not href or self.canonical(href, resolved=True) is None:
+        if not href:
             return None
-        return urljoin(self.base_url, href)
+        found = self.canonical(href, resolved=True)
+        if found is None:
+            return None
+        link = urljoin(self.base_url, href)
+        if link == link.strip() and self.base_url == self.base_url.strip():
+            # `canonicalize_url(link)` works on the very string the resolved one did
+            # (`urljoin(base.strip(), href.strip())`): the same result, not worked again.
+            self._canonical.setdefault((link, False), found)
+        return link
 
 
 def _identify(item: RawItem, urls: _Urls) -> _Entry | Rejection:
@@ -226,7 +236,11 @@ def _disambiguate(entry: _Entry, seen: dict[str, int]) -> _Entry:
 
 
 def _select(
-    source_id: str, entries: Sequence[_Entry], now: datetime, window_from: datetime | None
+    source_id: str,
+    entries: Sequence[_Entry],
+    now: datetime,
+    window_from: datetime | None,
+    urls: _Urls,
 ) -> tuple[list[ItemCandidate], list[ItemCandidate], list[Rejection]]:
     """Split the entries by the recovery cap, in order: candidates, outside the window, and
     those whose text could not be read."""
@@ -237,9 +251,9 @@ def _select(
         observed = entry.raw.observed_at
         try:
             if window_from is not None and observed is not None and observed < window_from:
-                outside.append(_outside_candidate(source_id, entry))
+                outside.append(_outside_candidate(source_id, entry, urls))
             else:  # text extraction only for items that are decided
-                candidates.append(_candidate(source_id, entry, now))
+                candidates.append(_candidate(source_id, entry, now, urls))
         except Exception as exc:  # one bad item never sinks the check
             detail = one_line(repr(exc), 300, html=False)
             rejections.append(
@@ -248,25 +262,27 @@ def _select(
     return candidates, outside, rejections
 
 
-def _identities(source_id: str, entry: _Entry) -> tuple[str, str | None, str | None]:
+def _identities(source_id: str, entry: _Entry, urls: _Urls) -> tuple[str, str | None, str | None]:
     """The item's identity, and its identity and item id under the rule before when they
     differ."""
-    identity = identity_hash(source_id, entry.canonical_url, entry.source_item_id)
+    identity = identity_hash(
+        source_id, entry.canonical_url, entry.source_item_id, canonicalize=urls.link
+    )
     if entry.legacy is None or entry.legacy == (entry.canonical_url, entry.source_item_id):
         return identity, None, None  # the same inputs: the same hash
-    legacy = identity_hash(source_id, *entry.legacy)
+    legacy = identity_hash(source_id, *entry.legacy, canonicalize=urls.link)
     if legacy == identity:
         return identity, None, None
     old_id = entry.legacy[1]
     return identity, legacy, old_id if old_id != entry.source_item_id else None
 
 
-def _outside_candidate(source_id: str, entry: _Entry) -> ItemCandidate:
+def _outside_candidate(source_id: str, entry: _Entry, urls: _Urls) -> ItemCandidate:
     """An item older than the cap: its identity, link and date, to be counted and recorded.
 
     Its text is never read (it is never decided or written), so the text keys stay empty."""
     raw = entry.raw
-    identity, legacy, legacy_item_id = _identities(source_id, entry)
+    identity, legacy, legacy_item_id = _identities(source_id, entry, urls)
     return ItemCandidate(
         source_item_id=entry.source_item_id,
         title="",
@@ -288,13 +304,13 @@ def _outside_candidate(source_id: str, entry: _Entry) -> ItemCandidate:
     )
 
 
-def _candidate(source_id: str, entry: _Entry, now: datetime) -> ItemCandidate:
+def _candidate(source_id: str, entry: _Entry, now: datetime, urls: _Urls) -> ItemCandidate:
     raw = entry.raw
     title = _text(raw.title, TITLE_MAX, single_line=True) or UNTITLED
     summary = _text(raw.summary, SUMMARY_MAX, single_line=False)
     content = _text(raw.content, CONTENT_MAX, single_line=False) or None
     observed_at = raw.observed_at
-    identity, legacy, legacy_item_id = _identities(source_id, entry)
+    identity, legacy, legacy_item_id = _identities(source_id, entry, urls)
     return ItemCandidate(
         source_item_id=entry.source_item_id,
         title=title,
