@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
 from html import unescape
 from html.parser import HTMLParser
 
@@ -161,18 +160,13 @@ def one_line(value: str, max_len: int, *, html: bool = True) -> str:
 def _strip_invisible(text: str) -> str:
     # Printable ASCII and `\n` need no look-up; only runs of other characters go through the
     # slow path (each character is replaced on its own, so how the runs are cut changes
-    # nothing), and a run met before is not worked again.
-    return _TO_CLEAN.sub(_clean_match, text)
+    # nothing).
+    return _TO_CLEAN.sub(_clean_run, text)
 
 
-def _clean_match(match: re.Match[str]) -> str:
-    return _clean_run(match.group())
-
-
-@lru_cache(maxsize=4096)
-def _clean_run(run: str) -> str:
+def _clean_run(match: re.Match[str]) -> str:
     out: list[str] = []
-    for ch in run:
+    for ch in match.group():
         if ch in _NEWLINES:
             out.append("\n")
         elif ch.isspace():

@@ -134,9 +134,9 @@ class _Urls:
     """`canonicalize_url` for the items of one document, each distinct URL worked once.
 
     The identity rule and the rule before it look at the same links (~0.2 ms a call, most of
-    it `url_normalize`), a link is canonicalized resolved and then as the absolute URL it
-    resolved to, and an item's id often is its link (`identity_hash`'s item key): each
-    would be worked two to four times."""
+    it `url_normalize`); a link is canonicalized against the base URL, and later again as the
+    absolute URL that gave; and an item's id often is its link (`identity_hash`'s item key):
+    each would be worked two to four times."""
 
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
