@@ -211,8 +211,10 @@ def _wait_for_runs(home: Path, n: int, started: float, daemon: Daemon) -> dict[s
             if runs and first_run is None:
                 first_run = time.perf_counter()
             finished = [r for r in runs if r.status in done_statuses]
-            covered = sum(covered(r) for r in finished)
-            everything = first_run is not None and covered >= n and len(finished) == len(runs)
+            sources_covered = sum(covered(r) for r in finished)
+            everything = (
+                first_run is not None and sources_covered >= n and len(finished) == len(runs)
+            )
             if collected is None and everything:
                 collected = time.perf_counter()
             checks = instance.get_runs(filters=dg.RunsFilter(job_name="signal_checks"))
@@ -226,7 +228,7 @@ def _wait_for_runs(home: Path, n: int, started: float, daemon: Daemon) -> dict[s
                     "until_first_run_s": round(first_run - started, 1),
                     "checks_after_s": round(ended - collected, 1),
                     "runs": len(runs),
-                    "sources_covered": covered,
+                    "sources_covered": sources_covered,
                     "succeeded": sum(r.status == dg.DagsterRunStatus.SUCCESS for r in runs),
                     "checks_runs": len(checks),
                 }
