@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pytest
+import yaml
 
 from radar_pipeline.core.config import REPO_ROOT
 from radar_pipeline.defs.collection.assets import signals
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.registry.assets import source_registry
 from radar_pipeline.defs.resources import CollectionResource, RadarResource
+from radar_pipeline_tests.daemonkit import DAGSTER, free_port, wait_for
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
 
 
@@ -252,3 +256,63 @@ def test_source_registry_asset_reports_issues(radar_env: dict[str, Path]) -> Non
         assert mat.metadata["sources"].value == 1
         assert mat.metadata["issues"].value == 1
         assert "bad.md" in str(mat.metadata["issue_table"].value)
+
+
+@pytest.mark.slow
+def test_the_deployment_workspace_reads_a_long_lived_code_server(tmp_path: Path) -> None:
+    """docs/deployment.md's processes: `dagster api grpc` as the code server and
+    `deploy/workspace.grpc.yaml` for the webserver and the daemon. The location is named as
+    workspace.yaml's, so a schedule turned on under one file is on under the other."""
+    workspace = yaml.safe_load(
+        (REPO_ROOT / "radar_pipeline/deploy/workspace.grpc.yaml").read_text()
+    )
+    [entry] = workspace["load_from"]
+    local = yaml.safe_load((REPO_ROOT / "workspace.yaml").read_text())
+    assert (
+        entry["grpc_server"]["location_name"]
+        == local["load_from"][0]["python_module"]["module_name"]
+    )
+    port = free_port()  # the file's 4000, moved to a free port for the test
+    entry["grpc_server"]["port"] = port
+    moved = tmp_path / "workspace.yaml"
+    moved.write_text(yaml.safe_dump(workspace))
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home")}
+    # The home made first, as `make ui` does: a code server and a CLI creating one SQLite
+    # storage at the same instant can leave it with two schema heads.
+    subprocess.run([sys.executable, "-m", "radar_pipeline.defs.instance"], env=env, check=True)
+    location = entry["grpc_server"]["location_name"]
+    serve = ["api", "grpc", "-m", location, "-h", "127.0.0.1", "-p", str(port)]
+    log = tmp_path / "code-server.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [DAGSTER, *serve, "--location-name", location],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    answers: list[str] = []
+    try:
+        listed = wait_for(
+            "the code server's schedules", lambda: _schedules_listed(moved, env, answers), 120
+        )
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{log.read_text()[-3000:]}\n{answers[-1:]}") from None
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+    assert {"due_sources_schedule", "run_history_schedule"} <= set(listed)
+
+
+def _schedules_listed(workspace: Path, env: dict[str, str], answers: list[str]) -> list[str] | None:
+    done = subprocess.run(
+        [DAGSTER, "schedule", "list", "--name", "-w", str(workspace)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    answers.append(done.stdout + done.stderr)
+    return done.stdout.split() if done.returncode == 0 else None
