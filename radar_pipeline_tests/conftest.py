@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import socket
 import urllib.parse
@@ -51,7 +50,6 @@ def store_url_under_test() -> str:
     return _worker_database(url, worker) if url and worker else url
 
 
-@functools.cache
 def _worker_database(url: str, worker: str) -> str:
     import psycopg
 

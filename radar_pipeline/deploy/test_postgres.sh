@@ -83,6 +83,12 @@ export RADAR_TEST_STORE_URL="postgresql://radar:$password@127.0.0.1:$port/radar_
   radar_pipeline_tests/test_bytes_faithful.py \
   radar_pipeline_tests/test_report_golden.py \
   radar_pipeline_tests/test_history.py \
+  radar_pipeline_tests/test_cli.py \
+  radar_pipeline_tests/test_obsidian.py \
+  radar_pipeline_tests/test_opml.py \
+  radar_pipeline_tests/test_sources_add.py \
+  radar_pipeline_tests/test_dagster.py \
+  radar_pipeline_tests/test_files.py \
   || status=$?
 "$BIN/pytest" -q -p no:cacheprovider --durations=0 radar_pipeline_tests/scaleout/test_shared_store.py \
   || status=$?
