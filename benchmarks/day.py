@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -81,6 +80,7 @@ from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, config_of
 from radar_pipeline.defs.collection.schedules import IN_FLIGHT, due_sources_schedule
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline_tests.daemonkit import free_port
 
 CADENCES = ("PT1H", "PT6H", "P1D")
 BIN = Path(sys.executable).parent
@@ -137,7 +137,7 @@ def day(ctx: Context, n: int, hours: int) -> Outcome:
         web = None
         idle_cpu = 0.0
         try:
-            port = _free_port()
+            port = free_port()
             argv = [str(BIN / "dagster-webserver"), "-w", WORKSPACE, "-h", "127.0.0.1"]
             web = start_in_session([*argv, "-p", str(port)], env, log)
             _simulate(ctx.radar, ws, twin, start, hours, n, port, daemon, tally)
@@ -327,13 +327,6 @@ def _client_when_up(port: int) -> DagsterGraphQLClient:
             return DagsterGraphQLClient("127.0.0.1", port_number=port)
         time.sleep(1)
     raise RuntimeError(f"dagster-webserver did not answer on port {port}")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _idle_cpu(pgid: int) -> float:

@@ -34,6 +34,7 @@ from typing import IO, Any
 import dagster as dg
 
 from benchmarks.measure import REPO, Measured
+from radar_pipeline_tests.daemonkit import free_port
 
 DAGSTER_DAEMON = Path(sys.executable).parent / "dagster-daemon"
 DAGSTER = Path(sys.executable).parent / "dagster"
@@ -100,7 +101,7 @@ def start_daemon(env: dict[str, str], log: IO[bytes]) -> Daemon:
     `python_module` workspace the daemon starts a fresh code server every 60 s instead (its
     workspace refresh), which costs more CPU than everything else it does idle."""
     home = prepare_home(env)
-    port = _free_port()
+    port = free_port()
     workspace = home / "workspace.yaml"
     workspace.write_text(
         "load_from:\n  - grpc_server:\n      host: 127.0.0.1\n"
@@ -160,13 +161,6 @@ def stop_and_reap(proc: subprocess.Popen[bytes]) -> Any:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGINT)
     return _reap(proc, proc.pid)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def run_daemon_until_collected(env: dict[str, str], n: int) -> tuple[Measured, dict[str, Any]]:
