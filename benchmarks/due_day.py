@@ -82,6 +82,8 @@ def main() -> None:
         "waves, file order": (ids, place(ids, cadence)),
         "waves, grown": (later, place(later, cadence)),
         "waves of 25": (fresh, place(fresh, cadence, size=25)),
+        "waves of 100": (fresh, place(fresh, cadence, size=100)),
+        "waves of 200": (fresh, place(fresh, cadence, size=200)),
     }
     out = {name: simulate(o, cadence, p) for name, (o, p) in rules.items()}
     print(json.dumps({"sources": n, "wave_size": WAVE_SIZE, "rules": out}, indent=2))

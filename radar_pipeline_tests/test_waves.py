@@ -11,6 +11,7 @@ import pytest
 
 from radar_pipeline.core.plan.schedule import due_slot, next_check_at, stable_offset
 from radar_pipeline.core.plan.waves import (
+    BASE_PERIOD,
     UNPLACED,
     WAVE_SIZE,
     partition_order,
@@ -48,13 +49,15 @@ def test_waves_follow_partition_order_inside_each_cadence() -> None:
     waves = [offsets[k * WAVE_SIZE : (k + 1) * WAVE_SIZE] for k in range(3)]
     assert [len(set(w)) for w in waves] == [1, 1, 1]  # a wave shares one offset
     assert len({w[0] for w in waves}) == 3
-    base = stable_offset(hourly[0], H)
+    # One base for every cadence: the first placed Source's stable offset within a day.
+    base = stable_offset(hourly[0], BASE_PERIOD)
     assert [w[0] for w in waves] == [wave_offset(k, H, base) for k in range(3)]
     assert all(timedelta(0) <= o < H for o in offsets)
-    # The daily Sources are their own cadence's first wave, whatever lies between them.
-    assert {placement.offset(s, DAY) for s in daily} == {
-        wave_offset(0, DAY, stable_offset(daily[0], DAY))
-    }
+    # The daily Sources are their own cadence's first wave, whatever lies between them, and it
+    # falls on a grid point of the first hourly wave: both are due in the same minute.
+    [daily_offset] = {placement.offset(s, DAY) for s in daily}
+    assert daily_offset == wave_offset(0, DAY, base)
+    assert daily_offset % H == waves[0][0]
 
 
 def test_unplaced_sources_keep_their_stable_offset() -> None:
@@ -109,6 +112,14 @@ def _day_of_blocks(order: list[str], cadences: dict[str, timedelta], size: int) 
 def test_a_day_costs_one_run_per_wave_and_period() -> None:
     order, cadences = _fresh_registry(90)  # 30 per cadence: waves of 8 -> 4 per cadence
     assert _day_of_blocks(order, cadences, size=8) == 4 * 24 + 4 * 4 + 4 * 1
+
+
+def test_cadences_of_one_wave_each_are_due_together_as_one_block() -> None:
+    """The first waves of all cadences share their base: with one wave a cadence, the
+    6-hourly and daily ones are due in a minute of the hourly one, next to it in partition
+    order, so a day is one run an hour."""
+    order, cadences = _fresh_registry(90)
+    assert _day_of_blocks(order, cadences, size=30) == 24
 
 
 def test_a_simulated_week_keeps_the_bounds_with_sources_added_and_removed() -> None:

@@ -39,10 +39,14 @@ from fractions import Fraction
 
 from radar_pipeline.core.plan.schedule import stable_offset
 
-# At most this many Sources share one offset. A run's fixed cost (a fresh interpreter, ~3 s CPU)
-# stays the larger part of a run up to about that many Sources, so bigger waves would save
-# little, while each wave is one burst of fetches; the registry grows by more waves.
-WAVE_SIZE = 50
+# At most this many Sources share one offset. A run's fixed cost (a fresh interpreter that
+# imports Dagster, ~3 s CPU, and the `signal_checks` run after it) is paid per wave, so fewer,
+# larger waves cost less: 200 Sources of three cadences are 24 runs a day at 100, 58 at 50
+# (`python -m benchmarks.due_day`). A wave is one burst of fetches, paced per host as any
+# run's; the registry grows by more waves.
+WAVE_SIZE = 100
+# The period the common base of every cadence's waves is drawn in (see `place`).
+BASE_PERIOD = timedelta(days=1)
 
 
 def spread(wave: int) -> Fraction:
@@ -91,11 +95,15 @@ def place(
 ) -> Placement:
     """Waves by position: the Sources of `cadences` (the ones the due rule concerns), in
     partition order `order`; position p among those of the same cadence is wave p // size.
-    The waves of a cadence start at the stable offset of its first Source (`base`), so Radars
-    with different registries do not all fetch at the top of the hour. Sources of `cadences`
-    missing from `order` stay unplaced. (`size`: the benchmarks compare sizes.)"""
+    Every cadence's waves start from one base, the stable offset within a day of the first
+    placed Source (`BASE_PERIOD`), so Radars with different registries do not all fetch at the
+    top of the hour, and the first wave of a longer cadence falls on a grid point of the first
+    wave of every shorter one that divides it (hourly, 6-hourly, daily): Sources of several
+    cadences due in the same minute, next to each other in partition order, are one block.
+    Sources of `cadences` missing from `order` stay unplaced. (`size`: the benchmarks compare
+    sizes.)"""
     seen: dict[timedelta, int] = {}
-    base: dict[timedelta, timedelta] = {}
+    base: timedelta | None = None
     placed: dict[str, tuple[timedelta, timedelta]] = {}
     for sid in order:
         cadence = cadences.get(sid)
@@ -103,8 +111,9 @@ def place(
             continue
         position = seen.get(cadence, 0)
         seen[cadence] = position + 1
-        first = base.setdefault(cadence, stable_offset(sid, cadence))
-        placed[sid] = (cadence, wave_offset(position // size, cadence, first))
+        if base is None:
+            base = stable_offset(sid, BASE_PERIOD)
+        placed[sid] = (cadence, wave_offset(position // size, cadence, base))
     return Placement(placed)
 
 
