@@ -14,7 +14,8 @@ largest run, for
   predates the cadence order: its partitions are never reordered);
 - `waves, grown`: the due rule on a registry that grew: half imported at once, then the
   rest added five at a time (each batch in cadence order at the end);
-- `waves of 25`: the due rule with waves of at most 25 Sources instead of `WAVE_SIZE`.
+- `waves of 25`, `waves of 50`: the due rule with waves of at most 25 or 50 Sources instead
+  of `WAVE_SIZE`.
 """
 
 from __future__ import annotations
@@ -82,8 +83,7 @@ def main() -> None:
         "waves, file order": (ids, place(ids, cadence)),
         "waves, grown": (later, place(later, cadence)),
         "waves of 25": (fresh, place(fresh, cadence, size=25)),
-        "waves of 100": (fresh, place(fresh, cadence, size=100)),
-        "waves of 200": (fresh, place(fresh, cadence, size=200)),
+        "waves of 50": (fresh, place(fresh, cadence, size=50)),
     }
     out = {name: simulate(o, cadence, p) for name, (o, p) in rules.items()}
     print(json.dumps({"sources": n, "wave_size": WAVE_SIZE, "rules": out}, indent=2))
