@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -335,3 +336,26 @@ def test_five_hundred_sources_load_quickly(vault: Path) -> None:
     snapshot = load_registry(vault)
     assert len(snapshot.sources) == 500
     assert datetime.now(UTC) - started < timedelta(seconds=5)
+
+
+def test_a_process_reading_the_registry_again_sees_every_edit(vault: Path) -> None:
+    """Readings are kept per text, never per file stats: an edit that keeps the file's size
+    and mtime (PT6H -> PT2H) is read at once, and going back reads the first text again."""
+    path = _put(vault, "openai.md", _source_text(cadence="PT6H"))
+    assert load_registry(vault).sources[0].source.cadence == "PT6H"
+    stats = path.stat()
+    path.write_text(_source_text(cadence="PT2H"), encoding="utf-8")
+    os.utime(path, ns=(stats.st_atime_ns, stats.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (stats.st_size, stats.st_mtime_ns)
+    assert load_registry(vault).sources[0].source.cadence == "PT2H"
+    path.write_text(_source_text(cadence="PT6H", enabled="maybe"), encoding="utf-8")
+    broken = load_registry(vault)
+    assert broken.sources == () and _codes(broken, "openai.md")
+    path.write_text(_source_text(cadence="PT6H"), encoding="utf-8")
+    again = load_registry(vault)
+    assert again.sources[0].source.cadence == "PT6H" and not again.issues
+    # Two files of the same text are two records, each with its own path.
+    _put(vault, "copy.md", _source_text(cadence="PT6H"))
+    twice = load_registry(vault)
+    assert twice.sources == ()
+    assert {i.path for i in twice.issues} == {"Radar/Sources/openai.md", "Radar/Sources/copy.md"}

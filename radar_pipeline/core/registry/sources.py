@@ -6,6 +6,7 @@ exception and never an active Source. Two files declaring one id are both left o
 
 from __future__ import annotations
 
+import functools
 import re
 import stat
 from collections.abc import Iterable
@@ -44,6 +45,8 @@ from radar_pipeline.core.registry.issues import (
 from radar_pipeline.core.registry.issues import http_url_problem as http_url_problem
 
 MAX_SOURCE_FILE_BYTES = 1_000_000  # a Source note is a few hundred bytes; refuse anything absurd
+# How many Source file texts keep their reading in a process (a registry's worth, and more).
+READINGS_KEPT = 4096
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -364,6 +367,29 @@ def _parse_file(entry: Path, vault: Path, issues: list[RegistryIssue]) -> _Parse
     except RegistryError as exc:
         issues.append(RegistryIssue(record_path, "unreadable", f"{record_path} {exc.message}"))
         return parsed
+    reading = _read_text(text)
+    issues.extend(RegistryIssue(record_path, code, message) for code, message in reading.problems)
+    if reading.unparsed:
+        return parsed
+    return _Parsed(record_path, entry.resolve(), reading.declared_id, reading.source)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What one Source file's text says: its Source (None when invalid), the id it declares,
+    and each (code, message) problem; `unparsed` when it has no readable frontmatter."""
+
+    source: Source | None
+    declared_id: str | None
+    problems: tuple[tuple[str, str], ...]
+    unparsed: bool = False
+
+
+@functools.lru_cache(maxsize=READINGS_KEPT)
+def _read_text(text: str) -> _Reading:
+    """The reading of a Source file's text: a function of the text alone, so a process that
+    reads the registry again and again (the code server's schedule and sensors, each minute)
+    parses only the files whose text changed; a changed byte is another key."""
     try:
         data, _body = split_frontmatter(text)
     except RegistryError as exc:
@@ -373,17 +399,10 @@ def _parse_file(entry: Path, vault: Path, issues: list[RegistryIssue]) -> _Parse
         fix = "start the file with `---`, the keys, then `---`"
         if code == "broken-frontmatter":
             fix = "fix the YAML between the `---` lines"
-        issues.append(RegistryIssue(record_path, code, f"{exc.message}: {fix}"))
-        return parsed
+        return _Reading(None, None, ((code, f"{exc.message}: {fix}"),), unparsed=True)
     source, problems = validate_source(data)
-    issues.extend(RegistryIssue(record_path, code, message) for code, message in problems)
     declared = data.get("id") if data.get("entityType", "source") == "source" else None
-    return _Parsed(
-        record_path,
-        entry.resolve(),
-        declared if isinstance(declared, str) else None,
-        source,
-    )
+    return _Reading(source, declared if isinstance(declared, str) else None, tuple(problems))
 
 
 def _duplicate_issues(parsed: Iterable[_Parsed]) -> tuple[set[str], list[RegistryIssue]]:
