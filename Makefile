@@ -106,9 +106,10 @@ faults: bytecode
 bench: bytecode
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
-# A simulated week of the real dagster-daemon against loopback feeds (27-56 minutes on a shared
-# 2-core machine; not part of make test): outages, a 429, a 410, two daemon kills; asserts the
-# accounting, the failed partitions and the weekly close; figures in benchmarks/results/soak.md.
+# A simulated week of the real dagster-daemon on a long-lived code server against loopback feeds
+# (about 26 minutes on a shared 2-core machine; not part of make test): outages, a 429, a 410, a
+# daemon kill and a crash; asserts the accounting, the failed partitions and the weekly close;
+# figures in benchmarks/results/soak.md.
 # SOAK_ARGS="--days 2" for a shorter one.
 soak: bytecode
 	$(BIN)/python -m benchmarks.soak $(SOAK_ARGS)

@@ -32,13 +32,16 @@ from pathlib import Path
 from typing import IO, Any
 
 import dagster as dg
+import yaml
 
 from benchmarks.measure import REPO, Measured
+from radar_pipeline.defs.instance import open_instance
 from radar_pipeline_tests.daemonkit import free_port
 
 DAGSTER_DAEMON = Path(sys.executable).parent / "dagster-daemon"
 DAGSTER = Path(sys.executable).parent / "dagster"
-LOCATION = "radar_pipeline.definitions"  # the module, and the location name workspace.yaml gives it
+# The deployment's workspace file: the code server's address and location name (the port is moved).
+GRPC_WORKSPACE = REPO / "radar_pipeline" / "deploy" / "workspace.grpc.yaml"
 SERVER_DEADLINE_S = 300  # the code server loading the definitions on a loaded machine
 SERVER_STOP_S = 10
 COLLECT_JOB = "collect_signals"
@@ -95,22 +98,32 @@ class Usage:
 
 
 def start_daemon(env: dict[str, str], log: IO[bytes]) -> Daemon:
-    """`dagster-daemon run` on `env`'s DAGSTER_HOME, reading the definitions from a code server
-    of its own that lives as long as the daemon (`dagster api grpc` on 127.0.0.1, a
-    `grpc_server` workspace entry), as a deployment runs it and as `dagster dev` does. Given a
-    `python_module` workspace the daemon starts a fresh code server every 60 s instead (its
-    workspace refresh), which costs more CPU than everything else it does idle."""
-    home = prepare_home(env)
+    """`dagster-daemon run` on `env`'s DAGSTER_HOME with the repository's dagster.yaml, reading
+    the definitions from a code server of its own (`start_deployment`)."""
+    prepare_home(env)
+    return start_deployment(env, log)
+
+
+def start_deployment(env: dict[str, str], log: IO[bytes]) -> Daemon:
+    """docs/deployment.md's processes on `env`'s DAGSTER_HOME and the dagster.yaml it holds:
+    the instance made first (`open_instance`, what `python -m radar_pipeline.defs.instance`
+    runs), then a code server that lives as long as the daemon (`dagster api grpc` on
+    127.0.0.1 and a free port, named in `deploy/workspace.grpc.yaml` with that port), then
+    `dagster-daemon run` against it, as a deployment runs them and as `dagster dev` does.
+    Given a `python_module` workspace the daemon starts a fresh code server every 60 s instead
+    (its workspace refresh), which costs more CPU than everything else it does idle."""
+    home = Path(env["DAGSTER_HOME"])
+    open_instance(home).dispose()
     port = free_port()
     workspace = home / "workspace.yaml"
-    workspace.write_text(
-        "load_from:\n  - grpc_server:\n      host: 127.0.0.1\n"
-        f"      port: {port}\n      location_name: {LOCATION}\n",
-        "utf-8",
-    )
-    argv = [str(DAGSTER), "api", "grpc", "-m", LOCATION, "-d", str(REPO)]
+    config = yaml.safe_load(GRPC_WORKSPACE.read_text("utf-8"))
+    [entry] = config["load_from"]
+    entry["grpc_server"]["port"] = port
+    workspace.write_text(yaml.safe_dump(config, sort_keys=False), "utf-8")
+    location = entry["grpc_server"]["location_name"]
+    argv = [str(DAGSTER), "api", "grpc", "-m", location, "-d", str(REPO)]
     server = subprocess.Popen(
-        [*argv, "-h", "127.0.0.1", "-p", str(port), "--location-name", LOCATION],
+        [*argv, "-h", "127.0.0.1", "-p", str(port), "--location-name", location],
         env=env,
         cwd=REPO,
         stdout=log,
@@ -127,15 +140,27 @@ def start_daemon(env: dict[str, str], log: IO[bytes]) -> Daemon:
             server.wait()
             raise RuntimeError(f"the code server did not answer on port {port}")
         time.sleep(0.5)
-    daemon = subprocess.Popen(
+    return Daemon(_daemon_process(workspace, env, log, server.pid), server, workspace)
+
+
+def restart_daemon(daemon: Daemon, env: dict[str, str], log: IO[bytes]) -> Daemon:
+    """A new `dagster-daemon run` against the code server of `daemon`, whose daemon process
+    ended (the code server and its runs kept going)."""
+    proc = _daemon_process(daemon.workspace, env, log, daemon.pgid)
+    return Daemon(proc, daemon.server, daemon.workspace)
+
+
+def _daemon_process(
+    workspace: Path, env: dict[str, str], log: IO[bytes], pgid: int
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
         [str(DAGSTER_DAEMON), "run", "-w", str(workspace)],
         env=env,
         cwd=REPO,
         stdout=log,
         stderr=subprocess.STDOUT,
-        process_group=server.pid,
+        process_group=pgid,
     )
-    return Daemon(daemon, server, workspace)
 
 
 def stop_daemon(daemon: Daemon) -> Usage:

@@ -1,13 +1,24 @@
 """`make soak` (`python -m benchmarks.soak [--days 7]`): a simulated week of the real
 `dagster-daemon` against loopback feeds, then the verdict and the figures.
 
-The clock of the schedule, the sensors and their runs is `RADAR_AS_OF`, read when the daemon
-starts; so the week is a series of steps 12 simulated hours apart, each one a daemon start
-with the step's clock, run until its runs are done and the instance has been quiet for a
-while, then stopped with Ctrl-C. Twice the daemon is killed instead (SIGKILL to its whole
-process group while a collection run is going) and started again on the same clock: run
-monitoring (its timeout shortened here) fails the dead run, and the retry or the next slot
-collects its Sources.
+The daemon reads the definitions from a long-lived code server, as docs/deployment.md runs a
+team's (`benchmarks.scheduled.start_deployment`: the instance made first, `dagster api grpc`,
+`deploy/workspace.grpc.yaml` with a free port, then `dagster-daemon run`), not from
+workspace.yaml, whose `python_module` entry makes the daemon start a fresh code server every
+60 s. The clock of the schedule, the sensors and their runs is `RADAR_AS_OF`, read once when a
+process starts: the code server evaluates the schedules and sensors and launches the runs
+(they inherit its environment). So the week is a series of steps 12 simulated hours apart,
+each one a start of the code server and the daemon with the step's clock, run until its runs
+are done and the instance has been quiet for a while, then stopped with Ctrl-C (the code
+server then with SIGTERM). Within a step the code server is never restarted.
+
+Twice a step is broken by a kill while a collection run is going, each of a different kind:
+- first, the daemon alone dies (SIGKILL to `dagster-daemon` only): the code server and the
+  run it launched keep going, and a new daemon is started against the same code server;
+- then the machine crashes (SIGKILL to the whole group: daemon, code server, run worker), and
+  both are started again on the same clock, the instance opened first as before any start:
+  run monitoring (its timeout shortened here) fails the dead run, and the retry or the next
+  slot collects its Sources.
 
 The feeds (radar_pipeline_tests/feedserver.py, on 127.0.0.1) publish two items per Source per
 step, dated on the simulated clock. `down` answers 503 for a day, `limited` answers 429 with
@@ -25,7 +36,10 @@ At the end it asserts:
 - a last `radar history prune --keep-days 1` deletes runs, and the checks above are made
   after it (so pruning changed nothing a partition shows);
 and writes runs, CPU, bytes per run and the sizes of DAGSTER_HOME and the DuckDB file to
-benchmarks/results/soak.md and soak.json.
+benchmarks/results/soak.md and soak.json. CPU is that of the daemon, the code server and every
+run worker: `os.wait4` of the daemon and the code server once they ended (the code server reaps
+its run workers), of the daemon alone when it alone is killed, and, at the crash, read from
+/proc just before the SIGKILL (live members plus what they reaped; a lower bound).
 """
 
 from __future__ import annotations
@@ -43,11 +57,12 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import dagster as dg
 
 from benchmarks.measure import REPO, machine
+from benchmarks.scheduled import Daemon, restart_daemon, start_deployment, stop_daemon
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.vault.signals import SIGNALS_DIR, list_signal_ids, read_signal_frontmatter
 from radar_pipeline.defs.collection.config import SIGNALS_KEY
@@ -170,7 +185,8 @@ class Soak:
     runs: dict[str, str] = field(default_factory=dict)  # run id -> job name, ever seen
     shard_bytes: dict[str, int] = field(default_factory=dict)  # ended run -> its shard's size
     cpu_s: float = 0.0
-    starts: int = 0
+    starts: int = 0  # of dagster-daemon run
+    server_starts: int = 0  # of the code server
     kills: int = 0
     log: list[str] = field(default_factory=list)
 
@@ -208,48 +224,41 @@ class Soak:
         with open_instance(self.home) as instance:
             sync_partitions(instance, sorted(SOURCES))
 
-    def step(self, as_of: datetime, kill: bool) -> None:
-        """One daemon start on the clock `as_of`, until its runs are done (killed once
-        mid-run first when `kill`)."""
+    def step(self, as_of: datetime, kill: str | None) -> None:
+        """One start of the code server and the daemon on the clock `as_of`, until its runs
+        are done; when `kill` ("daemon" or "crash") is given, broken by that kill mid-run
+        first and started again."""
         with self.feeds.lock:
             self.feeds.clock = as_of
         started = time.time()
-        if kill:
-            proc = self._start(as_of)
+        env = self.environ(as_of)
+        with (self.root / "daemon.log").open("ab") as log:
+            daemon = self._start(env, log)
             try:
-                self._wait(started, proc, kill_at_first_run=True)
-            finally:  # also when the wait fails or is interrupted: no daemon outlives the soak
-                self._kill(proc)
-        # After a kill, the step's runs include the killed one: it ends when monitoring
-        # fails it, and its retry (or the next slot) collects its Sources.
-        proc = self._start(as_of)
-        try:
-            self._wait(started, proc, kill_at_first_run=False)
-        finally:
-            self._stop(proc)
+                if kill is not None:
+                    self._wait(started, daemon, kill_at_first_run=True)
+                    daemon = self._kill(daemon, kill, env, log)
+                # After a kill, the step's runs include the interrupted one: it ends by itself
+                # (the daemon alone died) or when monitoring fails it (the crash), and its
+                # retry (or the next slot) collects its Sources.
+                self._wait(started, daemon, kill_at_first_run=False)
+            finally:  # also when the wait fails or is interrupted: nothing outlives the soak
+                self._stop(daemon)
 
-    def _start(self, as_of: datetime) -> subprocess.Popen[bytes]:
+    def _start(self, env: dict[str, str], log: IO[bytes]) -> Daemon:
         self.starts += 1
-        log = (self.root / "daemon.log").open("ab")
-        proc = subprocess.Popen(
-            [str(BIN / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
-            env=self.environ(as_of),
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        return proc
+        self.server_starts += 1
+        return start_deployment(env, log)
 
-    def _wait(self, started: float, proc: subprocess.Popen[bytes], kill_at_first_run: bool) -> None:
+    def _wait(self, started: float, daemon: Daemon, kill_at_first_run: bool) -> None:
         """Until a collection run of this start exists and every run ended QUIET_S ago (or,
         when killing, until a collection run of this start is going)."""
         deadline = time.monotonic() + STEP_DEADLINE_S
         quiet_since: float | None = None
         with dg.DagsterInstance.from_config(str(self.home)) as instance:
             while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"dagster-daemon exited with {proc.returncode}")
+                if (exited := daemon.exited()) is not None:
+                    raise RuntimeError(exited)
                 records = instance.get_run_records(
                     filters=dg.RunsFilter(created_after=datetime.fromtimestamp(started, UTC))
                 )
@@ -284,31 +293,33 @@ class Soak:
                     self.shard_bytes[run.run_id] = shard.stat().st_size
         return busy
 
-    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+    def _kill(self, daemon: Daemon, kill: str, env: dict[str, str], log: IO[bytes]) -> Daemon:
+        """SIGKILL the daemon alone ("daemon") or the whole group ("crash"); the processes
+        started again in its place."""
         self.kills += 1
-        self.cpu_s += group_cpu_s(proc.pid)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        self._reap(proc)
-        while group_alive(proc.pid):
-            time.sleep(0.2)
-
-    def _stop(self, proc: subprocess.Popen[bytes]) -> None:
-        self.cpu_s += group_cpu_s(proc.pid)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
+        if kill == "daemon":
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            self._reap(proc)
-        while group_alive(proc.pid):
+                os.kill(daemon.proc.pid, signal.SIGKILL)
+            _, _, usage = os.wait4(daemon.proc.pid, 0)
+            daemon.proc.returncode = -signal.SIGKILL
+            self.cpu_s += usage.ru_utime + usage.ru_stime
+            self.starts += 1
+            return restart_daemon(daemon, env, log)
+        self.cpu_s += group_cpu_s(daemon.pgid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(daemon.pgid, signal.SIGKILL)
+        for proc in (daemon.proc, daemon.server):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=60)
+        while group_alive(daemon.pgid):
             time.sleep(0.2)
+        return self._start(env, log)
 
-    def _reap(self, proc: subprocess.Popen[bytes]) -> None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=60)
+    def _stop(self, daemon: Daemon) -> None:
+        usage = stop_daemon(daemon)
+        self.cpu_s += usage.ru_utime + usage.ru_stime
+        while group_alive(daemon.pgid):
+            time.sleep(0.2)
 
     def radar(self, *args: str, as_of: datetime) -> dict[str, Any]:
         proc = subprocess.run(
@@ -387,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     steps = 2 * args.days
     start = CLOSE - timedelta(days=args.days - 1)
-    kills = {steps // 3, (2 * steps) // 3}
+    kills = {steps // 3: "daemon", (2 * steps) // 3: "crash"}
     started = time.monotonic()
     server = FeedServer().start()
     try:
@@ -399,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                 as_of = start + n * STEP + timedelta(minutes=5)
                 if not close and as_of > CLOSE:
                     close = soak.radar("cleanup", "--as-of", format_utc(CLOSE), as_of=CLOSE)
-                soak.step(as_of, kill=n in kills)
+                soak.step(as_of, kill=kills.get(n))
                 print(
                     f"step {n + 1}/{steps} {format_utc(as_of)}: {len(soak.runs)} runs so far "
                     f"({time.monotonic() - started:.0f} s)",
@@ -436,6 +447,7 @@ def _figures(
         "simulatedDays": days,
         "sources": len(SOURCES),
         "daemonStarts": soak.starts,
+        "codeServerStarts": soak.server_starts,
         "daemonKills": soak.kills,
         "wall_s": round(wall, 1),
         "daemonCpu_s": round(soak.cpu_s, 1),
@@ -473,10 +485,12 @@ def _write(folder: Path, figures: dict[str, Any]) -> None:
     (folder / "soak.md").write_text(
         "# Soak: a simulated week through the real dagster-daemon\n\n"
         f"`python -m benchmarks.soak --days {figures['simulatedDays']}` "
-        "(see the module docstring for what happens and what is asserted). Daemon CPU is "
-        "the CPU of each daemon start's process group read from /proc just before it is "
-        "stopped or killed (live members plus what they reaped: the code server reaps its run "
-        "workers): a lower bound.\n\n"
+        "(see the module docstring for what happens and what is asserted). The daemon reads "
+        "the definitions from a long-lived code server (`dagster api grpc`, "
+        "`deploy/workspace.grpc.yaml`), started with it at each step. daemonCpu_s is the CPU "
+        "of the daemon, the code server and every run worker: `os.wait4` of the daemon and "
+        "the code server once ended (the code server reaps its run workers); at the crash, "
+        "read from /proc just before the SIGKILL (a lower bound).\n\n"
         f"| figure | value |\n|---|---|\n{rows}\n\n"
         f"Machine: `{json.dumps(figures['machine'])}`\n",
         "utf-8",
