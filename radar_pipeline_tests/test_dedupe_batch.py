@@ -8,11 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from radar_pipeline.core.collect.commit import index_row
-from radar_pipeline.core.identity.dedupe import DedupeBatch, decide, decide_many
+from radar_pipeline.core.identity.dedupe import (
+    CandidateKeys,
+    DedupeBatch,
+    decide,
+    decide_many,
+    template_hashes,
+)
 from radar_pipeline.core.identity.keys import (
     canonicalize_url,
     content_hash,
+    distinguishing_fragment,
     identity_hash,
+    is_substantive,
     make_signal_id,
     normalize_title,
     simhash64,
@@ -118,3 +126,43 @@ def test_decide_many_equals_decide_per_source(tmp_path: Path) -> None:
     # The fixture exercises new, duplicate, known identities and the review flag.
     assert {"new", "duplicate"} <= set(decided) and {"reused", "updated"} & set(decided)
     assert any(d.duplicate_candidate_of for ds in together for d in ds)
+
+
+def test_candidate_keys_answer_what_the_plain_functions_do() -> None:
+    # Texts around the ten-word bound, shared by several candidates, in content or summary;
+    # links and http ids with and without fragments: each answer, asked twice, is the plain one.
+    rng = random.Random(30)
+    keys = CandidateKeys()
+    cands = []
+    for n in range(400):
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(0, 14)))
+        link = f"https://ex.com/p/{n % 9}" + rng.choice(["", "#a", "#b", "#"])
+        guid = rng.choice([f"g{n % 5}", f"https://ex.com/id/{n % 4}#f{n % 3}", link])
+        content = words if rng.random() < 0.3 else None
+        summary = rng.choice(["", words, "Read more"])
+        cand = ItemCandidate(
+            source_item_id=guid,
+            title="t",
+            link=link,
+            canonical_url=canonicalize_url(link),
+            identity=identity_hash("s", canonicalize_url(link), guid),
+            observed_at=None,
+            observed_field=None,
+            future_dated=False,
+            summary=summary,
+            content=content,
+            content_hash=content_hash(content or summary or "t"),
+            title_key="t",
+            simhash=0,
+            position=n,
+        )
+        cands.append(cand)
+    assert any(keys.substantive(c) for c in cands) and not all(keys.substantive(c) for c in cands)
+    for cand in cands + cands:
+        assert keys.substantive(cand) == is_substantive(cand.content or cand.summary)
+        assert keys.fragment(cand) == distinguishing_fragment(cand.link, cand.source_item_id)
+    plain = template_hashes(cands)
+    assert template_hashes(cands, keys) == plain
+    for cand in cands:
+        evidence = is_substantive(cand.content or cand.summary) and cand.content_hash not in plain
+        assert keys.is_evidence(cand, plain) == evidence

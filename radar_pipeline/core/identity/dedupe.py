@@ -80,6 +80,37 @@ class _Pending:
         return f"{PENDING_PREFIX}{self.candidate.identity}"
 
 
+class CandidateKeys:
+    """Two keys dedupe reads off a candidate's text, each computed once per text: whether it is
+    substantive (`is_substantive`) and its distinguishing fragment. The templates, the index
+    and the batch each ask for them, so a candidate was worked three or four times; both are
+    pure functions of the text they read, so a memo by that text answers what a call would."""
+
+    def __init__(self) -> None:
+        self._substantive: dict[str, bool] = {}
+        self._fragments: dict[tuple[str, str], str] = {}
+
+    def substantive(self, cand: ItemCandidate) -> bool:
+        """`_has_substantive_text(cand)`."""
+        text = cand.content or cand.summary
+        found = self._substantive.get(text)
+        if found is None:
+            found = self._substantive[text] = _has_substantive_text(cand)
+        return found
+
+    def fragment(self, cand: ItemCandidate) -> str:
+        """`distinguishing_fragment(cand.link, cand.source_item_id)`."""
+        key = (cand.link, cand.source_item_id)
+        found = self._fragments.get(key)
+        if found is None:
+            found = self._fragments[key] = _fragment(cand)
+        return found
+
+    def is_evidence(self, cand: ItemCandidate, templates: frozenset[str]) -> bool:
+        """Whether the candidate's content hash may prove a re-publication (invariant 2)."""
+        return self.substantive(cand) and cand.content_hash not in templates
+
+
 class DedupeBatch:
     """The `new` candidates of one collection so far, across Sources, in decision order.
 
@@ -89,6 +120,7 @@ class DedupeBatch:
     """
 
     def __init__(self) -> None:
+        self.keys = CandidateKeys()  # the collection's memo of text keys
         self._pending: list[_Pending] = []
         self._by_url: dict[tuple[str, str, str], int] = {}
         self._by_content: dict[tuple[str, str], int] = {}
@@ -100,7 +132,7 @@ class DedupeBatch:
         position = len(self._pending)
         self._pending.append(entry)
         # setdefault: the first item with a key is the one a scan in order finds.
-        self._by_url.setdefault((source_id, cand.canonical_url, _fragment(cand)), position)
+        self._by_url.setdefault((source_id, cand.canonical_url, self.keys.fragment(cand)), position)
         self._by_content.setdefault((source_id, cand.content_hash), position)
         day = _day(cand)
         if day is not None:
@@ -114,8 +146,8 @@ class DedupeBatch:
     ) -> str | None:
         """The first pending item of this Source with the same canonical URL and fragment, or
         (for a candidate with substantive text) the same content hash."""
-        found = [self._by_url.get((source_id, cand.canonical_url, _fragment(cand)))]
-        if _is_evidence(cand, templates):
+        found = [self._by_url.get((source_id, cand.canonical_url, self.keys.fragment(cand)))]
+        if self.keys.is_evidence(cand, templates):
             found.append(self._by_content.get((source_id, cand.content_hash)))
         first = min((i for i in found if i is not None), default=None)
         return self._pending[first].ref if first is not None else None
@@ -196,7 +228,7 @@ def decide_many(
         if c.identity not in repeated and c.legacy_identity in repeated:
             repeated[c.identity] = repeated[c.legacy_identity]
     unknown = [c for c in everything if c.identity not in known and c.identity not in repeated]
-    index = _SecondaryIndex.load(con, unknown)
+    index = _SecondaryIndex.load(con, unknown, batch.keys)
     periods = list(covered_from) if covered_from is not None else [None] * len(checks)
     return [
         _decide_one(
@@ -256,10 +288,12 @@ def _decide_one(
             unknown.append(i)
     unknown.sort(key=lambda i: _newest_first(candidates[i]))
     taken = unknown if item_cap is None else unknown[:item_cap]
-    templates = template_hashes(candidates)
+    templates = template_hashes(candidates, batch.keys)
     for i in taken:
         cand = candidates[i]
-        twin = index.twin(source_id, cand, templates) or batch.twin(source_id, cand, templates)
+        twin = index.twin(source_id, cand, templates, batch.keys) or batch.twin(
+            source_id, cand, templates
+        )
         if twin is not None:
             decided[i] = ItemDecision(cand, "duplicate", twin)
             continue
@@ -283,12 +317,15 @@ def _newest_first(cand: ItemCandidate) -> tuple[int, float, int]:
     return (0, -cand.observed_at.timestamp(), cand.position)
 
 
-def template_hashes(candidates: Sequence[ItemCandidate]) -> frozenset[str]:
+def template_hashes(
+    candidates: Sequence[ItemCandidate], keys: CandidateKeys | None = None
+) -> frozenset[str]:
     """Content hashes that are the feed's boilerplate in this check: held by three or more of
     its links, or by two or more when they are most of the links with substantive text.
 
     Links, not items: a re-publication under a new guid at the same URL is one link."""
-    held = {(c.content_hash, c.canonical_url) for c in candidates if _has_substantive_text(c)}
+    substantive = keys.substantive if keys is not None else _has_substantive_text
+    held = {(c.content_hash, c.canonical_url) for c in candidates if substantive(c)}
     counts = Counter(h for h, _ in held)
     links = len({url for _, url in held})
     return frozenset(h for h, n in counts.items() if n >= 3 or (n >= 2 and 2 * n > links))
@@ -343,7 +380,9 @@ class _SecondaryIndex:
     flags: dict[str, str]  # duplicateCandidateOf of the Signals a near match can name
 
     @classmethod
-    def load(cls, con: Connection, cands: list[ItemCandidate]) -> _SecondaryIndex:
+    def load(
+        cls, con: Connection, cands: list[ItemCandidate], keys: CandidateKeys
+    ) -> _SecondaryIndex:
         by_url: dict[tuple[str, str], list[_Row]] = {}
         by_content: dict[str, list[_Row]] = {}
         by_title: dict[tuple[str, date], list[_Row]] = {}
@@ -360,7 +399,7 @@ class _SecondaryIndex:
         for r in aliased:
             url_key = (str(r[0]), str(fragments.get(str(r[1]), "")))
             by_url.setdefault(url_key, []).append((str(r[1]), str(r[2]), r[3]))
-        hashes = [c.content_hash for c in cands if _has_substantive_text(c)]
+        hashes = [c.content_hash for c in cands if keys.substantive(c)]
         for r in lookups.signals_by_content(con, hashes):
             by_content.setdefault(r[0], []).append((str(r[1]), str(r[2]), r[3]))
         titles = [c.title_key for c in cands if c.observed_at is not None]
@@ -381,12 +420,12 @@ class _SecondaryIndex:
         return cls(by_url, by_content, by_title, by_band, flags)
 
     def twin(
-        self, source_id: str, cand: ItemCandidate, templates: frozenset[str] = frozenset()
+        self, source_id: str, cand: ItemCandidate, templates: frozenset[str], keys: CandidateKeys
     ) -> str | None:
         """The oldest Signal of this Source with the candidate's canonical URL and fragment, or
         with its substantive text when no more than one Signal of the Source holds that text."""
-        rows = self.by_url.get((cand.canonical_url, _fragment(cand)), [])
-        if _is_evidence(cand, templates):
+        rows = self.by_url.get((cand.canonical_url, keys.fragment(cand)), [])
+        if keys.is_evidence(cand, templates):
             same = [r for r in self.by_content.get(cand.content_hash, []) if r[1] == source_id]
             if len({r[0] for r in same}) == 1:  # two or more: the Source's boilerplate
                 rows = rows + same
@@ -418,11 +457,6 @@ def _has_substantive_text(cand: ItemCandidate) -> bool:
     # Without summary or body the content hash is the title's: equal titles are no proof of a
     # re-publication (two "Weekly release notes" are two items); nor is a short text.
     return is_substantive(cand.content or cand.summary)
-
-
-def _is_evidence(cand: ItemCandidate, templates: frozenset[str]) -> bool:
-    """Whether the candidate's content hash may prove a re-publication (invariant 2)."""
-    return _has_substantive_text(cand) and cand.content_hash not in templates
 
 
 def _fragment(cand: ItemCandidate) -> str:
