@@ -11,14 +11,16 @@ Sources are due in the same minute and, when the partitions of that cadence are 
 
 The offset of wave k is `base + cadence * spread(k)` (modulo the cadence) with spread the
 bit-reversed fraction (0, 1/2, 1/4, 3/4, 1/8, ...): the waves share the cadence evenly, and a
-new wave never moves the older ones; `base` is the stable offset of the cadence's first Source,
-so Radars with other registries do not all fetch at the top of the hour. Positions count the
+new wave never moves the older ones; `base`, one for every cadence, is the stable offset within
+a day of the first placed Source, so Radars with other registries do not all fetch at the top
+of the hour, and the first waves of cadences that divide one another (hourly, 6-hourly, daily)
+fall in the same minutes, where partition order makes them one block. Positions count the
 eligible Sources only. A Source added later and eligible at once is a new partition at the end:
 its position among the Sources of its cadence is the last, so it joins the last wave (or opens
 a new one) and no other Source's wave changes. A Source that becomes eligible later (approved,
 re-enabled, its cadence changed) takes its partition's place, and one that stops being
 eligible or is removed frees it: the later ones shift by one, the first Source of each later
-wave moving to the wave before (the first Source of a cadence moves its waves' common base).
+wave moving to the wave before (the first placed Source moves every wave's common base).
 Either way the
 bounds of the due rule hold for any offset (never sooner than half a cadence after the last
 success, never later than a cadence), and a Source whose wave moved is on its new wave's slot
