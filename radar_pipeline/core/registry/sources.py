@@ -45,8 +45,11 @@ from radar_pipeline.core.registry.issues import (
 from radar_pipeline.core.registry.issues import http_url_problem as http_url_problem
 
 MAX_SOURCE_FILE_BYTES = 1_000_000  # a Source note is a few hundred bytes; refuse anything absurd
-# How many Source file texts keep their reading in a process (a registry's worth, and more).
+# How many Source file texts keep their reading in a process (a registry of thousands: an LRU
+# smaller than the registry would miss on every file of a full read), and up to what size a
+# text is kept (a Source note is about 1 KB; at most 4,096 x 16 KB = 64 MB held).
 READINGS_KEPT = 4096
+READING_KEPT_CHARS = 16_384
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -367,7 +370,7 @@ def _parse_file(entry: Path, vault: Path, issues: list[RegistryIssue]) -> _Parse
     except RegistryError as exc:
         issues.append(RegistryIssue(record_path, "unreadable", f"{record_path} {exc.message}"))
         return parsed
-    reading = _read_text(text)
+    reading = _kept_reading(text) if len(text) <= READING_KEPT_CHARS else _read_text(text)
     issues.extend(RegistryIssue(record_path, code, message) for code, message in reading.problems)
     if reading.unparsed:
         return parsed
@@ -385,11 +388,11 @@ class _Reading:
     unparsed: bool = False
 
 
-@functools.lru_cache(maxsize=READINGS_KEPT)
 def _read_text(text: str) -> _Reading:
     """The reading of a Source file's text: a function of the text alone, so a process that
     reads the registry again and again (the code server's schedule and sensors, each minute)
-    parses only the files whose text changed; a changed byte is another key."""
+    keeps it (`_kept_reading`) and parses only the files whose text changed; a changed byte is
+    another key."""
     try:
         data, _body = split_frontmatter(text)
     except RegistryError as exc:
@@ -403,6 +406,9 @@ def _read_text(text: str) -> _Reading:
     source, problems = validate_source(data)
     declared = data.get("id") if data.get("entityType", "source") == "source" else None
     return _Reading(source, declared if isinstance(declared, str) else None, tuple(problems))
+
+
+_kept_reading = functools.lru_cache(maxsize=READINGS_KEPT)(_read_text)
 
 
 def _duplicate_issues(parsed: Iterable[_Parsed]) -> tuple[set[str], list[RegistryIssue]]:
