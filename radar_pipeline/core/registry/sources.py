@@ -341,8 +341,9 @@ class _Parsed:
     source: Source | None
 
 
-def _read_source_file(entry: Path, vault: Path) -> str:
-    """The text of one Source file; RegistryError says why it cannot be read."""
+def _read_source_file(entry: Path, vault: Path) -> tuple[Path, str]:
+    """The resolved path and the text of one Source file; RegistryError says why it cannot be
+    read."""
     try:
         real = entry.resolve(strict=True)
     except (OSError, RuntimeError) as exc:
@@ -355,7 +356,7 @@ def _read_source_file(entry: Path, vault: Path) -> str:
             raise RegistryError("is not a regular file; a Source is one Markdown file")
         if info.st_size > MAX_SOURCE_FILE_BYTES:
             raise RegistryError(f"is larger than {MAX_SOURCE_FILE_BYTES} bytes; trim it")
-        return real.read_bytes().decode("utf-8")
+        return real, real.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RegistryError(f"is not UTF-8 text ({exc.reason}); save it as UTF-8") from exc
     except OSError as exc:
@@ -366,7 +367,7 @@ def _parse_file(entry: Path, vault: Path, issues: list[RegistryIssue]) -> _Parse
     record_path = entry.relative_to(vault).as_posix()
     parsed = _Parsed(record_path, entry, None, None)
     try:
-        text = _read_source_file(entry, vault)
+        real, text = _read_source_file(entry, vault)
     except RegistryError as exc:
         issues.append(RegistryIssue(record_path, "unreadable", f"{record_path} {exc.message}"))
         return parsed
@@ -374,7 +375,7 @@ def _parse_file(entry: Path, vault: Path, issues: list[RegistryIssue]) -> _Parse
     issues.extend(RegistryIssue(record_path, code, message) for code, message in reading.problems)
     if reading.unparsed:
         return parsed
-    return _Parsed(record_path, entry.resolve(), reading.declared_id, reading.source)
+    return _Parsed(record_path, real, reading.declared_id, reading.source)
 
 
 @dataclass(frozen=True)
