@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from radar_pipeline.core.files import create_once, read_temp_name, replace, temp_path
+from radar_pipeline.core.files import (
+    create_once,
+    link_staged,
+    read_temp_name,
+    replace,
+    stage_once,
+    sync_staged,
+    temp_path,
+)
 from radar_pipeline.core.layout import SIGNALS_VIEW, SOURCES_DIR, SOURCES_VIEW, TEMPORARY_DIR
 from radar_pipeline.core.vault.signals import remove_stale_temp_files
 from radar_pipeline_tests.evidencekit import content_rss
@@ -96,3 +104,22 @@ def test_temp_names_carry_the_writer_and_are_what_the_cleanup_removes(tmp_path: 
     temp.write_text("x")  # a live writer's file in flight
     assert remove_stale_temp_files(tmp_path) == 1
     assert not leftover.exists() and temp.exists()
+
+
+def test_a_staged_file_gets_its_name_only_if_the_name_is_still_free(tmp_path: Path) -> None:
+    """The batch form of `create_once`: staged without an fsync, synced together, linked; a
+    name that appeared between staging and linking is kept, and no temp file is left."""
+    free, taken, there = tmp_path / "free.md", tmp_path / "taken.md", tmp_path / "there.md"
+    there.write_text("a person's note")
+    assert stage_once(there, b"ours", durable=False) is None
+    temps = [stage_once(free, b"new", durable=False), stage_once(taken, b"ours", durable=False)]
+    assert all(temps)
+    staged = [t for t in temps if t is not None]
+    sync_staged(staged)
+    taken.write_text("written meanwhile")
+    assert link_staged(staged[0], free)
+    assert not link_staged(staged[1], taken)
+    assert free.read_bytes() == b"new"
+    assert taken.read_text() == "written meanwhile"
+    assert there.read_text() == "a person's note"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["free.md", "taken.md", "there.md"]

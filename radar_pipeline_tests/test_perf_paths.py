@@ -23,7 +23,7 @@ from radar_pipeline.core.audit.signal_audits import (
     audit_idempotency,
     audit_provenance,
 )
-from radar_pipeline.core.collect.signal_files import SignalWrite, write_signals
+from radar_pipeline.core.collect.signal_files import SignalWrite, WrittenSignal, write_signals
 from radar_pipeline.core.collect.workers import (
     MIN_PARALLEL_BODIES,
     RENDER_CHUNK,
@@ -32,6 +32,7 @@ from radar_pipeline.core.collect.workers import (
     parse_job,
 )
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, SIMHASH_DISTANCE, DedupeBatch
 from radar_pipeline.core.identity.keys import (
     MIN_SUBSTANTIVE_WORDS,
@@ -415,6 +416,37 @@ def test_signal_writes_create_each_file_once_with_its_facts(tmp_path: Path) -> N
     again = write_signals(tmp_path, batches)
     assert {r.outcome for batch in again for r in batch} == {"reused"}
     assert all(r.facts is None for batch in again for r in batch)
+
+
+def test_grouped_signal_writes_equal_single_ones_and_a_failed_batch_leaves_no_temp_file(
+    tmp_path: Path,
+) -> None:
+    """A batch made durable together (one file-system sync) writes the same files, outcomes
+    and facts as one made durable file by file; a batch that fails part way (a malformed
+    Signal id) raises and leaves no temp file in the Signals folder."""
+    docs = _documents(40)
+    batches = [[SignalWrite(d.signal_id[-16:], d) for d in docs[j : j + 10]] for j in (0, 10, 20)]
+    grouped = write_signals(tmp_path / "grouped", batches, group_min=1)
+    single = write_signals(tmp_path / "single", batches, group_min=10**6)
+
+    def seen(written: list[list[WrittenSignal]]) -> list[tuple[object, ...]]:
+        # The facts' stat key differs between two folders; the names and readings may not.
+        return [
+            (r.identity, r.signal_id, r.outcome, r.facts and (r.facts[0], r.facts[2]))
+            for batch in written
+            for r in batch
+        ]
+
+    assert seen(grouped) == seen(single)
+    for name in (r.signal_id + ".md" for batch in grouped for r in batch):
+        a = (tmp_path / "grouped" / "Radar" / "Signals" / name).read_bytes()
+        assert a == (tmp_path / "single" / "Radar" / "Signals" / name).read_bytes()
+    bad = SignalDocument("not-an-id", dict(docs[30].fields()), "text")
+    broken = [[SignalWrite(d.signal_id[-16:], d) for d in docs[30:]] + [SignalWrite("x", bad)]]
+    with pytest.raises(VaultError):
+        write_signals(tmp_path / "broken", broken, group_min=1)
+    folder = tmp_path / "broken" / "Radar" / "Signals"
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]
 
 
 def _source_notes(folder: Path, count: int) -> list[Path]:

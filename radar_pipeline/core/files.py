@@ -9,6 +9,10 @@
 - `write_temp` + `replace_with`: the same replace in two steps, for a caller that must check
   the target between them (a Source note a person may be saving meanwhile).
 - `fsync_dir`: a new or renamed name is durable only once its folder is fsynced.
+- `stage_once` + `sync_staged` + `link_staged`: `create_once` for a batch of new files (a
+  collection's Signals) in three steps: every temp file written, then made durable together
+  (one `syncfs` of their file system instead of an fsync each, where the platform has it),
+  then each linked to its name. A name still appears only once its content is durable.
 
 Temp files are named `.<target name>.<pid>-<random>.tmp` in the target's own folder (a link
 or rename never crosses a file system): dot-led and not `*.md`, so neither Obsidian nor the
@@ -24,10 +28,13 @@ file is never tighter than the vault's own files. `mkstemp` would make every fil
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import re
 import secrets
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,12 +78,13 @@ def is_temp_name(name: str) -> bool:
     return read_temp_name(name) is not None
 
 
-def write_temp(target: Path, data: bytes, mode: int | None = None) -> Path:
+def write_temp(target: Path, data: bytes, mode: int | None = None, *, durable: bool = True) -> Path:
     """Write `data` to a new fsynced temp file beside `target`; returns its path.
 
     `mode`: the permission bits to give it (an existing file's, kept on replace); None: the
-    process umask applied to 0o666 (the module doc). The caller removes the temp file if it
-    does not link or rename it.
+    process umask applied to 0o666 (the module doc). `durable=False`: no fsync; the caller
+    makes it durable with `sync_staged` before linking it. The caller removes the temp file if
+    it does not link or rename it.
     """
     for _ in range(_CREATE_ATTEMPTS):
         temp = temp_path(target)
@@ -93,7 +101,8 @@ def write_temp(target: Path, data: bytes, mode: int | None = None) -> Path:
             handle.flush()
             if mode is not None:
                 os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
@@ -120,21 +129,85 @@ def create_once(target: Path, data: str | bytes, *, sync_dir: bool = True) -> bo
     A name that appears meanwhile (a person, another process) wins: it is kept. `sync_dir=False`:
     the caller fsyncs the folder itself after a batch, before recording any of it.
     """
-    if target.exists() or target.is_symlink():
-        return False
     target.parent.mkdir(parents=True, exist_ok=True)
-    temp = write_temp(target, data.encode("utf-8") if isinstance(data, str) else data)
+    temp = stage_once(target, data.encode("utf-8") if isinstance(data, str) else data)
+    if temp is None or not link_staged(temp, target):
+        return False
+    if sync_dir:
+        fsync_dir(target.parent)
+    return True
+
+
+def stage_once(target: Path, data: bytes, *, durable: bool = True) -> Path | None:
+    """The first step of `create_once`: None if `target` exists (a file or a link), else the
+    temp file holding `data`, fsynced unless `durable=False` (then `sync_staged` must run
+    before `link_staged`). The folder must exist."""
+    if os.path.lexists(target):  # a file, or a link (even a dangling one)
+        return None
+    return write_temp(target, data, durable=durable)
+
+
+def link_staged(temp: Path, target: Path) -> bool:
+    """The last step of `create_once`: give the staged `temp` the name `target` unless that
+    name appeared meanwhile (False); the temp file is removed either way."""
     try:
-        try:
-            os.link(temp, target)
-        except FileExistsError:
-            return False
-        if sync_dir:
-            fsync_dir(target.parent)
-        return True
+        os.link(temp, target)
+    except FileExistsError:
+        return False
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
+    return True
+
+
+def sync_staged(temps: Sequence[Path]) -> None:
+    """Make the temp files `stage_once(..., durable=False)` wrote durable, all in one folder.
+
+    One `syncfs` of the file system holding them: a journal commit and one device flush for
+    the whole batch, where an fsync each costs a commit each (measured: 4,000 Signal-sized
+    files, 1.1 s and 1.5 s of CPU with eight threads fsyncing, 0.55 s and 0.6 s this way;
+    docs/performance.md). It flushes whatever else that file system holds unwritten too,
+    which a batch this size amortizes. Where the platform has no `syncfs` (it is Linux's),
+    each file is fsynced."""
+    if not temps:
+        return
+    if _SYNCFS is None:
+        for temp in temps:
+            fd = os.open(temp, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return
+    fd = os.open(temps[0].parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if _SYNCFS(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"syncfs: {os.strerror(code)}", str(temps[0].parent))
+    finally:
+        os.close(fd)
+
+
+def group_sync_available() -> bool:
+    """Whether `sync_staged` makes a batch durable with one `syncfs` (else an fsync a file)."""
+    return _SYNCFS is not None
+
+
+def _syncfs() -> Callable[[int], int] | None:
+    """libc's `syncfs(2)` (Linux 2.6.39+; it reports writeback errors since 5.8). Python's `os`
+    does not wrap it, so it is called through ctypes, the standard library's C interface."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).syncfs
+    except (AttributeError, OSError):
+        return None
+    function.argtypes = [ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNCFS = _syncfs()
 
 
 def replace_with(temp: Path, target: Path) -> None:

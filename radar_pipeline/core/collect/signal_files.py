@@ -1,21 +1,24 @@
 """The Signal files of one collection: their documents, written on threads, each with its facts.
 
-A Signal costs about a millisecond of CPU and two fsync waits; threads overlap the waits. Every
-file is written and fsynced, and the Signals folder fsynced once after the batch, before the
-commit records any of it (docs/architecture.md, invariants 4 and 5).
+A batch is written in three steps (core/files.py): every new file's temp file, then all of them
+made durable at once (one `syncfs` for a batch of GROUP_SYNC_MIN or more, where the platform
+has it; else each temp file is fsynced as it is written), then each linked to its name. So a
+name appears only once its content is durable, and the Signals folder is fsynced once after the
+batch, before the commit records any of it (docs/architecture.md, invariants 4 and 5).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path, PurePosixPath
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult
+from radar_pipeline.core.files import group_sync_available, link_staged, stage_once, sync_staged
 from radar_pipeline.core.identity.keys import IDENTITY_VERSION
 from radar_pipeline.core.jsontypes import Frontmatter
 from radar_pipeline.core.layout import SIGNALS_DIR
@@ -25,12 +28,16 @@ from radar_pipeline.core.vault.facts import FactsKey, SignalFile, facts_key, fac
 from radar_pipeline.core.vault.signals import (
     CreateOutcome,
     SignalDocument,
-    create_signal_file,
+    signal_path,
     sync_signals_dir,
 )
 from radar_pipeline.core.vault.temporary import write_temporary_text
 
 WRITE_THREADS = 8
+# From this many new files a batch is made durable by one file-system sync rather than an fsync
+# each (below it the difference is a few milliseconds, and a sync also waits for whatever else
+# the file system holds unwritten).
+GROUP_SYNC_MIN = 32
 
 
 @dataclass(frozen=True)
@@ -57,20 +64,36 @@ def write_signals(
     vault: Path,
     batches: Sequence[Sequence[SignalWrite]],
     render: Callable[[Sequence[SignalDocument]], Sequence[Callable[[], str]]] | None = None,
+    group_min: int = GROUP_SYNC_MIN,
 ) -> list[list[WrittenSignal]]:
     """Create every batch's files (one batch per Source; no two batches share a file), then
     fsync the Signals folder once: all are durable when this returns.
 
     `render` turns the documents into calls returning their texts (the collection's workers
     render them on other cores, `ParseWorkers.render_all`); by default each is rendered by the
-    thread writing it."""
+    thread writing it. `group_min`: the batch size from which the files are made durable
+    together (the module doc)."""
     items = [item for batch in batches for item in batch]
     documents = [item.document for item in items]
     texts = render(documents) if render is not None else [d.render for d in documents]
-    with ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="radar-write") as tp:
-        written = iter(
-            list(tp.map(lambda pair: _write_one(vault, *pair), zip(items, texts, strict=True)))
-        )
+    grouped = len(items) >= group_min and group_sync_available()
+    (vault / SIGNALS_DIR).mkdir(parents=True, exist_ok=True)
+    staged: list[_Staged] = []
+    try:
+        with ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="radar-write") as tp:
+            futures = [
+                tp.submit(_stage_one, vault, item, text_of, not grouped)
+                for item, text_of in zip(items, texts, strict=True)
+            ]
+            staged = _all_staged(futures)
+            if grouped:
+                sync_staged([s.temp for s in staged if s.temp is not None])
+            written = iter(list(tp.map(lambda s: _link_one(vault, s), staged)))
+    except BaseException:  # a batch that failed part way leaves no temp file behind
+        for s in staged:
+            if s.temp is not None:
+                s.temp.unlink(missing_ok=True)
+        raise
     # Also when every file was already there: a writer that died (a killed collection) may
     # have linked them without its folder fsync, and the caller is about to record them.
     if items:
@@ -78,19 +101,49 @@ def write_signals(
     return [[next(written) for _ in batch] for batch in batches]
 
 
-def _write_one(vault: Path, item: SignalWrite, text_of: Callable[[], str]) -> WrittenSignal:
-    doc = item.document
+@dataclass(frozen=True)
+class _Staged:
+    """One new item between the steps: its text, its target and its temp file (None when the
+    target was already there: the item is `reused`)."""
+
+    item: SignalWrite
+    text: str
+    target: Path
+    temp: Path | None
+
+
+def _stage_one(
+    vault: Path, item: SignalWrite, text_of: Callable[[], str], durable: bool
+) -> _Staged:
     text = text_of()
-    outcome = create_signal_file(vault, doc, text, sync_dir=False)
-    if outcome != "created":
-        return WrittenSignal(item.identity, doc.signal_id, outcome)
+    target = signal_path(vault, item.document.signal_id)
+    return _Staged(item, text, target, stage_once(target, text.encode("utf-8"), durable=durable))
+
+
+def _all_staged(futures: list[Future[_Staged]]) -> list[_Staged]:
+    """Every staged item; when one failed, the temp files of the others are removed before its
+    error is raised."""
+    wait(futures)
+    failed = next((f.exception() for f in futures if f.exception() is not None), None)
+    if failed is None:
+        return [f.result() for f in futures]
+    for f in futures:
+        if f.exception() is None and (temp := f.result().temp) is not None:
+            temp.unlink(missing_ok=True)
+    raise failed
+
+
+def _link_one(vault: Path, staged: _Staged) -> WrittenSignal:
+    item, doc = staged.item, staged.item.document
+    if staged.temp is None or not link_staged(staged.temp, staged.target):
+        return WrittenSignal(item.identity, doc.signal_id, "reused")
     # What the evidence checks will need of this file, from the bytes just written (they then
     # skip reading it back).
-    name = f"{doc.signal_id}.md"
-    info = os.stat(vault / SIGNALS_DIR / name)
-    facts = (name, facts_key(info), facts_of_written(name, doc.fields(), text))
+    name = staged.target.name
+    info = os.stat(staged.target)
+    facts = (name, facts_key(info), facts_of_written(name, doc.fields(), staged.text))
     written = write_temporary_text(vault, doc.signal_id, *item.temporary) if item.temporary else 0
-    return WrittenSignal(item.identity, doc.signal_id, outcome, facts, written)
+    return WrittenSignal(item.identity, doc.signal_id, "created", facts, written)
 
 
 # What kind of reading produced an item's observedAt (docs/architecture.md, invariant 9): a feed

@@ -1,9 +1,9 @@
 """Signal files in the vault: rendering, atomic creation, reading back.
 
 A Signal file is created once and never rewritten (people annotate Signals). Creation is
-`core/files.create_once`: a temp file in the Signals folder, fsync, then a hard link to the
-target name: the link fails if the target exists, so two writers can never both create it and
-no reader ever sees a partial file.
+`core/files.create_once` in its batch form (`collect/signal_files.py`): a temp file in the
+Signals folder, made durable, then a hard link to the target name: the link fails if the
+target exists, so two writers can never both create it and no reader ever sees a partial file.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from radar_pipeline.core.errors import VaultError
-from radar_pipeline.core.files import create_once, fsync_dir, read_temp_name
+from radar_pipeline.core.files import fsync_dir, read_temp_name
 from radar_pipeline.core.layout import SIGNALS_DIR, WRITTEN_DIRS
 from radar_pipeline.core.text import (
     inert_markdown,
@@ -145,22 +145,6 @@ def signal_path(vault: Path, signal_id: str) -> Path:
     return vault / SIGNALS_DIR / f"{signal_id}.md"
 
 
-def create_signal_file(
-    vault: Path, document: SignalDocument, text: str | None = None, *, sync_dir: bool = True
-) -> CreateOutcome:
-    """Write the Signal atomically; `reused` if its file already exists (never overwritten).
-
-    `text`: the document already rendered (`document.render()`), when the caller needs it too.
-    `sync_dir=False`: the caller fsyncs the Signals folder itself (`sync_signals_dir`) after a
-    batch and before recording any of it: one folder fsync per batch instead of per file.
-    """
-    target = signal_path(vault, document.signal_id)
-    if target.exists():
-        return "reused"
-    data = (document.render() if text is None else text).encode("utf-8")
-    return "created" if create_once(target, data, sync_dir=sync_dir) else "reused"
-
-
 # Temp files every writer of the vault makes carry the writer's pid (core/files.py), so a
 # cleaner can tell a dead writer's leftovers (SIGKILL skips every `finally`) from a live
 # writer's file in flight.
@@ -268,5 +252,5 @@ _StringTimestampLoader.yaml_implicit_resolvers = {
 
 
 def sync_signals_dir(vault: Path) -> None:
-    """Make new entries of the Signals folder durable (see `create_signal_file`)."""
+    """Make new entries of the Signals folder durable (after a batch of links)."""
     fsync_dir(vault / SIGNALS_DIR)
