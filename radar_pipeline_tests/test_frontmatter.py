@@ -274,3 +274,33 @@ def test_any_text_value_round_trips_and_other_bytes_stay(value: str) -> None:
     assert kept == [
         ln for ln in PERSONAL.split("\n") if not ln.startswith(("etag:", "errorState:"))
     ]
+
+
+_MARK_TEXTS = [
+    "a: 1\nname: Café ünïcode 日本語 😀\nb: 'x'\nc:\nd: \"é\"\n",
+    "k: v\r\nname: é\r\nz: 2\r\n",
+    "# comment é\nname: |\n  multi é\n  line\nx: 1\n",
+    "anchor: &a 1\nalias: *a\nflow: [1, 2]\nnested:\n  k: v\nlast: 'it''s'\n",
+]
+
+
+@pytest.mark.parametrize("text", _MARK_TEXTS)
+def test_updates_read_the_marks_the_pure_python_parser_reads(text: str) -> None:
+    """Updates edit at the marks of libyaml's parser: the same character offsets and quote
+    styles as the pure-Python one's (a plain value's style aside: None there, "" here)."""
+    import yaml
+
+    from radar_pipeline.core import frontmatter
+
+    def marks(loader: type[yaml.SafeLoader]) -> list[tuple[object, ...]]:
+        root = yaml.compose(text, Loader=loader)
+        return [
+            (k.value, k.end_mark.index, v.start_mark.index, v.end_mark.index, _style(v))
+            for k, v in root.value
+        ]
+
+    assert marks(frontmatter._READ_LOADER) == marks(frontmatter._FrontmatterLoader)
+
+
+def _style(node: object) -> object:
+    return getattr(node, "style", None) or getattr(node, "flow_style", None) or None
