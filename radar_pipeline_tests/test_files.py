@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from radar_pipeline.core.files import (
+    BatchSync,
     create_once,
     link_staged,
     read_temp_name,
     replace,
     stage_once,
-    sync_staged,
     temp_path,
 )
 from radar_pipeline.core.layout import SIGNALS_VIEW, SOURCES_DIR, SOURCES_VIEW, TEMPORARY_DIR
@@ -115,7 +115,8 @@ def test_a_staged_file_gets_its_name_only_if_the_name_is_still_free(tmp_path: Pa
     temps = [stage_once(free, b"new", durable=False), stage_once(taken, b"ours", durable=False)]
     assert all(temps)
     staged = [t for t in temps if t is not None]
-    sync_staged(staged)
+    with BatchSync(tmp_path, os.open(tmp_path, os.O_RDONLY), group_min=1) as group:
+        group.sync(staged)  # one syncfs (on Linux 5.8+), else an fsync each
     taken.write_text("written meanwhile")
     assert link_staged(staged[0], free)
     assert not link_staged(staged[1], taken)
@@ -123,3 +124,20 @@ def test_a_staged_file_gets_its_name_only_if_the_name_is_still_free(tmp_path: Pa
     assert taken.read_text() == "written meanwhile"
     assert there.read_text() == "a person's note"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["free.md", "taken.md", "there.md"]
+
+
+def test_a_batch_is_synced_together_only_where_that_is_as_strong_as_an_fsync(
+    tmp_path: Path,
+) -> None:
+    """`BatchSync.open` gives a batch sync on this machine's local file system (ext4, xfs,
+    btrfs or tmpfs on Linux 5.8+) and None elsewhere, where each file is fsynced instead."""
+    from radar_pipeline.core import files
+
+    kind = files._filesystem_type(tmp_path)
+    group = BatchSync.open(tmp_path, group_min=2)
+    expected = files._SYNCFS is not None and kind in files.SYNCFS_FILESYSTEMS
+    assert (group is not None) == expected, kind
+    if group is not None:
+        with group:
+            temps = [stage_once(tmp_path / f"{i}.md", b"x", durable=False) for i in range(3)]
+            group.sync([t for t in temps if t is not None])

@@ -281,6 +281,7 @@ _MARK_TEXTS = [
     "k: v\r\nname: é\r\nz: 2\r\n",
     "# comment é\nname: |\n  multi é\n  line\nx: 1\n",
     "anchor: &a 1\nalias: *a\nflow: [1, 2]\nnested:\n  k: v\nlast: 'it''s'\n",
+    "a: 1  # note é\nb: ~\nc: 'x' # q\n\"quoted key\": v\n",
 ]
 
 
@@ -300,6 +301,13 @@ def test_updates_read_the_marks_the_pure_python_parser_reads(text: str) -> None:
         ]
 
     assert marks(frontmatter._READ_LOADER) == marks(frontmatter._FrontmatterLoader)
+
+
+def test_an_update_after_a_byte_order_mark_inside_the_frontmatter_edits_the_right_bytes() -> None:
+    """libyaml skips a leading BOM and counts from after it; such a text is read with the
+    pure-Python parser, whose marks count it."""
+    text = "---\n\ufeffid: s1\nlastCheckedAt: old\n---\nbody\n"
+    assert apply_updates(text, {"lastCheckedAt": "new"}) == text.replace("old", "new")
 
 
 def _style(node: object) -> object:

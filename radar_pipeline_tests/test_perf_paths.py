@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -447,6 +448,21 @@ def test_grouped_signal_writes_equal_single_ones_and_a_failed_batch_leaves_no_te
         write_signals(tmp_path / "broken", broken, group_min=1)
     folder = tmp_path / "broken" / "Radar" / "Signals"
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]
+
+    def interrupted(documents: Sequence[SignalDocument]) -> list[Callable[[], str]]:
+        # One text whose rendering is interrupted (Dagster stops a run with a BaseException).
+        calls: list[Callable[[], str]] = [d.render for d in documents]
+        calls[5] = _interrupt
+        return calls
+
+    with pytest.raises(KeyboardInterrupt):
+        write_signals(tmp_path / "stopped", batches, interrupted, group_min=1)
+    folder = tmp_path / "stopped" / "Radar" / "Signals"
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]
+
+
+def _interrupt() -> str:
+    raise KeyboardInterrupt
 
 
 def _source_notes(folder: Path, count: int) -> list[Path]:

@@ -226,8 +226,10 @@ def _top_level_pairs(yaml_text: str) -> list[tuple[yaml.Node, yaml.Node]]:
     try:
         # libyaml's parser where PyYAML has it (4x cheaper: the health of every checked Source
         # is written through here); its marks count characters, as the pure-Python parser's
-        # do, and `_check_result` proves every edit made from them.
-        root = yaml.compose(yaml_text, Loader=_READ_LOADER)
+        # do, but not a leading byte-order mark, which it skips. `_check_result` re-reads
+        # every edit made from them.
+        loader = _FrontmatterLoader if yaml_text.startswith("\ufeff") else _READ_LOADER
+        root = yaml.compose(yaml_text, Loader=loader)
     except yaml.YAMLError as exc:
         raise RegistryError(f"broken frontmatter: {_yaml_problem(exc)}") from exc
     if root is None:

@@ -1,14 +1,16 @@
 """The Signal files of one collection: their documents, written on threads, each with its facts.
 
 A batch is written in three steps (core/files.py): every new file's temp file, then all of them
-made durable at once (one `syncfs` for a batch of GROUP_SYNC_MIN or more, where the platform
-has it; else each temp file is fsynced as it is written), then each linked to its name. So a
+made durable at once (`BatchSync`: one `syncfs` for GROUP_SYNC_MIN or more, where that is as
+strong as an fsync each; else each temp file is fsynced as it is written), then each linked to
+its name. So a
 name appears only once its content is durable, and the Signals folder is fsynced once after the
 batch, before the commit records any of it (docs/architecture.md, invariants 4 and 5).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -18,7 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult
-from radar_pipeline.core.files import group_sync_available, link_staged, stage_once, sync_staged
+from radar_pipeline.core.files import BatchSync, link_staged, stage_once
 from radar_pipeline.core.identity.keys import IDENTITY_VERSION
 from radar_pipeline.core.jsontypes import Frontmatter
 from radar_pipeline.core.layout import SIGNALS_DIR
@@ -71,29 +73,33 @@ def write_signals(
 
     `render` turns the documents into calls returning their texts (the collection's workers
     render them on other cores, `ParseWorkers.render_all`); by default each is rendered by the
-    thread writing it. `group_min`: the batch size from which the files are made durable
-    together (the module doc)."""
+    thread writing it. `group_min`: from how many new files they are made durable together
+    (the module doc)."""
     items = [item for batch in batches for item in batch]
     documents = [item.document for item in items]
     texts = render(documents) if render is not None else [d.render for d in documents]
-    grouped = len(items) >= group_min and group_sync_available()
-    (vault / SIGNALS_DIR).mkdir(parents=True, exist_ok=True)
-    staged: list[_Staged] = []
-    try:
-        with ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="radar-write") as tp:
-            futures = [
-                tp.submit(_stage_one, vault, item, text_of, not grouped)
-                for item, text_of in zip(items, texts, strict=True)
-            ]
-            staged = _all_staged(futures)
-            if grouped:
-                sync_staged([s.temp for s in staged if s.temp is not None])
-            written = iter(list(tp.map(lambda s: _link_one(vault, s), staged)))
-    except BaseException:  # a batch that failed part way leaves no temp file behind
-        for s in staged:
-            if s.temp is not None:
-                s.temp.unlink(missing_ok=True)
-        raise
+    folder = vault / SIGNALS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        group = BatchSync.open(folder, group_min) if len(items) >= group_min else None
+        if group is not None:
+            stack.enter_context(group)
+        futures: list[Future[_Staged]] = []
+        try:
+            with ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="radar-write") as tp:
+                futures = [
+                    tp.submit(_stage_one, vault, item, text_of, group is None)
+                    for item, text_of in zip(items, texts, strict=True)
+                ]
+                staged = [f.result() for f in _wait_all(futures)]
+                if group is not None:
+                    group.sync([s.temp for s in staged if s.temp is not None])
+                written = iter(list(tp.map(lambda s: _link_one(vault, s), staged)))
+        except BaseException:
+            # A batch that failed part way, or was interrupted, leaves no temp file behind
+            # (the pool has finished every task by now; a linked temp is already gone).
+            _remove_temps(futures)
+            raise
     # Also when every file was already there: a writer that died (a killed collection) may
     # have linked them without its folder fsync, and the caller is about to record them.
     if items:
@@ -120,17 +126,20 @@ def _stage_one(
     return _Staged(item, text, target, stage_once(target, text.encode("utf-8"), durable=durable))
 
 
-def _all_staged(futures: list[Future[_Staged]]) -> list[_Staged]:
-    """Every staged item; when one failed, the temp files of the others are removed before its
-    error is raised."""
+def _wait_all(futures: list[Future[_Staged]]) -> list[Future[_Staged]]:
+    """The futures once every one is done, so a failure is raised only after all temp files
+    that will be written are written (and can be removed)."""
     wait(futures)
-    failed = next((f.exception() for f in futures if f.exception() is not None), None)
-    if failed is None:
-        return [f.result() for f in futures]
-    for f in futures:
-        if f.exception() is None and (temp := f.result().temp) is not None:
-            temp.unlink(missing_ok=True)
-    raise failed
+    return futures
+
+
+def _remove_temps(futures: list[Future[_Staged]]) -> None:
+    for future in futures:
+        if future.done() and not future.cancelled() and future.exception() is None:
+            temp = future.result().temp
+            if temp is not None:
+                with contextlib.suppress(OSError):
+                    temp.unlink(missing_ok=True)
 
 
 def _link_one(vault: Path, staged: _Staged) -> WrittenSignal:
