@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 from collections import Counter
 from datetime import UTC, datetime
@@ -58,6 +59,20 @@ def declared_headers(data: bytes) -> dict[str, str]:
     return headers
 
 
+def json_feed_items(data: bytes) -> int:
+    """The items of a JSON Feed, which feedparser 6.0 does not read (Radar reads it with its
+    own parser on any feed method, core/parse/dispatch.py); 0 for any other body."""
+    try:
+        document = json.loads(data)
+    except ValueError:
+        return 0
+    version = document.get("version") if isinstance(document, dict) else None
+    if not isinstance(version, str) or not version.startswith("https://jsonfeed.org/version/"):
+        return 0
+    items = document.get("items")
+    return len(items) if isinstance(items, list) else 0
+
+
 def _known_class(error_class: str | None) -> bool:
     return error_class in FETCH_ERROR_CLASSES
 
@@ -83,7 +98,7 @@ def test_hostile_corpus_over_http(
         lowered = {k.lower(): v for k, v in headers.items()}
         lowered.setdefault("content-location", url)
         parsed = feedparser.parse(io.BytesIO(data), response_headers=lowered)
-        expected[sid] = len(parsed.get("entries", []))
+        expected[sid] = len(parsed.get("entries", [])) or json_feed_items(data)
     sids = sorted(expected)
     collector = Collector(RadarPaths.from_env())
     outcomes: Counter[str] = Counter()
