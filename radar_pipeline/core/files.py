@@ -2,9 +2,9 @@
 (docs/architecture.md, invariant 4: a reader sees a file complete or not at all).
 
 - `create_once`: a file a person may own (a Source note, a `.base` view; Signals in the batch
-  form below) is written
-  to a temp file, fsynced and hard-linked to its name; the link fails if the name exists, so
-  an existing file (a person's, another process's) is never overwritten and never partial.
+  form below) is written to a temp file, fsynced and hard-linked to its name; the link fails
+  if the name exists, so an existing file (a person's, another process's) is never
+  overwritten and never partial.
 - `replace`: a file the pipeline owns (Temporary Content, an OPML export, `dagster.yaml`) is
   written to a temp file, fsynced and renamed over its name (`os.replace`, atomic).
 - `write_temp` + `replace_with`: the same replace in two steps, for a caller that must check

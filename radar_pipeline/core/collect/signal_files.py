@@ -3,9 +3,9 @@
 A batch is written in three steps (core/files.py): every new file's temp file, then all of them
 made durable at once (`BatchSync`: one `syncfs` for GROUP_SYNC_MIN or more, where that is as
 strong as an fsync each; else each temp file is fsynced as it is written), then each linked to
-its name. So a
-name appears only once its content is durable, and the Signals folder is fsynced once after the
-batch, before the commit records any of it (docs/architecture.md, invariants 4 and 5).
+its name. So a name appears only once its content is durable, and the Signals folder is
+fsynced once after the batch, before the commit records any of it (docs/architecture.md,
+invariants 4 and 5).
 """
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ def write_signals(
                     tp.submit(_stage_one, vault, item, text_of, group is None)
                     for item, text_of in zip(items, texts, strict=True)
                 ]
-                staged = [f.result() for f in _wait_all(futures)]
+                wait(futures)  # every temp file is written before a failure is raised
+                staged = [f.result() for f in futures]
                 if group is not None:
                     group.sync([s.temp for s in staged if s.temp is not None])
                 written = iter(list(tp.map(lambda s: _link_one(vault, s), staged)))
@@ -124,13 +125,6 @@ def _stage_one(
     text = text_of()
     target = signal_path(vault, item.document.signal_id)
     return _Staged(item, text, target, stage_once(target, text.encode("utf-8"), durable=durable))
-
-
-def _wait_all(futures: list[Future[_Staged]]) -> list[Future[_Staged]]:
-    """The futures once every one is done, so a failure is raised only after all temp files
-    that will be written are written (and can be removed)."""
-    wait(futures)
-    return futures
 
 
 def _remove_temps(futures: list[Future[_Staged]]) -> None:
