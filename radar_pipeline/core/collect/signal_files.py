@@ -80,8 +80,10 @@ def write_signals(
     texts = render(documents) if render is not None else [d.render for d in documents]
     folder = vault / SIGNALS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    group = BatchSync.open(folder, group_min) if len(items) >= group_min else None
-    with group or contextlib.nullcontext():
+    with contextlib.ExitStack() as stack:
+        group = BatchSync.open(folder, group_min) if len(items) >= group_min else None
+        if group is not None:
+            stack.enter_context(group)
         futures: list[Future[_Staged]] = []
         try:
             with ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="radar-write") as tp:
