@@ -150,7 +150,9 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
         [failure] = instance.all_logs(failed_run, of_type=dg.DagsterEventType.STEP_FAILURE)
         assert failure.dagster_event is not None
         error = failure.dagster_event.step_failure_data.error
-        assert error is not None and "1 Source(s) failed: d-down (network)" in error.message
+        # The run's message leads with each failed Source's root cause and its next attempt.
+        assert error is not None and "1 Source failed\nd-down: fetch: network (" in error.message
+        assert "Connection refused); no HTTP answer; next attempt 20" in error.message
         status = instance.get_status_by_partition(
             dg.AssetKey("signals"), ["a-fix", "b-fix", "c-fix", "d-down"], signals.partitions_def
         )
