@@ -169,10 +169,13 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
             if e.asset_observation is not None and e.asset_observation.partition == "d-down"
         ]
         glance = {k: getattr(v, "value", v) for k, v in observed.metadata.items()}
-        assert (glance["outcome"], glance["error_class"], glance["http_status"]) == (
-            "failed",
-            "network",
-            -1,
+        # No answer, no status entry (a -1 would plot as a status); the description is the line.
+        assert (glance["outcome"], glance["error_class"]) == ("failed", "network")
+        assert "http_status" not in glance
+        assert observed.description is not None
+        assert observed.description.startswith("FAILED · fetch: network (")
+        assert observed.description.endswith(
+            f"no HTTP answer; next attempt {glance['next_due_at']}"
         )
         assert glance["backoff_until"] and glance["next_due_at"] == glance["backoff_until"]
         [passed] = [
