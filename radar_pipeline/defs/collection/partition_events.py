@@ -31,7 +31,12 @@ from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.reports import SourceReport
 from radar_pipeline.core.store.feed_state import FeedState
 from radar_pipeline.defs.collection.config import SIGNALS_KEY
-from radar_pipeline.defs.collection.metadata import MetadataEntry, failure_line, source_metadata
+from radar_pipeline.defs.collection.metadata import (
+    MetadataEntry,
+    failure_line,
+    next_attempt,
+    source_metadata,
+)
 
 PartitionEvent = dg.AssetMaterialization | dg.AssetObservation
 
@@ -94,9 +99,10 @@ def _restated(
     state = ctx.state
     if state is not None and state.consecutive_failures > 0:
         since = format_utc(state.last_attempt_at) if state.last_attempt_at else "?"
+        backoff = format_utc(state.backoff_until) if state.backoff_until else None
         line = (
             f"not checked ({reason}); still failing since its last check at {since} "
-            f"({state.error_state or 'error'}); next attempt {ctx.next_due or 'when due'}"
+            f"({state.error_state or 'error'}); next attempt {next_attempt(ctx.next_due, backoff)}"
         )
         return _observation(src.id, metadata, f"FAILED · {line}"), line
     if state is not None and state.last_success_at is not None:
