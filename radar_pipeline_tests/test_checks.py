@@ -129,12 +129,13 @@ def test_checks_run_after_each_collection_and_pass(
         "silent_sources",
         "on_cadence",
         "registry_validity",
+        "retention",
     }
     assert all(e.passed for e in evaluations.values()), {
         k: table(e) for k, e in evaluations.items() if not e.passed
     }
     registry = {n for n, e in evaluations.items() if e.asset_key != dg.AssetKey("signals")}
-    assert registry == {"registry_validity"}
+    assert registry == {"registry_validity", "retention"}
 
 
 def test_checks_after_a_collection_fail_on_a_broken_vault(

@@ -173,6 +173,7 @@ def test_partitions_checks_and_backfills_as_the_ui_shows_them(
         assert all(e is not None and e["evaluation"] for e in signal_checks.values())
         registry = checks_tab(dev, "source_registry")
         assert registry["registry_validity"] is not None
+        assert checks_tab(dev, "weekly_cleanup")["retention"] is not None
         overdue = signal_checks["overdue"]["evaluation"]["description"]
         # The headline states the finding (manual Sources are never overdue), no verdict word.
         assert overdue.startswith("No eligible Source past its cadence at "), overdue

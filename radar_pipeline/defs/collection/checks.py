@@ -34,6 +34,7 @@ from radar_pipeline.core.audit.run import run_audit
 from radar_pipeline.core.clock import as_of_or_now
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.check_results import check_result
+from radar_pipeline.defs.cleanup.checks import retention_check
 from radar_pipeline.defs.collection.config import (
     SIGNALS_KEY,
     CollectConfig,
@@ -118,9 +119,15 @@ def agreement_check(config: AuditScope, radar: RadarResource) -> dg.AssetCheckRe
 
 
 SIGNAL_CHECKS = [idempotency_check, provenance_check, overdue_check, agreement_check]
-# Every check a collection can change the verdict of: all those on `signals` and the one on
-# the registry (a collection reads it). `retention` judges the weekly close and follows it.
-AFTER_COLLECTION_CHECKS = [*SIGNAL_CHECKS, *STREAM_CHECKS, on_cadence_check, registry_check]
+# Every evidence check, after every collection: those on `signals`, the registry's (a
+# collection reads it) and `retention` (a collection may write full text to Temporary Content).
+AFTER_COLLECTION_CHECKS = [
+    *SIGNAL_CHECKS,
+    *STREAM_CHECKS,
+    on_cadence_check,
+    registry_check,
+    retention_check,
+]
 AFTER_COLLECTION_KEYS = frozenset(
     key for check in AFTER_COLLECTION_CHECKS for key in check.check_keys
 )
@@ -130,8 +137,9 @@ signal_checks_job = dg.define_asset_job(
     selection=dg.AssetSelection.checks(*AFTER_COLLECTION_CHECKS),
     executor_def=dg.in_process_executor,
     description=(
-        "The evidence checks after a collection: every check on `signals` and the registry's, "
-        "at the collection's clock, so none reads 'Not evaluated' and `radar report` agrees."
+        "The evidence checks after a collection: every check on `signals`, the registry's and "
+        "`retention`, at the collection's clock, so none reads 'Not evaluated' and `radar "
+        "report` agrees."
     ),
 )
 
