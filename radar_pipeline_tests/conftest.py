@@ -153,7 +153,7 @@ def assert_not_stored(needle: str) -> None:
     with env_store().transaction() as con:
         for table, column in columns:
             row = con.execute(
-                f'SELECT count(*) FROM "{table}" WHERE "{column}" LIKE ?', [f"%{needle}%"]
+                f'SELECT count(*) FROM "{table}" WHERE "{column}" LIKE $1', [f"%{needle}%"]
             ).fetchone()
             assert row is not None and row[0] == 0, (table, column)
 

@@ -223,7 +223,7 @@ def test_scrolled_past_feed_is_a_possible_gap_and_an_overlapping_one_is_not(
     assert (second["overlap"]["possibleGap"], second["overlap"]["created"]) == (False, 5)
     with Store.of(RadarPaths.from_env()).transaction() as con:
         rows = con.execute(
-            "SELECT source_id, possible_gap FROM check_accounting WHERE as_of = ? "
+            "SELECT source_id, possible_gap FROM check_accounting WHERE as_of = $1 "
             "ORDER BY source_id",
             [later],
         ).fetchall()

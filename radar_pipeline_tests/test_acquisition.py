@@ -682,7 +682,7 @@ def test_attempt_metrics_in_duckdb_and_dagster_metadata(
     rows = {
         r["source_id"]: r
         for r in store_dicts(
-            "SELECT * FROM fetch_attempts WHERE collection_id = ?",
+            "SELECT * FROM fetch_attempts WHERE collection_id = $1",
             [report["collectionId"]],
         )
     }

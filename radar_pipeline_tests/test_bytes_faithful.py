@@ -156,7 +156,7 @@ def _guid_no_link(report: dict[str, Any], env: dict[str, Path], url: str) -> Non
     [fm] = signals(env).values()
     assert fm["sourceItemId"] == "def456"
     rows = store_rows(
-        "SELECT source_item_id, reason FROM item_observations WHERE outcome = ?", ["rejected"]
+        "SELECT source_item_id, reason FROM item_observations WHERE outcome = $1", ["rejected"]
     )
     assert rows == [("abc123", "no-link: no http(s) link and no absolute http(s) id")]
 
@@ -180,12 +180,12 @@ def _dates(report: dict[str, Any], env: dict[str, Path], url: str) -> None:
     assert found["dates-2"]["observedAt"] == "2023-12-16T14:02:33Z"  # before: 02:02:33Z
     assert found["dates-3"]["observedAt"] is None
     evidence = store_rows(
-        "SELECT field, origin, raw_text FROM field_evidence WHERE origin = ?", ["unreadable"]
+        "SELECT field, origin, raw_text FROM field_evidence WHERE origin = $1", ["unreadable"]
     )
     assert evidence == [
         ("date", "unreadable", "the third Tuesday after the release (feedparser: none)")
     ]
-    assert store_rows("SELECT undated FROM check_accounting WHERE source_id = ?", ["dates"]) == [
+    assert store_rows("SELECT undated FROM check_accounting WHERE source_id = $1", ["dates"]) == [
         (1,)
     ]
 

@@ -305,7 +305,7 @@ def test_index_row_without_a_file_fails_agreement_and_idempotency(
     gone, unindexed = signal_files(vault)[:2]
     gone.unlink()
     with Store.of(RadarPaths.from_env()).transaction() as con:
-        con.execute("DELETE FROM signals WHERE signal_id = ?", [unindexed.stem])
+        con.execute("DELETE FROM signals WHERE signal_id = $1", [unindexed.stem])
 
     found = run_checks(instance, agreement_check, idempotency_check)
 
@@ -325,7 +325,7 @@ def test_only_a_file_without_index_row_is_a_warning(
     healthy_vault(vault, feed_server, instance)
     unindexed = signal_files(vault)[0]
     with Store.of(RadarPaths.from_env()).transaction() as con:
-        con.execute("DELETE FROM signals WHERE signal_id = ?", [unindexed.stem])
+        con.execute("DELETE FROM signals WHERE signal_id = $1", [unindexed.stem])
     found = run_checks(instance, agreement_check, idempotency_check)
     for evaluation in found.values():
         assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN

@@ -102,7 +102,7 @@ def test_backdated_item_is_created_and_counted_late(
     assert len(signal_files(vault)) == 2
     [(parsed, created, late)] = store_rows(
         "SELECT items_parsed, created, late FROM check_accounting "
-        "WHERE source_id = 'blog' AND as_of = ?",
+        "WHERE source_id = 'blog' AND as_of = $1",
         [later],
     )
     assert (parsed, created, late) == (2, 1, 1)
@@ -223,7 +223,7 @@ def test_republication_under_a_new_guid_is_one_duplicate_of_the_first_signal(
     assert len(signal_files(vault)) == 5
     rows = store_rows(
         "SELECT source_item_id, outcome, signal_id FROM item_observations "
-        "WHERE source_id = 'news' AND observed_in_run_at = ? AND source_item_id LIKE 'g1%' "
+        "WHERE source_id = 'news' AND observed_in_run_at = $1 AND source_item_id LIKE 'g1%' "
         "ORDER BY source_item_id",
         [later],
     )
@@ -306,7 +306,7 @@ def test_duplicates_decided_under_the_old_rules_stay_duplicates_after_migration_
     duplicate. Migration 7 keeps that decision (duplicate_items, seeded from the observations),
     so the new rules never turn the known item into a new Signal; a known Signal stays
     `reused`, never `updated`."""
-    if store_url_under_test():  # PostgreSQL schemas start at version 11 (core/store/postgres.py)
+    if store_url_under_test():  # PostgreSQL schemas start at version 11 (migrations.py)
         pytest.skip("a migration of the DuckDB file")
     vault = radar_env["vault"]
     a = item(1, T - timedelta(hours=1), description="Read more…")
@@ -319,8 +319,8 @@ def test_duplicates_decided_under_the_old_rules_stay_duplicates_after_migration_
     b_identity = identity_hash("old", "https://example.com/posts/2", "g2")
     with Store(radar_env["db"]).transaction() as con:
         con.execute(
-            "INSERT INTO item_observations VALUES ('old-run', 'old', ?, ?, 'g2', "
-            "'https://example.com/posts/2', ?, 'x', 'duplicate', ?, NULL)",
+            "INSERT INTO item_observations VALUES ('old-run', 'old', $1, $2, 'g2', "
+            "'https://example.com/posts/2', $3, 'x', 'duplicate', $4, NULL)",
             [T, b_identity, T - timedelta(hours=1), signal],
         )
         con.execute("DROP TABLE check_accounting; DROP TABLE duplicate_items")

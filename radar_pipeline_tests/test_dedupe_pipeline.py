@@ -121,7 +121,7 @@ def test_evolving_feed(radar_env: dict[str, Path], feed_server: FeedServer) -> N
     c_id = before["c"][1]["id"]
     rows = store_rows(
         "SELECT source_item_id, outcome, signal_id FROM item_observations o "
-        "JOIN collections c USING (collection_id) WHERE c.as_of = ? ORDER BY source_item_id",
+        "JOIN collections c USING (collection_id) WHERE c.as_of = $1 ORDER BY source_item_id",
         [LATER],
     )
     assert rows == [

@@ -163,11 +163,11 @@ def test_filtered_items_are_counted_with_their_rule_everywhere(
     with env_store().transaction() as con:
         rows = con.execute(
             "SELECT source_item_id, reason FROM item_observations "
-            "WHERE outcome = 'filtered' AND collection_id = ? ORDER BY source_item_id",
+            "WHERE outcome = 'filtered' AND collection_id = $1 ORDER BY source_item_id",
             [report["collectionId"]],
         ).fetchall()
         [(filtered,)] = con.execute(
-            "SELECT filtered FROM check_accounting WHERE collection_id = ?",
+            "SELECT filtered FROM check_accounting WHERE collection_id = $1",
             [report["collectionId"]],
         ).fetchall()
     assert rows == [

@@ -190,7 +190,7 @@ def test_changed_markup_is_an_extraction_failure_then_recovers(
     assert sorted(p.name for p in signal_files(vault)) == before
     assert split_frontmatter(path.read_text("utf-8"))[0]["errorState"] == "extraction"
     assert store_rows(
-        "SELECT stage, error_class, status FROM dead_letters WHERE source_id = ?",
+        "SELECT stage, error_class, status FROM dead_letters WHERE source_id = $1",
         ["acme-changelog"],
     ) == [("parse", "extraction", "open")]  # fmt: skip
 
@@ -290,7 +290,7 @@ def test_wordpress_rest_answer_becomes_signals_created_then_reused(
     assert "replication slots" in body and "<p>" not in body
     assert store_rows(
         "SELECT field, expression FROM field_evidence e JOIN signals s USING (identity) "
-        "WHERE s.signal_id = ? ORDER BY field",
+        "WHERE s.signal_id = $1 ORDER BY field",
         [cache["id"]],
     ) == [
         ("date", "date_gmt"),

@@ -262,7 +262,7 @@ def test_facts_written_by_the_collection_equal_a_fresh_read_and_follow_edits(
     assert _stored_facts(store)[unreadable.name].error is not None
     with store.transaction() as con:  # as if a passing I/O error had been the cause
         con.execute(
-            "UPDATE audit_signal_files SET error = 'I/O error' WHERE name = ?", [files[0].name]
+            "UPDATE audit_signal_files SET error = 'I/O error' WHERE name = $1", [files[0].name]
         )
     unreadable.write_text(unreadable_text, encoding="utf-8")
     run_audit("provenance", paths, NOW)
@@ -499,7 +499,7 @@ def test_migration_6_keeps_the_facts_of_declared_ids_and_reads_the_rest_again(
     """A database of schema 5 (facts without identities): the rows with a declared id keep
     their facts and gain the identity Python gives; the others are read again at the next
     check, which then judges every file as a fresh read would."""
-    if store_url_under_test():  # PostgreSQL schemas start at version 11 (core/store/postgres.py)
+    if store_url_under_test():  # PostgreSQL schemas start at version 11 (migrations.py)
         pytest.skip("a migration of the DuckDB file")
     vault, db = radar_env["vault"], radar_env["db"]
     _collect_items(radar_env, 3)
@@ -511,7 +511,7 @@ def test_migration_6_keeps_the_facts_of_declared_ids_and_reads_the_rest_again(
     # Back to schema 5, as the previous version left it: no identity column.
     with Store(db).transaction() as con:
         con.execute(
-            "UPDATE audit_signal_files SET declared_id = NULL WHERE name = ?", [files[1].name]
+            "UPDATE audit_signal_files SET declared_id = NULL WHERE name = $1", [files[1].name]
         )
         con.execute("ALTER TABLE audit_signal_files DROP COLUMN identity")
         # The tables and columns of migrations 7 to 13 go too, so 6 to 13 are applied again.

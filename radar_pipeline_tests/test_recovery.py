@@ -110,7 +110,7 @@ def test_three_days_down_one_check_per_source_then_overdue_zero(
     # The recovery report is in the store and in the Dagster run (Markdown, no partition).
     [row] = store_rows(
         "SELECT downtime_from, overdue, passed, failed, created, dagster_run_id "
-        "FROM collections WHERE as_of = ?",
+        "FROM collections WHERE as_of = $1",
         [T],
     )
     assert row[0] == before and row[1:5] == (5, 5, 0, 15)

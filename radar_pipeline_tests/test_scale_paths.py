@@ -202,7 +202,7 @@ def _store_with(tmp_path: Path, files: list[SignalFile], rows: list[tuple[str, s
             con.execute(
                 "INSERT INTO signals (signal_id, identity, identity_version, source_id, "
                 "source_item_id, canonical_url, title_key, content_hash, simhash, "
-                "first_seen_at, file_path) VALUES (?, ?, 1, 's', ?, ?, 't', 'h', ?, ?, ?)",
+                "first_seen_at, file_path) VALUES ($1, $2, 1, 's', $3, $4, 't', 'h', $5, $6, $7)",
                 [signal_id, identity, f"i{i}", f"u{i}", rng.getrandbits(63), NOW, "x.md"],
             )
     return store

@@ -54,7 +54,7 @@ def partition_status(instance: dg.DagsterInstance, keys: list[str]) -> dict[str,
 
 def backoff_of(source_id: str) -> object:
     [(backoff_until,)] = store_rows(
-        "SELECT backoff_until FROM feed_state WHERE source_id = ?", [source_id]
+        "SELECT backoff_until FROM feed_state WHERE source_id = $1", [source_id]
     )
     return backoff_until
 

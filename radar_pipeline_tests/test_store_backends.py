@@ -1,6 +1,7 @@
 """The store's two backends: the embedded DuckDB file stays as it was (no PostgreSQL driver
-loaded), the dialect translation of core/store/postgres.py, statement by statement, and the
-evidence audits' verdicts on one vault state built on each."""
+loaded), one schema for both (core/store/migrations.py), the dialect's own functions
+(core/store/dialect.py) alike on each, and the evidence audits' verdicts on one vault state
+built on each."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,8 +21,9 @@ from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import StoreError
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
-from radar_pipeline.core.store.migrations import SCHEMA_VERSION
-from radar_pipeline.core.store.postgres import postgres_text, redacted
+from radar_pipeline.core.store.dialect import arg_max, arg_min
+from radar_pipeline.core.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from radar_pipeline.core.store.postgres import redacted
 from radar_pipeline_tests.conftest import (
     empty_postgres_store,
     refused_store_url,
@@ -56,20 +59,63 @@ def test_embedded_collection_loads_no_postgresql_driver(radar_env: dict[str, Pat
     assert radar_env["db"].exists()  # the DuckDB file at RADAR_DB holds the provenance
 
 
-def test_marks_and_percent_signs_are_translated_outside_quotes_only() -> None:
-    sql = "SELECT a FROM t WHERE b = ? AND c LIKE 'pending:%' AND d = '?' AND e % 2 = ?"
-    assert postgres_text(sql) == (
-        "SELECT a FROM t WHERE b = %s AND c LIKE 'pending:%%' AND d = '?' AND e %% 2 = %s"
-    )
+def _columns(con: Any, schema: str) -> list[tuple[str, str, str]]:
+    rows = con.execute(
+        "SELECT table_name, column_name, is_nullable FROM information_schema.columns "
+        "WHERE table_schema = $1 ORDER BY table_name, column_name",
+        [schema],
+    ).fetchall()
+    return [(str(t), str(c), str(n)) for t, c, n in rows]
 
 
-def test_type_names_postgresql_spells_differently() -> None:
-    assert postgres_text("CREATE TABLE t (h UBIGINT, d DOUBLE, p DOUBLE PRECISION)") == (
-        "CREATE TABLE t (h NUMERIC(20), d DOUBLE PRECISION, p DOUBLE PRECISION)"
-    )
-    assert postgres_text("SELECT unnest(?::UBIGINT[]), unnest(?::DOUBLE[])") == (
-        "SELECT unnest(%s::NUMERIC(20)[]), unnest(%s::DOUBLE PRECISION[])"
-    )
+def test_one_schema_serves_both_engines(tmp_path: Path) -> None:
+    """The migrations DuckDB applies make, on PostgreSQL, the same tables with the same
+    columns, and nothing else: no function of ours (nothing of one engine re-created in the
+    other)."""
+    url = store_url_under_test()
+    if not url:
+        pytest.skip("needs a PostgreSQL store: run `make test-postgres`")
+    empty_postgres_store(url)
+    duck, pg = Store(tmp_path / "radar.duckdb"), Store(tmp_path / "unused.duckdb", url=url)
+    with duck.transaction() as con:
+        embedded = _columns(con, "main")
+    with pg.transaction() as con:
+        team = _columns(con, "radar")
+        functions = con.execute(
+            "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = 'radar'"
+        ).fetchall()
+    assert len(embedded) > 100
+    assert team == embedded
+    assert functions == []
+
+
+def test_the_migrations_are_one_list_and_only_old_ones_backfill_on_duckdb_alone() -> None:
+    """Versions 1 to SCHEMA_VERSION in order; a DuckDB-only backfill only before version 11,
+    when PostgreSQL schemas began (they are made from empty tables); the two engines' DDL
+    differ only in the unsigned 64-bit type."""
+    assert [m.version for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
+    assert all(m.version < 11 for m in MIGRATIONS if m.backfill)
+    for m in MIGRATIONS:
+        team = m.sql("postgresql")
+        assert team == m.schema_sql("duckdb").replace("UBIGINT", "NUMERIC(20)")
+        assert "{" not in team and "?" not in team
+
+
+def test_arg_max_and_arg_min_read_alike_on_both_engines(store: Store) -> None:
+    """`dialect.arg_max`/`arg_min` on whichever engine `store` is (make test-postgres runs
+    this on PostgreSQL): the value at the greatest (least) key, rows where either is NULL
+    left out, as DuckDB's own aggregates."""
+    rows = [("a", "x", 1), ("a", None, 3), ("a", "y", 2), ("a", "z", None), ("b", None, 1)]
+    with store.transaction() as con:
+        con.execute("CREATE TEMP TABLE t (g VARCHAR, v VARCHAR, k INTEGER)")
+        con.executemany("INSERT INTO t VALUES ($1, $2, $3)", rows)
+        got = con.execute(
+            f"SELECT g, {arg_max(con, 'v', 'k')}, {arg_min(con, 'v', 'k')} FROM t "
+            "GROUP BY g ORDER BY g"
+        ).fetchall()
+        con.execute("DROP TABLE t")
+    assert got == [("a", "y", "x"), ("b", None, None)]
 
 
 def test_a_url_in_a_message_carries_no_password() -> None:
@@ -117,7 +163,7 @@ def _broken_vault_state(paths: RadarPaths, server: FeedServer) -> None:
     second.write_text("".join(x for x in lines if not x.startswith("canonicalUrl:")))
     third.unlink()
     with Store.of(paths).transaction() as con:
-        con.execute("DELETE FROM signals WHERE signal_id = ?", [fourth.stem])
+        con.execute("DELETE FROM signals WHERE signal_id = $1", [fourth.stem])
 
 
 def test_the_evidence_audits_give_the_same_verdicts_on_both_backends(

@@ -216,7 +216,7 @@ def test_a_file_added_outside_between_collections_is_not_taken_for_new(
     files = seeded(radar_env)
     kept = files[0].read_bytes()
     with env_store().transaction() as con:
-        con.execute("DELETE FROM signals WHERE signal_id = ?", [files[0].stem])
+        con.execute("DELETE FROM signals WHERE signal_id = $1", [files[0].stem])
     files[0].unlink()
     files[0].write_bytes(kept)  # as a sync tool restores it
     report, verdict = collect_core(radar_env)

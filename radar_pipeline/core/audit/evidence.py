@@ -24,9 +24,9 @@ from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.closes import last_close
 from radar_pipeline.core.store.collections import last_launch_reports
-from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.dead_letters import count_open
-from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.core.store.feed_state import FeedState, load_states
 from radar_pipeline.core.store.signals import signals_by_source
 from radar_pipeline.core.vault.cleanup import temporary_inventory
 from radar_pipeline.core.vault.signals import list_signal_ids
@@ -39,11 +39,11 @@ def evidence_snapshot(paths: RadarPaths, now: datetime) -> JsonObject:
     and handed to the audits."""
     snapshot = load_registry(paths.vault)
     store = Store.of(paths)
-    with store.transaction() as con:
-        states = load_states(con)
-        open_dead = count_open(con)
-        indexed = signals_by_source(con)
-        silent = silent_sources(con)
+
+    def read(con: Connection) -> tuple[dict[str, FeedState], int, list[tuple[str, int]], list[str]]:
+        return load_states(con), count_open(con), signals_by_source(con), silent_sources(con)
+
+    states, open_dead, indexed, silent = store.atomically(read)
     eligible = [r for r in snapshot.sources if r.source.is_eligible]
     production = {r.source.id for r in eligible if not r.source.is_fixture}
     overdue = overdue_sources(snapshot, states, now)

@@ -125,9 +125,11 @@ def _run_audits(
         temporary = list_temporary(paths.vault) if retention else ()
     out: dict[str, AuditResult] = {}
     oversized: list[tuple[str, int]] = []
+
     # One transaction: the audits see the same facts and index (each collection commits its
     # files' facts with their index rows), whatever another process writes meanwhile.
-    with store.transaction() as con:
+    def run_queries(con: Connection) -> None:
+        nonlocal oversized
         if update is not None:
             open_facts(con, paths.vault, update)
         for name in wanted:
@@ -141,6 +143,8 @@ def _run_audits(
                 out[name] = audit_overdue(late, eligible, now)
             elif name == "retention":
                 oversized = oversized_bodies(con)
+
+    store.atomically(run_queries)
     if snapshot is not None and "registry" in wanted:
         out["registry"] = audit_registry(snapshot)
     if retention:

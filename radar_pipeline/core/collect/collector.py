@@ -52,10 +52,10 @@ from radar_pipeline.core.plan.schedule import window_from
 from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
 from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.accounting import previous_checks, record_accounts
-from radar_pipeline.core.store.collections import last_as_of, record_collection, record_metrics
+from radar_pipeline.core.store.collections import record_collection, record_metrics
 from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.feed_state import load_states
-from radar_pipeline.core.store.fetch_attempts import record_attempts, with_uncommitted_fetches
+from radar_pipeline.core.store.fetch_attempts import planning_state, record_fetches
 from radar_pipeline.core.vault import index
 from radar_pipeline.core.vault.folder_state import (
     dir_mtime_ns,
@@ -123,24 +123,21 @@ class Collector:
         self, spec: CollectionSpec, snapshot: RegistrySnapshot | None = None
     ) -> CollectionPlan:
         """Every selected Source's check: gates, cadence, backoff, validators, its lock."""
-        with self.store.transaction() as con:
-            clean = holds_no_temp_files(con, folder_of(self.paths.vault))
+        folder = folder_of(self.paths.vault)
+        clean = self.store.atomically(lambda con: holds_no_temp_files(con, folder))
         removed = remove_stale_temp_files(self.paths.vault, skip_signals=clean)
         if removed:
             log.info("removed %d temp files a killed collection left behind", removed)
         if snapshot is None:
             snapshot = load_registry(self.paths.vault)
-        with self.store.transaction() as con:
-            states = with_uncommitted_fetches(con, load_states(con))
-            last = last_as_of(con)
+        states, last = planning_state(self.store)
         first = plan_collection(spec, snapshot, states, last, self.locks)
         if not any(c.request is not None for c in first.checks):
             return first
         # The locks are held now. Plan again on the state as it is under them: another process
         # may have committed a check of the same Source between our read and our lock, and
         # its fetch time (minIntervalSeconds) and validators must count.
-        with self.store.transaction() as con:
-            states = with_uncommitted_fetches(con, load_states(con))
+        states, _ = planning_state(self.store)
         return plan_collection(spec, snapshot, states, last, self.locks)
 
     def fetch(self, plan: CollectionPlan) -> tuple[FetchResult | None, ...]:
@@ -168,8 +165,7 @@ class Collector:
                 self.fetch_threads,
                 on_result=start_parse if early else None,
             )
-        with self.store.transaction() as con:
-            record_attempts(con, plan.spec.collection_id, results, load_states(con))
+        record_fetches(self.store, plan.spec.collection_id, results)
         by_source = {r.source_id: r for r in results}
         return tuple(by_source.get(c.source_id) for c in plan.checks)
 
@@ -200,8 +196,11 @@ class Collector:
         The Signals folder is listed only when it changed since its recorded state
         (vault/folder_state.py): while it is as recorded, its files are the names the stored
         facts hold, and the unindexed ones and the candidates' files are set queries."""
-        with self.store.transaction() as con:
+        verdicts: list[str] = []
+
+        def decide(con: Connection) -> tuple[DedupedCheck, ...]:
             judgement = judge(con, folder_of(self.paths.vault))
+            verdicts.append(judgement.verdict)
             if judgement.unchanged:
                 repair = index.reconcile_known(con, self.paths.vault)
                 wanted = sorted(
@@ -219,8 +218,10 @@ class Collector:
                 on_disk = by_identity(ids)
             if repair.indexed:
                 log.info("index: %d Signal files had no index row; indexed", repair.indexed)
-            deduped = decide_checks(con, results, on_disk)
-        self.folder_scans.append(judgement.verdict)
+            return decide_checks(con, results, on_disk)
+
+        deduped = self.store.atomically(decide)
+        self.folder_scans.extend(verdicts)
         return deduped
 
     def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> CollectionReport:
@@ -237,7 +238,8 @@ class Collector:
             created = [
                 f"{s.signal_id}.md" for batch in written for s in batch if s.outcome == "created"
             ]
-            with self.store.transaction() as con:
+
+            def record(con: Connection) -> CollectionReport:
                 # Our own new files, journaled with their index rows (folder_state.py).
                 journal_created(con, before, created, folder)
                 states, pending = load_states(con), PendingRows()
@@ -258,6 +260,9 @@ class Collector:
                 )
                 record_metrics(con, spec.collection_id, report.sources)
                 record_collection(con, spec.dagster_run_id, spec.trigger, spec.as_of, report)
+                return report
+
+            report = self.store.atomically(record)
             self._mirror_health(spec, deduped)
             try:
                 return self.pages(plan, deduped, report)

@@ -39,9 +39,10 @@ from radar_pipeline.core.registry.sources import (
     load_registry,
     validate_source,
 )
-from radar_pipeline.core.store.accounting import previous_checks
+from radar_pipeline.core.store.accounting import PreviousCheck, previous_checks
+from radar_pipeline.core.store.connection import Connection
 from radar_pipeline.core.store.feed_state import load_states
-from radar_pipeline.core.store.read_only import read_only
+from radar_pipeline.core.store.read_only import reading
 
 # The dedupe decision of a check, as `radar sources try` names it.
 DECISION_NAMES = {
@@ -111,8 +112,7 @@ def try_source(
     paths: RadarPaths, record: SourceRecord, now: datetime, settings: FetchSettings
 ) -> TryReport:
     """One unconditional fetch of `record`'s Source, then the decisions of a check at `now`."""
-    with read_only(paths.db, paths.store_url) as con:
-        state = load_states(con).get(record.source.id)
+    state = reading(paths.db, paths.store_url, load_states).get(record.source.id)
     check = PlannedCheck(
         record.source.id,
         record,
@@ -128,9 +128,12 @@ def try_source(
     if result.failed or result.parsed is None:
         return TryReport(record.source.id, "failed", fetched.status, 0, (), result.error_message)
     on_disk = by_identity(signal_ids_on_disk(paths.vault))
-    with read_only(paths.db, paths.store_url) as con:
+
+    def decide(con: Connection) -> tuple[DedupedCheck, PreviousCheck | None]:
         [deduped] = decide_checks(con, (result,), on_disk)
-        previous = previous_checks(con, [record.source.id], DRY_RUN_ID).get(record.source.id)
+        return deduped, previous_checks(con, [record.source.id], DRY_RUN_ID).get(record.source.id)
+
+    deduped, previous = reading(paths.db, paths.store_url, decide)
     acc = account(deduped, _would_write(deduped, now), previous)
     items = _items(deduped, record.source.collection_method, now)
     return TryReport(record.source.id, "passed", fetched.status, acc.items_parsed, items, None, acc)

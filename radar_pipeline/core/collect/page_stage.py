@@ -36,11 +36,10 @@ from radar_pipeline.core.store.pages import (
     RobotsEntry,
     count_open,
     enqueue_pages,
-    expire_pages,
-    load_robots,
-    open_pages,
+    open_queues,
+    read_robots,
     record_page_results,
-    save_robots,
+    save_robots_entries,
 )
 from radar_pipeline.core.vault.health import HealthUpdate, write_health
 
@@ -113,15 +112,11 @@ def run_pages(
         return report
     spec = plan.spec
     now, floor = spec.as_of, window_from(spec.as_of)
-    with store.transaction() as con:
-        expired = {
-            r.source.id: expire_pages(con, r.source.id, floor, spec.collection_id) for r in records
-        }
-        queues = {r.source.id: open_pages(con, r.source.id) for r in records}
+    ids = [r.source.id for r in records]
+    expired, queues = open_queues(store, ids, floor, spec.collection_id)
 
     def load(origin: str) -> RobotsEntry | None:
-        with store.transaction() as con:
-            return load_robots(con, origin, now)
+        return read_robots(store, origin, now)
 
     passes: list[SourcePages] = []
     robots_fetched: dict[str, int] = {}
@@ -157,9 +152,7 @@ def run_pages(
 
 
 def _save_robots(store: Store, robots: RobotsBook) -> None:
-    with store.transaction() as con:
-        for entry in robots.fresh:
-            save_robots(con, entry)
+    save_robots_entries(store, robots.fresh)
     robots.fresh.clear()
 
 
@@ -175,7 +168,8 @@ def _record(
     """Page results, the backoff of refused Sources and the `pages` figures, in one transaction."""
     by_id = {src.id: src for src in report.sources}
     health: list[HealthUpdate] = []
-    with store.transaction() as con:
+
+    def record(con: Connection) -> CollectionReport:
         states = load_states(con)
         for rec, done in zip(records, passes, strict=True):
             sid = rec.source.id
@@ -206,8 +200,11 @@ def _record(
                 blocked=blocked.error_message if blocked is not None else None,
             )
             by_id[sid] = replace(src, pages=pages)
-        report = replace(report, sources=tuple(by_id[src.id] for src in report.sources))
-        replace_report(con, spec.collection_id, to_json_text(report.to_json()))
+        recorded = replace(report, sources=tuple(by_id[src.id] for src in report.sources))
+        replace_report(con, spec.collection_id, to_json_text(recorded.to_json()))
+        return recorded
+
+    report = store.atomically(record)
     for failure in write_health(health):
         log.warning("health of %s not written: %s", failure.source_id, failure.error)
     return report

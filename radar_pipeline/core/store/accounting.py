@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from radar_pipeline.core.store.connection import Connection, insert_rows
+from radar_pipeline.core.store.connection import Connection, Store, insert_rows
 
 ACCOUNTING_COLUMN_TYPES = (
     "VARCHAR",  # collection_id
@@ -49,10 +49,9 @@ def previous_checks(
     if not source_ids:
         return {}
     rows = con.execute(
-        "SELECT source_id, arg_max(collection_id, as_of), arg_max(items_parsed, as_of), "
-        "arg_max(item_ids, as_of) FROM check_accounting "
-        "WHERE items_parsed > 0 AND collection_id <> ? "
-        "AND source_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY source_id",
+        "SELECT DISTINCT ON (source_id) source_id, collection_id, items_parsed, item_ids "
+        "FROM check_accounting WHERE items_parsed > 0 AND collection_id <> $1 "
+        "AND source_id IN (SELECT unnest($2::VARCHAR[])) ORDER BY source_id, as_of DESC",
         [collection_id, list(source_ids)],
     ).fetchall()
     return {
@@ -65,10 +64,16 @@ def undated_counts(con: Connection, collection_ids: Sequence[str]) -> dict[str, 
     """Source id -> the undated eligible items of its check in these collections."""
     rows = con.execute(
         "SELECT source_id, sum(undated) FROM check_accounting "
-        "WHERE collection_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY source_id",
+        "WHERE collection_id IN (SELECT unnest($1::VARCHAR[])) GROUP BY source_id",
         [list(collection_ids)],
     ).fetchall()
     return {str(r[0]): int(r[1] or 0) for r in rows}
+
+
+def read_undated_counts(store: Store, collection_ids: Sequence[str]) -> dict[str, int]:
+    """`undated_counts`, in a transaction of its own (the Dagster metadata of a run)."""
+    with store.transaction() as con:
+        return undated_counts(con, collection_ids)
 
 
 def record_accounts(con: Connection, rows: Sequence[Sequence[Any]]) -> None:

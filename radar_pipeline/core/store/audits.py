@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from radar_pipeline.core.store.connection import Connection
+from radar_pipeline.core.store.dialect import arg_min
 
 # The claim of each file: the id its frontmatter declares, else its name (SignalFile.identity).
 _FILES = """
@@ -21,10 +22,10 @@ _FILES = """
 # The identities whose files and index rows disagree: an identity's files in name order, and
 # the index row compared is its first by Signal id. Their names are listed in a second query
 # for these identities only (a list per identity of 100,000 cost more than the grouping).
-_IDENTITY_SUSPECTS = f"""
-    WITH f AS ({_FILES}),
+_IDENTITY_SUSPECTS = """
+    WITH f AS ({files}),
     by_file AS (
-        SELECT identity, count(*) AS files, arg_min(claimed, name) AS claimed
+        SELECT identity, count(*) AS files, {first_claimed} AS claimed
         FROM f WHERE identity IS NOT NULL GROUP BY identity
     ),
     by_row AS (
@@ -38,8 +39,8 @@ _IDENTITY_SUSPECTS = f"""
        OR by_file.claimed <> by_row.named
 """
 _NAMES_OF = """
-    SELECT identity, list(name ORDER BY name) FROM audit_files
-    WHERE identity IN (SELECT unnest(?::VARCHAR[])) GROUP BY identity
+    SELECT identity, array_agg(name ORDER BY name) FROM audit_files
+    WHERE identity IN (SELECT unnest($1::VARCHAR[])) GROUP BY identity
 """
 
 # The Signal ids the vault's files claim and those the index holds, side by side: one pass
@@ -51,8 +52,8 @@ _AGREEMENT = """
     indexed AS (SELECT DISTINCT signal_id AS sid FROM signals),
     j AS (SELECT v.sid AS v, i.sid AS i FROM vault v FULL JOIN indexed i ON v.sid = i.sid)
     SELECT count(v), count(i), count(v) FILTER (WHERE i IS NOT NULL),
-           list(v ORDER BY v) FILTER (WHERE i IS NULL),
-           list(i ORDER BY i) FILTER (WHERE v IS NULL)
+           array_agg(v ORDER BY v) FILTER (WHERE i IS NULL),
+           array_agg(i ORDER BY i) FILTER (WHERE v IS NULL)
     FROM j
 """
 
@@ -67,7 +68,10 @@ _OUTCOME_SUM = (
 def identity_suspects(con: Connection) -> list[tuple[str, int, int, str | None]]:
     """(identity, files, index rows, Signal id of its first row) of each identity whose files
     and index rows disagree."""
-    return con.execute(_IDENTITY_SUSPECTS).fetchall()
+    first_claimed = arg_min(con, "claimed", "name")
+    return con.execute(
+        _IDENTITY_SUSPECTS.format(files=_FILES, first_claimed=first_claimed)
+    ).fetchall()
 
 
 def file_names_of(con: Connection, identities: list[str]) -> dict[str, list[str]]:
@@ -105,7 +109,7 @@ def file_count(con: Connection) -> int:
 def bodies_longer_than(con: Connection, limit: int) -> list[tuple[str, int]]:
     """(name, body length) of each file whose pipeline-written body is longer than `limit`."""
     return con.execute(
-        "SELECT name, body_length FROM audit_files WHERE body_length > ?", [limit]
+        "SELECT name, body_length FROM audit_files WHERE body_length > $1", [limit]
     ).fetchall()
 
 
@@ -165,9 +169,8 @@ def latest_checks(con: Connection) -> list[tuple[str, datetime, bool, int]]:
     parsed items, by Source."""
     return con.execute(
         """
-        SELECT source_id, arg_max(as_of, as_of), arg_max(possible_gap, as_of),
-            arg_max(items_parsed, as_of)
-        FROM check_accounting WHERE items_parsed > 0 GROUP BY source_id ORDER BY source_id
+        SELECT DISTINCT ON (source_id) source_id, as_of, possible_gap, items_parsed
+        FROM check_accounting WHERE items_parsed > 0 ORDER BY source_id, as_of DESC
         """
     ).fetchall()
 
@@ -184,17 +187,19 @@ def rhythm_rows(
             SELECT DISTINCT source_id, observed_at FROM source_items WHERE observed_at IS NOT NULL
         ), gaps AS (
             SELECT source_id, observed_at,
-                epoch(observed_at) - epoch(lag(observed_at) OVER (
-                    PARTITION BY source_id ORDER BY observed_at)) AS gap_s
+                CAST(extract(epoch FROM observed_at) - extract(epoch FROM lag(observed_at)
+                    OVER (PARTITION BY source_id ORDER BY observed_at)) AS DOUBLE PRECISION)
+                    AS gap_s
             FROM dates
         )
-        SELECT g.source_id, count(g.gap_s), median(g.gap_s), max(g.observed_at),
+        SELECT g.source_id, count(g.gap_s),
+            percentile_cont(0.5) WITHIN GROUP (ORDER BY g.gap_s), max(g.observed_at),
             f.last_success_at
         FROM gaps AS g JOIN feed_state AS f USING (source_id)
         WHERE f.last_success_at IS NOT NULL AND f.error_state IS NULL
             AND g.observed_at <= f.last_success_at
         GROUP BY g.source_id, f.last_success_at
-        HAVING count(g.gap_s) >= ?
+        HAVING count(g.gap_s) >= $1
         ORDER BY g.source_id
         """,
         [min_intervals],

@@ -43,7 +43,7 @@ def record_close(
     with store.transaction() as con:
         con.execute(
             "INSERT INTO cleanup_runs (cleanup_id, closed_at, week, deleted, bytes, retained) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            "VALUES ($1, $2, $3, $4, $5, $6)",
             [record.cleanup_id, closed_at, week, record.deleted, record.bytes, record.retained],
         )
     return record

@@ -33,7 +33,8 @@ def record_metrics(con: Connection, collection_id: str, sources: tuple[SourceRep
         "UPDATE fetch_attempts SET check_outcome = n.c1, items_parsed = n.c2, items_new = n.c3, "
         "items_duplicate = n.c4, items_rejected = n.c5, consecutive_failures = n.c6, "
         f"backoff_until = n.c7 FROM ({select}) AS n "
-        "WHERE fetch_attempts.collection_id = ? AND fetch_attempts.source_id = n.c0",
+        f"WHERE fetch_attempts.collection_id = ${len(params) + 1} "
+        "AND fetch_attempts.source_id = n.c0",
         [*params, collection_id],
     )
 
@@ -49,7 +50,8 @@ def record_collection(
     id), as `to_json` spells it."""
     totals = report.totals
     con.execute(
-        "INSERT INTO collections VALUES (?, ?, ?, ?, ?, now(), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO collections VALUES ($1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10, $11, "
+        "$12, $13, $14, $15, $16, $17)",
         [
             report.collection_id,
             dagster_run_id,
@@ -81,7 +83,7 @@ def last_launch_reports(store: Store) -> list[CollectionReport]:
     with store.transaction() as con:
         rows = con.execute(
             "SELECT report_json FROM collections "
-            "WHERE json_extract_string(report_json, '$.launchId') = ? ORDER BY finished_at",
+            "WHERE report_json::JSON ->> 'launchId' = $1 ORDER BY finished_at",
             [last.launch_id],
         ).fetchall()
     return [CollectionReport.from_json(json.loads(row[0])) for row in rows]
@@ -89,7 +91,7 @@ def last_launch_reports(store: Store) -> list[CollectionReport]:
 
 def report_for(store: Store, collection_id: str) -> CollectionReport | None:
     """The report recorded for one collection (its id is the Dagster run id)."""
-    return _stored_report(store, "WHERE collection_id = ?", [collection_id])
+    return _stored_report(store, "WHERE collection_id = $1", [collection_id])
 
 
 def _stored_report(store: Store, clause: str, params: list[object]) -> CollectionReport | None:
@@ -107,6 +109,6 @@ def last_as_of(con: Connection) -> datetime | None:
 def replace_report(con: Connection, collection_id: str, report_json: str) -> None:
     """Store the collection's report again (the page stage adds its figures after the commit)."""
     con.execute(
-        "UPDATE collections SET report_json = ? WHERE collection_id = ?",
+        "UPDATE collections SET report_json = $1 WHERE collection_id = $2",
         [report_json, collection_id],
     )

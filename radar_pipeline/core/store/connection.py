@@ -1,13 +1,15 @@
 """The provenance store: run history, fetch attempts, observations, Signal index, feed state.
 
 Embedded profile (the default): the DuckDB file at RADAR_DB. Team profile: the same tables in
-PostgreSQL at RADAR_STORE_URL (core/store/postgres.py holds every dialect difference that is
-not a whole statement). The store modules take a `Connection`, which either backend gives.
+PostgreSQL at RADAR_STORE_URL (core/store/postgres.py). The store modules take a `Connection`,
+which either backend gives, and write each statement once, in SQL both engines read as written
+(core/store/dialect.py holds the few places where they part).
 
 DuckDB allows one writing process per file. Every process that touches the file opens it for one
 short transaction at a time and waits, with a bound, while another process holds it
 (`StoreSettings.lock_timeout_s`); no record is ever dropped because of a lock. The schema is
-versioned: `migrations.MIGRATIONS` is append-only and applied in order at first connection.
+versioned: `migrations.MIGRATIONS`, one list for both engines, is append-only and applied in
+order at first connection.
 """
 
 from __future__ import annotations
@@ -18,21 +20,24 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import duckdb
 
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import StoreError
+from radar_pipeline.core.store.dialect import engine
 from radar_pipeline.core.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from radar_pipeline.core.store.postgres import PostgresStoreBackend, SourceLocks
+
+T = TypeVar("T")
 
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock")
 # A DuckDB file younger than this that does not open yet is taken to be in creation.
@@ -82,7 +87,7 @@ class Cursor(Protocol):
 
 
 class Connection(Protocol):
-    """A connection in one transaction, of either backend: `execute` with `?` marks."""
+    """A connection in one transaction, of either backend: `execute` with `$1` marks."""
 
     def execute(self, query: str, parameters: Any = None) -> Cursor: ...
     def executemany(self, query: str, parameters: Any = None) -> Any: ...
@@ -176,11 +181,22 @@ class Store:
                     "`radar index rebuild`"
                 ) from exc
 
+    def atomically(self, work: Callable[[Connection], T]) -> T:
+        """`work` in one transaction of this store: committed when it returns, rolled back
+        when it raises; its answer. For the steps outside core/store/ that must see and
+        change the store in one piece together with what they check on disk (the dedupe,
+        the commit, the audits): they hand the store their work and never hold a
+        connection of their own. Steps that are store reads and writes only are store
+        functions that take the Store (e.g. `fetch_attempts.record_fetches`)."""
+        with self.transaction() as con:
+            return work(con)
+
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
-        """One short read-write transaction; committed on success, rolled back on error."""
+        """One short read-write transaction; committed on success, rolled back on error.
+        Opened only inside core/store/ (radar_pipeline_tests/test_layout.py holds it)."""
         if self._postgres is not None:
-            with self._postgres.transaction(MIGRATIONS, SCHEMA_VERSION) as pg:
+            with self._postgres.transaction() as pg:
                 yield pg
             return
         with self._local_lock:
@@ -215,12 +231,14 @@ class Store:
                     f"{self.path} has schema version {current}, newer than this code "
                     f"({SCHEMA_VERSION}); upgrade radar-pipeline"
                 )
-            for version, sql in MIGRATIONS:
-                if version <= current:
+            for migration in MIGRATIONS:
+                if migration.version <= current:
                     continue
                 con.execute("BEGIN TRANSACTION")
-                con.execute(sql)
-                con.execute("INSERT INTO schema_migrations (version) VALUES (?)", [version])
+                con.execute(migration.sql("duckdb"))
+                con.execute(
+                    "INSERT INTO schema_migrations (version) VALUES ($1)", [migration.version]
+                )
                 con.execute("COMMIT")
             Store._migrated.add(key)
 
@@ -274,17 +292,16 @@ def insert_rows(
 def unnested(
     column_types: Sequence[str], rows: Sequence[Sequence[Any]], con: Connection | None = None
 ) -> tuple[str, list[list[Any]]]:
-    """`SELECT unnest(?::T[]) AS c0, ...` and its parameters: `rows` as one relation, each
-    column bound as one typed list (for `insert_rows`, or an UPDATE ... FROM it)."""
-    # A PostgreSQL connection says so (`PostgresConnection.dialect`); DuckDB's has no such
-    # attribute, and the embedded profile never loads the PostgreSQL module.
-    if getattr(con, "dialect", None) == "postgresql" and any(
-        k.endswith("[]") for k in column_types
-    ):
+    """`SELECT unnest($1::T[]) AS c0, ...` and its parameters: `rows` as one relation, each
+    column bound as one typed list (for `insert_rows`, or an UPDATE ... FROM it). Its marks
+    are $1 to $N (N columns): a statement around it numbers its own marks from N + 1."""
+    if engine(con) == "postgresql" and any(k.endswith("[]") for k in column_types):
         from radar_pipeline.core.store.postgres import unnested_with_lists
 
         return unnested_with_lists(column_types, rows)
-    columns = ", ".join(f"unnest(?::{kind}[]) AS c{i}" for i, kind in enumerate(column_types))
+    columns = ", ".join(
+        f"unnest(${i + 1}::{kind}[]) AS c{i}" for i, kind in enumerate(column_types)
+    )
     return f"SELECT {columns}", [list(column) for column in zip(*rows, strict=True)]
 
 

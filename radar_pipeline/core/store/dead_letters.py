@@ -113,7 +113,7 @@ def list_dead_letters(store: Store, status: str | None = None) -> list[DeadLette
     """Every dead letter (or those with `status`), oldest first."""
     if status is not None and status not in STATUSES:
         raise DeadLetterError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
-    where, params = (" WHERE status = ?", [status]) if status else ("", [])
+    where, params = (" WHERE status = $1", [status]) if status else ("", [])
     with store.transaction() as con:
         rows = rows_as_dicts(con, f"{_SELECT}{where} ORDER BY created_at, dead_letter_id", params)
     return [_from_row(r) for r in rows]
@@ -122,7 +122,7 @@ def list_dead_letters(store: Store, status: str | None = None) -> list[DeadLette
 def get_dead_letter(store: Store, dead_letter_id: str) -> DeadLetter:
     """The dead letter with this id; DeadLetterError if there is none."""
     with store.transaction() as con:
-        rows = rows_as_dicts(con, f"{_SELECT} WHERE dead_letter_id = ?", [dead_letter_id])
+        rows = rows_as_dicts(con, f"{_SELECT} WHERE dead_letter_id = $1", [dead_letter_id])
     if not rows:
         raise DeadLetterError(f"no dead letter with id {dead_letter_id!r}; see `radar dlq list`")
     return _from_row(rows[0])
@@ -148,8 +148,8 @@ def _decide(
         # Conditional on `open`: another process may have decided it meanwhile. RETURNING
         # (not DuckDB's count row, which PostgreSQL does not give): a row only if it changed.
         row = con.execute(
-            "UPDATE dead_letters SET status = ?, decided_at = ?, decision = ?, "
-            "replay_collection_id = ? WHERE dead_letter_id = ? AND status = 'open' "
+            "UPDATE dead_letters SET status = $1, decided_at = $2, decision = $3, "
+            "replay_collection_id = $4 WHERE dead_letter_id = $5 AND status = 'open' "
             "RETURNING dead_letter_id",
             [status, now, decision, replay_collection_id, letter.id],
         ).fetchone()
@@ -200,7 +200,7 @@ def replay(
         with store.transaction() as con:
             rows = rows_as_dicts(
                 con,
-                f"{_SELECT} WHERE collection_id = ? AND source_id = ?",
+                f"{_SELECT} WHERE collection_id = $1 AND source_id = $2",
                 [collection_id, letter.source_id],
             )
         new_letter = _from_row(rows[0]) if rows else None
@@ -220,14 +220,14 @@ def record_run_failure(
     with store.transaction() as con:
         for source_id in source_ids:
             row = con.execute(
-                "SELECT count(*) FROM dead_letters WHERE source_id = ? AND stage = ?",
+                "SELECT count(*) FROM dead_letters WHERE source_id = $1 AND stage = $2",
                 [source_id, RUN_FAILURE_STAGE],
             ).fetchone()
             attempt = (int(row[0]) if row else 0) + 1
             cur = con.execute(
                 "INSERT INTO dead_letters (dead_letter_id, collection_id, source_id, stage, "
                 "error_class, message, attempt, status, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8) "
                 "ON CONFLICT (dead_letter_id) DO NOTHING RETURNING dead_letter_id",
                 [
                     run_failure_dead_letter_id(run_id, source_id),
@@ -257,7 +257,7 @@ def record_failure(
     """Open a dead letter for a failed check, in the commit's transaction."""
     con.execute(
         "INSERT INTO dead_letters (dead_letter_id, collection_id, source_id, stage, error_class, "
-        "message, attempt, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
+        "message, attempt, status, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8)",
         [
             uuid.uuid4().hex[:12],
             collection_id,

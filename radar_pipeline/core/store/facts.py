@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from radar_pipeline.core.store.connection import Connection, insert_rows
+from radar_pipeline.core.store.connection import Connection, Store, insert_rows
 
 # One stored fact: name, inode, size, mtime_ns, ctime_ns, declared id, error, provenance
 # problems (JSON), body length, identity.
@@ -16,8 +16,8 @@ StoredKey = tuple[str, int, int, int, int, bool]
 
 _FACT_TYPES = (
     "VARCHAR",
-    "UBIGINT",
-    "UBIGINT",
+    "NUMERIC(20)",
+    "NUMERIC(20)",
     "BIGINT",
     "BIGINT",
     "VARCHAR",
@@ -59,6 +59,12 @@ def stored_keys(con: Connection) -> list[StoredKey]:
     ).fetchall()
 
 
+def read_stored_keys(store: Store) -> list[StoredKey]:
+    """`stored_keys`, in a transaction of its own (a full scan compares them with its listing)."""
+    with store.transaction() as con:
+        return stored_keys(con)
+
+
 def stored_names(con: Connection) -> set[str]:
     """Every name the stored facts hold."""
     return {row[0] for row in con.execute("SELECT name FROM audit_signal_files").fetchall()}
@@ -69,7 +75,7 @@ def write_facts(con: Connection, fresh: Sequence[FactRow], gone: Iterable[str]) 
     names = [row[0] for row in fresh] + list(gone)
     if names:
         con.execute(
-            "DELETE FROM audit_signal_files WHERE name IN (SELECT unnest(?::VARCHAR[]))",
+            "DELETE FROM audit_signal_files WHERE name IN (SELECT unnest($1::VARCHAR[]))",
             [names],
         )
     insert_rows(con, "audit_signal_files", _FACT_TYPES, fresh, columns=_FACT_COLUMNS)
@@ -101,8 +107,8 @@ def stems_of_identities(con: Connection, identities: list[str], id_pattern: str)
     id's regular expression, the caller's constant) and end in one of `identities`."""
     rows = con.execute(
         "SELECT stem FROM (SELECT left(name, -3) AS stem FROM audit_signal_files) AS f "
-        "WHERE right(stem, 16) IN (SELECT unnest(?::VARCHAR[])) "
-        f"AND regexp_full_match(stem, '{id_pattern}')",
+        "WHERE right(stem, 16) IN (SELECT unnest($1::VARCHAR[])) "
+        f"AND stem ~ '^(?:{id_pattern})$'",
         [identities],
     ).fetchall()
     return [str(r[0]) for r in rows]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 
-from radar_pipeline.core.store.connection import Connection, insert_rows, rows_as_dicts
+from radar_pipeline.core.store.connection import Connection, Store, insert_rows, rows_as_dicts
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,14 @@ def load_states(con: Connection) -> dict[str, FeedState]:
     return {str(r["source_id"]): FeedState(**r) for r in rows}
 
 
+def read_states(store: Store) -> dict[str, FeedState]:
+    """`load_states`, in a transaction of its own (what the launchers and sensors plan on)."""
+    with store.transaction() as con:
+        return load_states(con)
+
+
 def save_state(con: Connection, state: FeedState) -> None:
-    placeholders = ", ".join("?" for _ in _COLUMNS)
+    placeholders = ", ".join(f"${i}" for i in range(1, len(_COLUMNS) + 1))
     updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c != "source_id")
     con.execute(
         f"INSERT INTO feed_state ({', '.join(_COLUMNS)}) VALUES ({placeholders}) "
@@ -62,7 +68,7 @@ def save_states(con: Connection, states: Sequence[FeedState]) -> None:
     if not latest:
         return
     con.execute(
-        "DELETE FROM feed_state WHERE source_id IN (SELECT unnest(?::VARCHAR[]))", [list(latest)]
+        "DELETE FROM feed_state WHERE source_id IN (SELECT unnest($1::VARCHAR[]))", [list(latest)]
     )
     insert_rows(
         con,

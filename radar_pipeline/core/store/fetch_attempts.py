@@ -10,12 +10,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from radar_pipeline.core.errors import PUBLISHER_WAITS
 from radar_pipeline.core.models import FetchResult
-from radar_pipeline.core.store.connection import Connection, insert_rows
-from radar_pipeline.core.store.feed_state import FeedState
+from radar_pipeline.core.store.collections import last_as_of
+from radar_pipeline.core.store.connection import Connection, Store, insert_rows
+from radar_pipeline.core.store.dialect import arg_max
+from radar_pipeline.core.store.feed_state import FeedState, load_states
 
 ATTEMPT_COLUMNS = (
     "attempt_id",
@@ -48,10 +50,10 @@ ATTEMPT_COLUMN_TYPES = (
     "BOOLEAN",  # validators_changed
     "VARCHAR",  # body_sha256
     "BIGINT",  # bytes
-    "DOUBLE",  # duration_ms
+    "DOUBLE PRECISION",  # duration_ms
     "INTEGER",  # redirects
     *("VARCHAR",) * 2,  # error_class, error_message
-    "DOUBLE",  # retry_after_s
+    "DOUBLE PRECISION",  # retry_after_s
 )
 
 
@@ -72,9 +74,12 @@ def with_uncommitted_fetches(
     it counts for `minIntervalSeconds` and a publisher's Retry-After (rate-limited, challenge),
     never for validators or the watermark. Such attempts are the ones the commit never
     completed (`check_outcome` is NULL)."""
+    # The latest error class and the latest Retry-After among them (each the latest that
+    # is not NULL).
+    error_class = arg_max(con, "error_class", "fetched_at")
+    retry_after = arg_max(con, "retry_after_s", "fetched_at")
     rows = con.execute(
-        "SELECT source_id, max(fetched_at), arg_max(error_class, fetched_at), "
-        "arg_max(retry_after_s, fetched_at) FROM fetch_attempts "
+        f"SELECT source_id, max(fetched_at), {error_class}, {retry_after} FROM fetch_attempts "
         "WHERE check_outcome IS NULL GROUP BY source_id"
     ).fetchall()
     out = dict(states)
@@ -127,3 +132,17 @@ def record_attempts(
             )
         )
     insert_rows(con, "fetch_attempts", ATTEMPT_COLUMN_TYPES, rows, columns=ATTEMPT_COLUMNS)
+
+
+def planning_state(store: Store) -> tuple[dict[str, FeedState], datetime | None]:
+    """What a collection is planned on, read in one transaction: every Source's feed state as
+    the publishers saw it (`with_uncommitted_fetches`), and the clock of the latest recorded
+    collection."""
+    with store.transaction() as con:
+        return with_uncommitted_fetches(con, load_states(con)), last_as_of(con)
+
+
+def record_fetches(store: Store, collection_id: str, results: Sequence[FetchResult]) -> None:
+    """`record_attempts` against the feed states stored now, in a transaction of its own."""
+    with store.transaction() as con:
+        record_attempts(con, collection_id, results, load_states(con))

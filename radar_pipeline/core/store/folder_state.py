@@ -13,7 +13,7 @@ def load_folder_state(con: Connection, folder: str) -> FolderRow | None:
     """The folder's recorded state, if any."""
     row = con.execute(
         "SELECT mtime_ns, entries, fingerprint, verified_at_ns, temp_files FROM vault_folder_state "
-        "WHERE folder = ?",
+        "WHERE folder = $1",
         [folder],
     ).fetchone()
     if row is None:
@@ -24,10 +24,10 @@ def load_folder_state(con: Connection, folder: str) -> FolderRow | None:
 
 def save_folder_state(con: Connection, folder: str, state: FolderRow) -> None:
     """Replace the folder's recorded state."""
-    con.execute("DELETE FROM vault_folder_state WHERE folder = ?", [folder])
-    con.execute("INSERT INTO vault_folder_state VALUES (?, ?, ?, ?, ?, ?)", [folder, *state])
+    con.execute("DELETE FROM vault_folder_state WHERE folder = $1", [folder])
+    con.execute("INSERT INTO vault_folder_state VALUES ($1, $2, $3, $4, $5, $6)", [folder, *state])
 
 
 def forget_folder_state(con: Connection, folder: str) -> None:
     """Drop the folder's recorded state: the next reader lists it in full."""
-    con.execute("DELETE FROM vault_folder_state WHERE folder = ?", [folder])
+    con.execute("DELETE FROM vault_folder_state WHERE folder = $1", [folder])

@@ -100,9 +100,9 @@ def _select_in(
     if not unique:
         return []
     if len(unique) <= _IN_CHUNK:
-        marks = ", ".join("?" * len(unique))
+        marks = ", ".join(f"${i}" for i in range(1, len(unique) + 1))
         sql = f"SELECT {columns} FROM {table} WHERE {key} IN ({marks})"
         return con.execute(sql, unique).fetchall()
     kind = "BIGINT" if isinstance(unique[0], int) else "VARCHAR"
-    sql = f"SELECT {columns} FROM {table} WHERE {key} IN (SELECT unnest(?::{kind}[]))"
+    sql = f"SELECT {columns} FROM {table} WHERE {key} IN (SELECT unnest($1::{kind}[]))"
     return con.execute(sql, [unique]).fetchall()

@@ -1,15 +1,53 @@
-"""The DuckDB schema as an append-only list of migrations, applied in order at first connection.
+"""The store's schema, for both backends, as an append-only list of migrations applied in order
+at first connection (core/store/connection.py on the DuckDB file, core/store/postgres.py on a
+PostgreSQL schema).
 
 A migration is never edited once released: a change of the schema, or of what a stored key
-means, is a new entry (and SCHEMA_VERSION moves with it).
+means, is a new entry (and SCHEMA_VERSION moves with it). Its `schema` is SQL both engines read
+as written, bar one type: DuckDB's unsigned 64-bit integer (simhash, inode, size), which
+PostgreSQL lacks; the text names it `{ubigint}` and `Migration.schema_sql` spells it for the
+engine. A `backfill` converts rows a DuckDB file held before the migration. It may use DuckDB's
+own functions and runs on DuckDB only: the migrations that have one are older than the
+PostgreSQL backend (version 11), whose schema is created from empty tables, so there is nothing
+to convert there. From version 11 on, a migration's data steps belong in `schema`, in SQL both
+engines read (migration 13's copy of `signals` is one).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 SCHEMA_VERSION = 13
 
-MIGRATIONS: tuple[tuple[int, str], ...] = (
-    (
+Engine = Literal["duckdb", "postgresql"]
+
+# The one column type the engines spell differently. NUMERIC(20) holds every unsigned 64-bit
+# value; the PostgreSQL connection reads its whole numbers back as int, as DuckDB does.
+UBIGINT: dict[Engine, str] = {"duckdb": "UBIGINT", "postgresql": "NUMERIC(20)"}
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One schema version: its DDL for both engines, and DuckDB's conversion of older rows."""
+
+    version: int
+    schema: str
+    backfill: str = ""
+
+    def schema_sql(self, engine: Engine) -> str:
+        """The DDL as `engine` reads it (the `{ubigint}` type spelled for it)."""
+        return self.schema.format(ubigint=UBIGINT[engine])
+
+    def sql(self, engine: Engine) -> str:
+        """Every statement this migration runs on `engine`."""
+        if engine == "duckdb" and self.backfill:
+            return self.schema_sql(engine) + self.backfill
+        return self.schema_sql(engine)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
         1,
         """
         CREATE TABLE collections (
@@ -39,11 +77,11 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             validators_changed BOOLEAN,
             body_sha256 VARCHAR,
             bytes BIGINT NOT NULL,
-            duration_ms DOUBLE NOT NULL,
+            duration_ms DOUBLE PRECISION NOT NULL,
             redirects INTEGER NOT NULL,
             error_class VARCHAR,
             error_message VARCHAR,
-            retry_after_s DOUBLE
+            retry_after_s DOUBLE PRECISION
         );
         CREATE INDEX fetch_attempts_source ON fetch_attempts (source_id, fetched_at);
         CREATE TABLE item_observations (
@@ -70,7 +108,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             title_key VARCHAR NOT NULL,
             observed_day DATE,
             content_hash VARCHAR NOT NULL,
-            simhash UBIGINT NOT NULL,
+            simhash {ubigint} NOT NULL,
             first_seen_at TIMESTAMPTZ NOT NULL,
             duplicate_candidate_of VARCHAR,
             file_path VARCHAR NOT NULL,
@@ -123,7 +161,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
-    (
+    Migration(
         2,
         # Per-attempt metrics known only after the commit (items, backoff state), and the
         # collection a dead letter's replay ran in.
@@ -138,7 +176,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         ALTER TABLE dead_letters ADD COLUMN replay_collection_id VARCHAR;
         """,
     ),
-    (
+    Migration(
         3,
         # Identity aliases (re-key after an identity rule change) and single-column lookup
         # keys: DuckDB answers an equality on one ART-indexed column with an index scan, but
@@ -162,18 +200,20 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         CREATE TABLE simhash_bands (
             band_key INTEGER NOT NULL,
             signal_id VARCHAR NOT NULL,
-            simhash UBIGINT NOT NULL,
+            simhash {ubigint} NOT NULL,
             first_seen_at TIMESTAMPTZ NOT NULL
         );
+        CREATE INDEX simhash_bands_key ON simhash_bands (band_key);
+        CREATE INDEX simhash_bands_signal ON simhash_bands (signal_id);
+        """,
+        """
         INSERT INTO simhash_bands
             SELECT b * 65536 + ((simhash >> (16 * b)) & 65535)::INTEGER, signal_id, simhash,
                 first_seen_at
             FROM signals, range(4) AS t(b);
-        CREATE INDEX simhash_bands_key ON simhash_bands (band_key);
-        CREATE INDEX simhash_bands_signal ON simhash_bands (signal_id);
         """,
     ),
-    (
+    Migration(
         4,
         # What the evidence audits learned from each Signal file, keyed by its name and stat
         # (core/vault/facts.py): the checks after a collection parse only new or changed
@@ -182,8 +222,8 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         """
         CREATE TABLE audit_signal_files (
             name VARCHAR PRIMARY KEY,
-            ino UBIGINT NOT NULL,
-            size UBIGINT NOT NULL,
+            ino {ubigint} NOT NULL,
+            size {ubigint} NOT NULL,
             mtime_ns BIGINT NOT NULL,
             declared_id VARCHAR,
             error VARCHAR,
@@ -192,7 +232,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
-    (
+    Migration(
         5,
         # The facts' key gains the inode's change time: a file rewritten at the same size with
         # its mtime put back (`touch -r`, `cp -p`, a sync tool) still changes ctime. The table
@@ -201,8 +241,8 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         DROP TABLE audit_signal_files;
         CREATE TABLE audit_signal_files (
             name VARCHAR PRIMARY KEY,
-            ino UBIGINT NOT NULL,
-            size UBIGINT NOT NULL,
+            ino {ubigint} NOT NULL,
+            size {ubigint} NOT NULL,
             mtime_ns BIGINT NOT NULL,
             ctime_ns BIGINT NOT NULL,
             declared_id VARCHAR,
@@ -212,7 +252,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
-    (
+    Migration(
         6,
         # The audits become set queries over these facts (core/audit/signal_audits.py), so
         # each file's identity (SignalFile.identity) is stored with them. A declared id is a
@@ -222,12 +262,14 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         # and read again at each check.
         """
         ALTER TABLE audit_signal_files ADD COLUMN identity VARCHAR;
+        """,
+        """
         UPDATE audit_signal_files SET identity = regexp_extract(declared_id, '-([^-]*)$', 1)
             WHERE declared_id IS NOT NULL;
         DELETE FROM audit_signal_files WHERE declared_id IS NULL;
         """,
     ),
-    (
+    Migration(
         7,
         # Every item accounted for (docs/architecture.md, invariant 14). `check_accounting`: one
         # row per Source check with its outcome counts, what it covered, and whether items may
@@ -271,6 +313,15 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             canonical_url VARCHAR,
             recorded_at TIMESTAMPTZ NOT NULL
         );
+        CREATE TABLE source_items (
+            identity VARCHAR PRIMARY KEY,
+            source_id VARCHAR NOT NULL,
+            observed_at TIMESTAMPTZ,
+            first_seen_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE INDEX source_items_source ON source_items (source_id);
+        """,
+        """
         INSERT INTO duplicate_items
             SELECT identity, arg_max(signal_id, observed_in_run_at),
                 arg_max(source_id, observed_in_run_at), arg_max(canonical_url, observed_in_run_at),
@@ -280,13 +331,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
                 AND signal_id NOT LIKE 'pending:%'
                 AND identity NOT IN (SELECT identity FROM signals)
             GROUP BY identity;
-        CREATE TABLE source_items (
-            identity VARCHAR PRIMARY KEY,
-            source_id VARCHAR NOT NULL,
-            observed_at TIMESTAMPTZ,
-            first_seen_at TIMESTAMPTZ NOT NULL
-        );
-        CREATE INDEX source_items_source ON source_items (source_id);
         INSERT INTO source_items
             SELECT identity, arg_min(source_id, observed_in_run_at),
                 arg_min(observed_at, observed_in_run_at), min(observed_in_run_at)
@@ -294,7 +338,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             GROUP BY identity;
         """,
     ),
-    (
+    Migration(
         8,
         # The publisher's own lower bound on the next check (Cache-Control max-age, RSS <ttl>),
         # set by every answered check; empty when the publisher said nothing.
@@ -302,7 +346,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         ALTER TABLE feed_state ADD COLUMN polite_until TIMESTAMPTZ;
         """,
     ),
-    (
+    Migration(
         9,
         # Field evidence: for an item of an html, json or jsonfeed Source, which CSS
         # selector or JMESPath expression produced each of its fields, and what of the match
@@ -323,7 +367,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         CREATE INDEX field_evidence_identity ON field_evidence (identity);
         """,
     ),
-    (
+    Migration(
         10,
         # Page extraction: the page of each Signal of a `fullText: page-extraction`
         # Source, from pending to its end state, and robots.txt per origin with its expiry. No
@@ -358,7 +402,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
-    (
+    Migration(
         11,
         # The Signals folder as the last full listing saw it, plus the names the pipeline's
         # own commits added since (core/vault/folder_state.py): what lets a collection and the
@@ -369,13 +413,13 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             folder VARCHAR PRIMARY KEY,
             mtime_ns BIGINT NOT NULL,
             entries BIGINT NOT NULL,
-            fingerprint UBIGINT NOT NULL,
+            fingerprint {ubigint} NOT NULL,
             verified_at_ns BIGINT NOT NULL,
             temp_files BIGINT NOT NULL
         );
         """,
     ),
-    (
+    Migration(
         12,
         # Items a Source's include/exclude rule dropped, counted per check (invariant 14); each
         # one is an item_observations row with outcome `filtered` and the rule as its reason.
@@ -383,7 +427,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         ALTER TABLE check_accounting ADD COLUMN filtered INTEGER DEFAULT 0;
         """,
     ),
-    (
+    Migration(
         13,
         # What a Signal says is what the bytes said (docs/architecture.md, "Faithful to the
         # bytes"). Two items of one Source whose links differ only by fragment are two
@@ -411,7 +455,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             title_key VARCHAR NOT NULL,
             observed_day DATE,
             content_hash VARCHAR NOT NULL,
-            simhash UBIGINT NOT NULL,
+            simhash {ubigint} NOT NULL,
             first_seen_at TIMESTAMPTZ NOT NULL,
             duplicate_candidate_of VARCHAR,
             file_path VARCHAR NOT NULL,
@@ -419,8 +463,9 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             UNIQUE (source_id, canonical_url, link_fragment)
         );
         INSERT INTO signals_v12
-            SELECT *, CASE WHEN regexp_matches(source_item_id, '^[Hh][Tt][Tt][Pp][Ss]?://[^#]*#')
-                THEN regexp_extract(source_item_id, '#(.*)$', 1) ELSE '' END
+            SELECT *, CASE WHEN lower(source_item_id) LIKE 'http://%#%'
+                    OR lower(source_item_id) LIKE 'https://%#%'
+                THEN substr(source_item_id, strpos(source_item_id, '#') + 1) ELSE '' END
             FROM signals;
         DROP TABLE signals;
         ALTER TABLE signals_v12 RENAME TO signals;
@@ -433,8 +478,9 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
             SELECT d.identity FROM duplicate_items d
             JOIN signals s ON s.signal_id = d.signal_id AND s.canonical_url = d.canonical_url
             JOIN item_observations o ON o.identity = d.identity AND o.outcome = 'duplicate'
-            WHERE regexp_matches(o.source_item_id, '^[Hh][Tt][Tt][Pp][Ss]?://[^#]*#')
-                AND regexp_extract(o.source_item_id, '#(.*)$', 1) <> s.link_fragment
+            WHERE (lower(o.source_item_id) LIKE 'http://%#%'
+                    OR lower(o.source_item_id) LIKE 'https://%#%')
+                AND substr(o.source_item_id, strpos(o.source_item_id, '#') + 1) <> s.link_fragment
         );
         DROP INDEX field_evidence_identity;
         ALTER TABLE field_evidence ADD COLUMN raw_text VARCHAR;

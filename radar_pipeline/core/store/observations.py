@@ -78,6 +78,7 @@ def record_rejection(
 ) -> None:
     """The observation of an item the parser rejected (no identity, no Signal)."""
     con.execute(
-        "INSERT INTO item_observations VALUES (?, ?, ?, NULL, ?, NULL, NULL, NULL, ?, NULL, ?)",
+        "INSERT INTO item_observations "
+        "VALUES ($1, $2, $3, NULL, $4, NULL, NULL, NULL, $5, NULL, $6)",
         [collection_id, source_id, as_of, source_item_id, "rejected", reason],
     )

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from radar_pipeline.core.store.connection import Connection, insert_rows, rows_as_dicts
+from radar_pipeline.core.store.connection import Connection, Store, insert_rows, rows_as_dicts
 
 # The states a later check takes again (oldest first, within the budget).
 OPEN_STATES = ("pending", "stopped")
@@ -95,9 +95,9 @@ def enqueue_pages(con: Connection, rows: Sequence[PageRow]) -> None:
 def expire_pages(con: Connection, source_id: str, floor: datetime, collection_id: str) -> int:
     """Open pages of Signals first seen before `floor` (the recovery cap) are never fetched."""
     row = con.execute(
-        "UPDATE page_state SET status = 'expired', collection_id = ?, "
+        "UPDATE page_state SET status = 'expired', collection_id = $1, "
         "reason = 'its Signal left the recovery cap before the page was fetched' "
-        "WHERE source_id = ? AND status IN ('pending', 'stopped') AND signal_created_at < ? "
+        "WHERE source_id = $2 AND status IN ('pending', 'stopped') AND signal_created_at < $3 "
         "RETURNING signal_id",
         [collection_id, source_id, floor],
     ).fetchall()
@@ -110,7 +110,7 @@ def open_pages(con: Connection, source_id: str) -> list[PageRow]:
     rows = rows_as_dicts(
         con,
         "SELECT signal_id, source_id, page_url, title, signal_created_at, observed_at, "
-        "attempts FROM page_state WHERE source_id = ? AND status IN ('pending', 'stopped') "
+        "attempts FROM page_state WHERE source_id = $1 AND status IN ('pending', 'stopped') "
         "ORDER BY signal_created_at, observed_at NULLS LAST, signal_id",
         [source_id],
     )
@@ -126,11 +126,11 @@ def record_page_results(
     """Each page's new state; a request made counts as an attempt."""
     for r in results:
         con.execute(
-            "UPDATE page_state SET status = ?, reason = ?, collection_id = ?, "
-            "attempts = attempts + ?, last_attempt_at = CASE WHEN ? THEN ? ELSE last_attempt_at "
-            "END, final_url = coalesce(?, final_url), http_status = coalesce(?, http_status), "
-            "bytes = coalesce(?, bytes), text_bytes = coalesce(?, text_bytes), "
-            "extractor = coalesce(?, extractor) WHERE signal_id = ?",
+            "UPDATE page_state SET status = $1, reason = $2, collection_id = $3, "
+            "attempts = attempts + $4, last_attempt_at = CASE WHEN $5 THEN $6 ELSE last_attempt_at "
+            "END, final_url = coalesce($7, final_url), http_status = coalesce($8, http_status), "
+            "bytes = coalesce($9, bytes), text_bytes = coalesce($10, text_bytes), "
+            "extractor = coalesce($11, extractor) WHERE signal_id = $12",
             [
                 r.status,
                 r.reason,
@@ -150,7 +150,7 @@ def record_page_results(
 
 def count_open(con: Connection, source_id: str) -> int:
     row = con.execute(
-        "SELECT count(*) FROM page_state WHERE source_id = ? AND status IN ('pending', 'stopped')",
+        "SELECT count(*) FROM page_state WHERE source_id = $1 AND status IN ('pending', 'stopped')",
         [source_id],
     ).fetchone()
     return int(row[0]) if row else 0
@@ -161,16 +161,16 @@ def load_robots(con: Connection, origin: str, now: datetime) -> RobotsEntry | No
     rows = rows_as_dicts(
         con,
         "SELECT origin, fetched_at, expires_at, http_status, verdict, body FROM robots_cache "
-        "WHERE origin = ? AND expires_at > ?",
+        "WHERE origin = $1 AND expires_at > $2",
         [origin, now],
     )
     return RobotsEntry(**rows[0]) if rows else None
 
 
 def save_robots(con: Connection, entry: RobotsEntry) -> None:
-    con.execute("DELETE FROM robots_cache WHERE origin = ?", [entry.origin])
+    con.execute("DELETE FROM robots_cache WHERE origin = $1", [entry.origin])
     con.execute(
-        "INSERT INTO robots_cache VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO robots_cache VALUES ($1, $2, $3, $4, $5, $6)",
         [
             entry.origin,
             entry.fetched_at,
@@ -180,3 +180,26 @@ def save_robots(con: Connection, entry: RobotsEntry) -> None:
             entry.body,
         ],
     )
+
+
+def open_queues(
+    store: Store, source_ids: Sequence[str], floor: datetime, collection_id: str
+) -> tuple[dict[str, int], dict[str, list[PageRow]]]:
+    """For each Source, in one transaction: how many of its open pages `expire_pages` closed,
+    and the pages left open (`open_pages`)."""
+    with store.transaction() as con:
+        expired = {sid: expire_pages(con, sid, floor, collection_id) for sid in source_ids}
+        return expired, {sid: open_pages(con, sid) for sid in source_ids}
+
+
+def read_robots(store: Store, origin: str, now: datetime) -> RobotsEntry | None:
+    """`load_robots`, in a transaction of its own."""
+    with store.transaction() as con:
+        return load_robots(con, origin, now)
+
+
+def save_robots_entries(store: Store, entries: Sequence[RobotsEntry]) -> None:
+    """`save_robots` for each entry, in one transaction."""
+    with store.transaction() as con:
+        for entry in entries:
+            save_robots(con, entry)

@@ -9,9 +9,10 @@ file is created.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
@@ -21,6 +22,15 @@ from radar_pipeline.core.store.migrations import MIGRATIONS
 
 # A writer holds the file only for one short transaction; a dry run waits this long for it.
 READ_WAIT_S = 30.0
+
+T = TypeVar("T")
+
+
+def reading(path: Path, url: str, work: Callable[[Connection], T]) -> T:
+    """`work` on the store at `path` (or `url`) opened for reading only, as `read_only`
+    opens it; its answer. What a dry run outside core/store/ reads, it reads through this."""
+    with read_only(path, url) as con:
+        return work(con)
 
 
 @contextmanager
@@ -47,8 +57,8 @@ def read_only(path: Path, url: str = "") -> Iterator[Connection]:
 
 def _empty() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
-    for _version, sql in MIGRATIONS:
-        con.execute(sql)
+    for migration in MIGRATIONS:
+        con.execute(migration.sql("duckdb"))
     return con
 
 

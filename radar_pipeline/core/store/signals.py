@@ -23,7 +23,7 @@ SIGNAL_COLUMN_TYPES = (
     "VARCHAR",  # title_key
     "DATE",  # observed_day
     "VARCHAR",  # content_hash
-    "UBIGINT",  # simhash
+    "NUMERIC(20)",  # simhash
     "TIMESTAMPTZ",  # first_seen_at
     "VARCHAR",  # duplicate_candidate_of
     "VARCHAR",  # file_path
@@ -89,8 +89,8 @@ def insert_signals(con: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
     if bands:
         con.execute(
             # Every list typed: PostgreSQL cannot choose an unnest() for an untyped array.
-            "INSERT INTO simhash_bands SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[]), "
-            "unnest(?::UBIGINT[]), unnest(?::TIMESTAMPTZ[])",
+            "INSERT INTO simhash_bands SELECT unnest($1::INTEGER[]), unnest($2::VARCHAR[]), "
+            "unnest($3::NUMERIC(20)[]), unnest($4::TIMESTAMPTZ[])",
             [list(col) for col in zip(*bands, strict=True)],
         )
 
@@ -99,7 +99,7 @@ def _select_ids(con: Connection, table: str, ids: list[str]) -> list[tuple[Any, 
     # One semi-join on the unnested ids: IN lists of 100 were index scans per id, growing
     # with the table (lookups._select_in says more).
     return con.execute(
-        f"SELECT DISTINCT signal_id FROM {table} WHERE signal_id IN (SELECT unnest(?::VARCHAR[]))",
+        f"SELECT DISTINCT signal_id FROM {table} WHERE signal_id IN (SELECT unnest($1::VARCHAR[]))",
         [ids],
     ).fetchall()
 
@@ -155,8 +155,8 @@ def stale_signals(con: Connection, version: int) -> list[tuple[str, str, str, st
     under another identity version and not yet aliased at `version`, oldest first."""
     return con.execute(
         "SELECT signal_id, identity, source_id, canonical_url, source_item_id FROM signals s "
-        "WHERE identity_version <> ? AND NOT EXISTS (SELECT 1 FROM identity_aliases a "
-        "WHERE a.signal_id = s.signal_id AND a.identity_version = ?) "
+        "WHERE identity_version <> $1 AND NOT EXISTS (SELECT 1 FROM identity_aliases a "
+        "WHERE a.signal_id = s.signal_id AND a.identity_version = $2) "
         "ORDER BY first_seen_at, signal_id",
         [version, version],
     ).fetchall()
@@ -181,8 +181,8 @@ def insert_aliases(
     statement."""
     idents, signal_ids, source_ids, urls = (list(c) for c in zip(*aliases, strict=True))
     con.execute(
-        "INSERT INTO identity_aliases SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
-        "?::INTEGER, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?::TIMESTAMPTZ",
+        "INSERT INTO identity_aliases SELECT unnest($1::VARCHAR[]), unnest($2::VARCHAR[]), "
+        "$3::INTEGER, unnest($4::VARCHAR[]), unnest($5::VARCHAR[]), $6::TIMESTAMPTZ",
         [idents, signal_ids, version, source_ids, urls, recorded_at],
     )
 

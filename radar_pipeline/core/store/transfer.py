@@ -67,7 +67,7 @@ def move(source: Store, target: Store) -> Transfer:
             for table in tables:
                 cur = src.execute(f"SELECT * FROM {table}")
                 names = [d[0] for d in cur.description]
-                marks = ", ".join("?" * len(names))
+                marks = ", ".join(f"${i}" for i in range(1, len(names) + 1))
                 insert = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})"
                 count = 0
                 while batch := cur.fetchmany(_CHUNK):

@@ -33,6 +33,7 @@ from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.facts import FactRow
 from radar_pipeline.core.vault.folder_state import (
     FolderState,
+    Judgement,
     dir_mtime_ns,
     fingerprint,
     forget_state,
@@ -134,9 +135,12 @@ def gather_facts(vault: Path, store: Store, full: bool = True) -> FactsUpdate:
     """
     folder = vault / SIGNALS_DIR
     if not full:
-        with store.transaction() as con:
+
+        def read(con: Connection) -> tuple[Judgement, list[str]]:
             judgement = judge(con, folder)
-            errored = stored.errored_names(con) if judgement.unchanged else []
+            return judgement, stored.errored_names(con) if judgement.unchanged else []
+
+        judgement, errored = store.atomically(read)
         if judgement.unchanged:
             listing = judgement.listing
             fresh = [
@@ -173,8 +177,7 @@ def gather_facts(vault: Path, store: Store, full: bool = True) -> FactsUpdate:
             unstorable.append(name)  # read at every check; such a file is never a Signal
             continue
         listed[name] = facts_key(info)
-    with store.transaction() as con:
-        rows = stored.stored_keys(con)
+    rows = stored.read_stored_keys(store)
     known = {row[0]: (row[1], row[2], row[3], row[4]) if row[5] else None for row in rows}
     stale = sorted(name for name, key in listed.items() if known.get(name) != key)
     # A name the facts cannot hold keeps the folder from ever being trusted (no state).

@@ -150,12 +150,15 @@ def _index_files(con: Connection, vault: Path, missing: list[str]) -> IndexRepai
 def rebuild(store: Store, vault: Path) -> IndexRepair:
     """Drop the Signal index and derive it again from the vault files, re-keying every Signal
     indexed under another identity version (its aliases are derived data too)."""
-    with store.transaction() as con:
+
+    def derive(con: Connection) -> IndexRepair:
         # The audits' per-file facts too: reconcile records them again from the same reads;
         # they no longer name every file, so the folder's recorded state goes with them.
         stored_signals.clear_derived(con)
         forget_state(con)
         return reconcile(con, vault)
+
+    return store.atomically(derive)
 
 
 def rekey(con: Connection) -> Rekey:
