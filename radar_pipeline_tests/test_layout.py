@@ -653,40 +653,24 @@ def test_the_sql_check_sees_sql() -> None:
 # vault in one piece.
 TRANSACTION_CALLS = frozenset({"transaction", "read_only", "read_only_transaction"})
 CONNECT_MODULES = frozenset({"duckdb", "psycopg", "psycopg2"})
-# Sites in defs/ still opening one, by (file, enclosing function): the lead removes these when
-# defs/ is rewritten. Each reads one thing, for which the store has a function taking the
-# Store: `feed_state.read_states(store)` for the four `load_states(con)`,
-# `accounting.read_undated_counts(store, ids)` for `undated_counts(con, ids)`.
-TRANSACTIONS_TO_MOVE = frozenset(
-    {
-        ("radar_pipeline/defs/collection/launch.py", "launch_collection"),
-        ("radar_pipeline/defs/collection/assets.py", "signal_materialize"),
-        ("radar_pipeline/defs/collection/assets.py", "next_due_times"),
-        ("radar_pipeline/defs/collection/freshness.py", "_timings"),
-        ("radar_pipeline/defs/collection/schedules.py", "due_sources_schedule"),
-    }
-)
 
 
 def _transaction_offences(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(), str(path))
-    relative = str(path.relative_to(REPO_ROOT))
     offences = []
 
-    def visit(node: ast.AST, function: str) -> None:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            function = node.name
+    def visit(node: ast.AST) -> None:
         if isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
             owner = getattr(func.value, "id", None) if isinstance(func, ast.Attribute) else None
             opens = name in TRANSACTION_CALLS or (name == "connect" and owner in CONNECT_MODULES)
-            if opens and (relative, function) not in TRANSACTIONS_TO_MOVE:
+            if opens:
                 offences.append(f"{_where(path, node)}: {name}() outside core/store/")
         for child in ast.iter_child_nodes(node):
-            visit(child, function)
+            visit(child)
 
-    visit(tree, "")
+    visit(tree)
     return offences
 
 
@@ -702,23 +686,9 @@ def test_only_the_store_opens_transactions() -> None:
 
 
 def test_the_transaction_check_sees_transactions() -> None:
-    """The check above is not vacuous: it finds the store's own openings, and each site it
-    allows is still there (a site removed leaves no stale entry)."""
+    """The check above is not vacuous: it finds the store's own openings."""
     assert _transaction_offences(STORE_DIR / "fetch_attempts.py")
     assert _transaction_offences(STORE_DIR / "read_only.py")
-    for relative, function in TRANSACTIONS_TO_MOVE:
-        path = REPO_ROOT / relative
-        tree = ast.parse(path.read_text(), str(path))
-        calls = [
-            n
-            for f in ast.walk(tree)
-            if isinstance(f, ast.FunctionDef) and f.name == function
-            for n in ast.walk(f)
-            if isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and n.func.attr == "transaction"
-        ]
-        assert calls, f"{relative}:{function} opens no transaction now: drop it from the list"
 
 
 # Run tags are a contract between the launchers, the sensors and the checks: spelled once.

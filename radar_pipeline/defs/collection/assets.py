@@ -15,8 +15,8 @@ from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, 
 from radar_pipeline.core.plan.schedule import next_due_at
 from radar_pipeline.core.registry.sources import RegistrySnapshot
 from radar_pipeline.core.reports import CollectionReport
-from radar_pipeline.core.store.accounting import undated_counts
-from radar_pipeline.core.store.feed_state import FeedState, load_states
+from radar_pipeline.core.store.accounting import read_undated_counts
+from radar_pipeline.core.store.feed_state import FeedState, read_states
 from radar_pipeline.defs.collection.config import FAILED_SOURCES, SIGNALS_KEY, CollectConfig
 from radar_pipeline.defs.collection.metadata import collection_headline, collection_markdown
 from radar_pipeline.defs.collection.partition_events import (
@@ -163,9 +163,9 @@ def source_contexts(
 ) -> dict[str, SourceContext]:
     """Per Source of the report: when it is next due, its undated items, its state."""
     ids = report.collection_ids or ((report.collection_id,) if report.collection_id else ())
-    with radar.store().transaction() as con:
-        undated = undated_counts(con, ids)
-        states = load_states(con)
+    store = radar.store()
+    undated = read_undated_counts(store, ids)
+    states = read_states(store)
     next_due = next_due_times(plan, states)
     return {
         src.id: SourceContext(

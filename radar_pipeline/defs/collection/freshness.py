@@ -32,7 +32,7 @@ from radar_pipeline.core.config import Settings
 from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.plan.collection import SourceTiming, source_timings
 from radar_pipeline.core.registry.sources import load_registry
-from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.core.store.feed_state import read_states
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.collection.config import SIGNALS_KEY, config_of
 from radar_pipeline.defs.collection.sensors import TICK_SECONDS, evaluation_time
@@ -70,8 +70,7 @@ def cadence_table(timings: Sequence[SourceTiming]) -> str:
 
 def _timings(radar: RadarResource, now: datetime) -> tuple[SourceTiming, ...]:
     snapshot = load_registry(radar.paths().vault)
-    with radar.store().transaction() as con:
-        states = load_states(con)
+    states = read_states(radar.store())
     return source_timings(snapshot, states, now)
 
 

@@ -27,7 +27,7 @@ from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.reports import CollectionReport, Counts
 from radar_pipeline.core.store.collections import report_for
 from radar_pipeline.core.store.connection import Store
-from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.core.store.feed_state import read_states
 from radar_pipeline.defs import tags as run_tags
 from radar_pipeline.defs.collection.checks import SIGNAL_CHECKS_JOB_NAME, checks_run_config
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, collect_run_config
@@ -70,8 +70,7 @@ def launch_collection(
     if not keys:
         return _empty_report(as_of, mode)
     store = Store.of(paths)
-    with store.transaction() as con:
-        states = load_states(con)
+    states = read_states(store)
     spec = CollectionSpec("preview", mode, as_of, source_ids, trigger, partition_order=tuple(keys))
     preview = preview_collection(spec, snapshot, states)
     # Nothing to check: one run without a partition reports the skipped and the overdue. It

@@ -50,7 +50,7 @@ from radar_pipeline.core.plan.collection import (
     source_timings,
 )
 from radar_pipeline.core.registry.sources import load_registry
-from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.core.store.feed_state import read_states
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.collection.config import collect_run_config
 from radar_pipeline.defs.collection.jobs import collect_job
@@ -191,8 +191,7 @@ def due_sources_schedule(
     paths = radar.paths()
     partitions = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     snapshot = load_registry(paths.vault)
-    with radar.store().transaction() as con:
-        states = load_states(con)
+    states = read_states(radar.store())
     spec = CollectionSpec("preview", "due", now, (), TRIGGER, partition_order=tuple(partitions))
     preview = preview_collection(spec, snapshot, states)
     timings = {t.source_id: t for t in source_timings(snapshot, states, now, preview.placement)}
