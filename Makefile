@@ -124,6 +124,13 @@ ui: bytecode $(if $(RADAR_VAULT),,$(DEMO_SOURCES))
 ui-paused: bytecode $(if $(RADAR_VAULT),,$(DEMO_SOURCES))
 	$(call start_ui,STOPPED by default,stopped)
 
+# The UI's pages as a person sees them, PNGs in docs/screenshots/ (benchmarks/screenshots.py):
+# a real dagster dev on a temp home, vault and loopback feeds, a collection and a backfill,
+# then headless Chromium (Debian's `chromium`). SCREENSHOT_PORT=0 takes a port from the kernel.
+SCREENSHOT_PORT ?= 0
+screenshots: bytecode
+	$(BIN)/python -m benchmarks.screenshots --port $(SCREENSHOT_PORT)
+
 # The fault suite at full strength (50 kill trials, 10 overlap rounds, the whole corpus, long
 # fuzzing, 12 trials of two team-profile workers with one killed); `make test` runs the same
 # tests with a handful of trials. The two-worker case starts a throwaway PostgreSQL server
