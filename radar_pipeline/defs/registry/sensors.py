@@ -5,6 +5,7 @@ import dagster as dg
 
 from radar_pipeline.core.plan.collection import new_partition_order
 from radar_pipeline.core.registry.sources import load_registry
+from radar_pipeline.defs import tags
 from radar_pipeline.defs.automation import TICK_SECONDS, sensor_status
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sync_partition_requests
 from radar_pipeline.defs.registry.assets import (
@@ -13,9 +14,6 @@ from radar_pipeline.defs.registry.assets import (
     registry_version,
 )
 from radar_pipeline.defs.resources import RadarResource
-
-# The tag Dagster reads an observation's data version from (as `ObserveResult` writes it).
-DATA_VERSION_TAG = "dagster/data_version"
 
 
 @dg.sensor(
@@ -44,7 +42,7 @@ def source_registry_sensor(
             dg.AssetObservation(
                 asset_key=SOURCE_REGISTRY_KEY,
                 metadata=registry_metadata(snapshot),
-                tags={DATA_VERSION_TAG: version},
+                tags={tags.DATA_VERSION: version},
             )
         )
     return dg.SensorResult(
