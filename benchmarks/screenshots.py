@@ -52,14 +52,15 @@ PASSING = ("engineering-blog", "release-notes", "changelog")
 SERVER_ERROR = "status-page"  # answers 500
 UNREACHABLE = "old-mirror"  # a closed loopback port: a network error
 BACKFILL = (PASSING[0], SERVER_ERROR)
-# Name -> (path of the page, texts the page shows once loaded): what docs/operations.md shows.
+# Name -> (path of the page, texts the page shows once loaded; `{backfill}` is the backfill's
+# id): what docs/operations.md shows.
 PAGES = {
     "signals-partitions": (
         f"/assets/signals?view=partitions&partition={SERVER_ERROR}",
         ("Failed (2)", "Materialized (3)", SERVER_ERROR),
     ),
     "signals-checks": ("/assets/signals?view=checks", ("accounting", "on_cadence")),
-    "backfills": ("/overview/backfills", ("Backfill ID",)),
+    "backfills": ("/overview/backfills", ("{backfill}",)),
     "automation": ("/overview/automation", ("due_sources_schedule", "source_registry_sensor")),
 }
 WIDTH, HEIGHT = 1400, 1000
@@ -155,9 +156,10 @@ class Chromium:
             self.proc.kill()
             self.proc.wait()
 
-    def shoot(self, url: str, markers: tuple[str, ...], out: Path) -> None:
+    def shoot(self, url: str, markers: tuple[str, ...], out: Path) -> bool:
         """Open `url` in a new tab; once its text holds every marker, and SETTLE_S more
-        seconds, write the PNG of the window to `out`."""
+        seconds, write the PNG of the window to `out`. After LOAD_TIMEOUT_S without them the
+        picture is taken as it is, and False returned."""
         request = urllib.request.Request(f"{self.devtools}/json/new?about:blank", method="PUT")
         with urllib.request.urlopen(request, timeout=30) as answer:
             target = json.load(answer)
@@ -174,18 +176,18 @@ class Chromium:
             check = " && ".join(
                 f"document.body.innerText.includes({json.dumps(m)})" for m in markers
             )
-            wait_for(
-                f"{url} to show {markers}",
-                lambda: session.evaluate(f"!!document.body && {check}") or None,
-                LOAD_TIMEOUT_S,
-                1,
-            )
+            deadline = time.monotonic() + LOAD_TIMEOUT_S
+            loaded = False
+            while not loaded and time.monotonic() < deadline:
+                loaded = session.evaluate(f"!!document.body && {check}")
+                time.sleep(1)
             time.sleep(SETTLE_S)
             shot = session.call("Page.captureScreenshot", format="png")
             out.write_bytes(base64.b64decode(shot["data"]))
         close = urllib.request.Request(f"{self.devtools}/json/close/{target['id']}")
         with urllib.request.urlopen(close, timeout=30):
             pass
+        return loaded
 
 
 class DevTools:
@@ -230,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     server = FeedServer().start()
     root = Path(tempfile.mkdtemp(prefix="radar-screenshots-"))
+    missing: list[str] = []  # pages photographed before they showed their markers
     try:
         home = RadarHome(root)
         write_vault(home, server)
@@ -254,16 +257,20 @@ def main(argv: list[str] | None = None) -> int:
             dev.graphql("mutation SetNuxSeen { setNuxSeen }")
             chromium = Chromium(root / "chromium")
             try:
-                for name, (path, markers) in PAGES.items():
+                for name, (path, texts) in PAGES.items():
                     target = out / f"{name}.png"
-                    chromium.shoot(dev.base + path, markers, target)
-                    print(f"{target}: {target.stat().st_size} bytes", flush=True)
+                    markers = tuple(t.format(backfill=backfill_id) for t in texts)
+                    if chromium.shoot(dev.base + path, markers, target):
+                        print(f"{target}: {target.stat().st_size} bytes", flush=True)
+                    else:
+                        missing.append(name)
+                        print(f"{target}: taken without {markers} on the page", flush=True)
             finally:
                 chromium.close()
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
-    return 0
+    return 1 if missing else 0
 
 
 if __name__ == "__main__":
