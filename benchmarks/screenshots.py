@@ -52,8 +52,8 @@ PASSING = ("engineering-blog", "release-notes", "changelog")
 SERVER_ERROR = "status-page"  # answers 500
 UNREACHABLE = "old-mirror"  # a closed loopback port: a network error
 BACKFILL = (PASSING[0], SERVER_ERROR)
-# Name -> (path of the page, texts the page shows once loaded; `{backfill}` is the backfill's
-# id): what docs/operations.md shows.
+# Name -> (path of the page, texts the page shows once loaded, each at least once or, as
+# `text*N`, N times; `{backfill}` is the backfill's id): what docs/operations.md shows.
 PAGES = {
     "signals-partitions": (
         f"/assets/signals?view=partitions&partition={SERVER_ERROR}",
@@ -61,11 +61,15 @@ PAGES = {
     ),
     "signals-checks": ("/assets/signals?view=checks", ("accounting", "on_cadence")),
     "backfills": ("/overview/backfills", ("{backfill}",)),
-    "automation": ("/overview/automation", ("due_sources_schedule", "source_registry_sensor")),
+    # Its rows load one by one: every schedule's and sensor's kind line is the last to come.
+    "automation": (
+        "/overview/automation",
+        ("Scheduled*4", "Standard sensor*2", "Run status sensor*4"),
+    ),
 }
 WIDTH, HEIGHT = 1400, 1000
 LOAD_TIMEOUT_S = 180  # a loaded 2-core machine answers the UI's queries slowly
-SETTLE_S = 4  # after the markers appear: late requests, fonts, the layout settling
+SETTLE_S = 10  # after the markers appear: late requests (each row's status), the layout
 
 
 def feed(source_id: str) -> bytes:
@@ -173,9 +177,7 @@ class Chromium:
                 mobile=False,
             )
             session.call("Page.navigate", url=url)
-            check = " && ".join(
-                f"document.body.innerText.includes({json.dumps(m)})" for m in markers
-            )
+            check = " && ".join(_marker_test(m) for m in markers)
             deadline = time.monotonic() + LOAD_TIMEOUT_S
             loaded = False
             while not loaded and time.monotonic() < deadline:
@@ -211,6 +213,13 @@ class DevTools:
     def evaluate(self, expression: str) -> bool:
         answer = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
         return bool(answer.get("result", {}).get("value"))
+
+
+def _marker_test(marker: str) -> str:
+    """The JavaScript test that the page's text holds `marker` (`text*N`: N times)."""
+    text, _, count = marker.partition("*")
+    needed = int(count) if count else 1
+    return f"(document.body.innerText.split({json.dumps(text)}).length - 1 >= {needed})"
 
 
 def _first_line(path: Path) -> str | None:
