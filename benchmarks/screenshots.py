@@ -7,10 +7,11 @@ loopback server (radar_pipeline_tests/feedserver.py): three Sources answer with 
 answers 500 and one points at a closed port (a network error), so the pictures show failed
 partitions beside materialized ones. The steps:
 
-1. `dagster dev` starts on 127.0.0.1 (the port from `--port`, else from the kernel) with the
+1. `radar collect --all` collects every Source (a CLI collection: it makes the partitions,
+   and runs its checks itself), before the UI starts, so the collection schedule finds no
+   Source due and the pictures do not depend on a race with it;
+2. `dagster dev` starts on 127.0.0.1 (the port from `--port`, else from the kernel) with the
    temp home, every schedule and sensor running, as `make ui` starts them;
-2. once the registry sensor made the partitions, `radar collect --all` collects every Source
-   (a CLI collection, its checks run by the launcher);
 3. a backfill of two Sources, one failing, is launched the way the UI's "Materialize
    selected" dialog launches it (`launchPartitionBackfill`), and the script waits until it
    and every run it caused (the checks, the evidence snapshot) have ended;
@@ -249,14 +250,14 @@ def main(argv: list[str] | None = None) -> int:
         dev = DagsterDev(home.home, env, root / "dagster-dev.log")
         if args.port:
             dev.port, dev.base = args.port, f"http://127.0.0.1:{args.port}"
+        collected = radar(env, "collect", "--all")
+        print(
+            f"radar collect --all: passed {collected['passed']}, failed {collected['failed']}",
+            flush=True,
+        )
         with dev:
             print(f"dagster dev on {dev.base}, home {home.home}", flush=True)
             dev.wait_partitions([*PASSING, SERVER_ERROR, UNREACHABLE], timeout=300)
-            collected = radar(env, "collect", "--all")
-            print(
-                f"radar collect --all: passed {collected['passed']}, failed {collected['failed']}",
-                flush=True,
-            )
             backfill_id = dev.launch_backfill(list(BACKFILL))
             wait_for("the backfill", lambda: backfill_done(dev, backfill_id), 600, 2)
             wait_for("the runs to settle", lambda: settled(dev, 75), 900, 5)
