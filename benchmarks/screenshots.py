@@ -64,7 +64,7 @@ PAGES = {
     "backfills": ("/overview/backfills", ("{backfill}",)),
     # Its rows load one by one: every schedule's and sensor's kind line is the last to come.
     "automation": (
-        "/overview/automation",
+        "/automation",
         ("Scheduled*4", "Standard sensor*2", "Run status sensor*4"),
     ),
 }
