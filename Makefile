@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 UI_HOME := $(if $(DAGSTER_HOME),$(DAGSTER_HOME),$(CURDIR)/data/dagster_home)
 UI_PORT ?= 3000
 
-.PHONY: run test test-fast test-slow test-postgres lint typecheck ui bench faults soak clean-venv bytecode
+.PHONY: run test test-fast test-slow test-postgres lint typecheck ui ui-paused screenshots bench faults soak clean-venv bytecode
 
 # Recreated when missing or stale (the lock or pyproject changed since it was installed).
 $(STAMP): requirements.lock pyproject.toml
@@ -25,9 +25,11 @@ $(STAMP): requirements.lock pyproject.toml
 bytecode: $(STAMP)
 	@$(BIN)/python -m compileall -q radar_pipeline
 
-# The closing lines say what happened and what to do next. A collection in which some Sources
-# failed (exit 2: offline, the production Sources do) still ran: make succeeds; only a collection
-# that could not run (exit 1) fails the target.
+# The closing lines count what happened, read from the collection's own summary line ("passed
+# N, failed N, skipped N") and the open dead letters: a Source skipped now (in its backoff, or
+# inside its minIntervalSeconds) after a failure is still failing, and is said so. A collection
+# in which some Sources failed (exit 2: offline, the production Sources do) still ran: make
+# succeeds; only a collection that could not run (exit 1) fails the target.
 RUN_VAULT := $(if $(RADAR_VAULT),$(RADAR_VAULT),data/vault)
 # The demo vault is tracked as data/vault-template/; data/vault/ is the working copy git ignores
 # (the pipeline writes health keys into its Source files, the views, the Signals). It is made
@@ -35,16 +37,25 @@ RUN_VAULT := $(if $(RADAR_VAULT),$(RADAR_VAULT),data/vault)
 # and a vault named by RADAR_VAULT is never touched.
 TEMPLATE_VAULT := data/vault-template
 DEMO_SOURCES := data/vault/Radar/Sources
+OPEN_DEAD_LETTER_SOURCES := import json, sys; \
+  print(len({d["sourceId"] for d in json.load(sys.stdin)["deadLetters"] if d["status"] == "open"}))
 run: bytecode $(if $(RADAR_VAULT),,$(DEMO_SOURCES))
-	@$(BIN)/radar collect --all; code=$$?; echo; \
-	if [ $$code -eq 0 ]; then \
-	  echo "Done: every Source checked passed. The Signals are notes in $(RUN_VAULT)/Radar/Signals."; \
-	elif [ $$code -eq 2 ]; then \
-	  echo "Done, with failed Sources (listed above with their error; offline, every production"; \
-	  echo "Source fails with class network and the fixture Sources still yield their Signals)."; \
-	  echo "They are retried after their backoff: run make run again later, or see .venv/bin/radar dlq list."; \
+	@out=$$(mktemp); $(BIN)/radar collect --all | tee $$out; code=$${PIPESTATUS[0]}; echo; \
+	counts=$$(sed -n 's/^collection as of .*passed \([0-9]*\), failed \([0-9]*\), skipped \([0-9]*\)$$/\1 \2 \3/p' $$out); \
+	rm -f $$out; \
+	if [ $$code -ne 0 ] && [ $$code -ne 2 ] || [ -z "$$counts" ]; then \
+	  echo "The collection did not run: the radar line above says why and what to fix."; exit 1; \
+	fi; \
+	read passed failed skipped <<< "$$counts"; \
+	failing=$$($(BIN)/radar dlq list --json | $(BIN)/python -c '$(OPEN_DEAD_LETTER_SOURCES)'); \
+	if [ $$failed -eq 0 ] && [ $$skipped -eq 0 ]; then \
+	  echo "Done: all $$passed Sources passed. The Signals are notes in $(RUN_VAULT)/Radar/Signals."; \
 	else \
-	  echo "The collection did not run: the radar line above says why and what to fix."; exit $$code; \
+	  echo "Done: $$passed passed, $$failed failed, $$skipped skipped (not checked now: in their backoff"; \
+	  echo "or inside minIntervalSeconds, each with its reason above). Still failing: $$failing Sources"; \
+	  echo "(open dead letters: .venv/bin/radar dlq list). Offline, every production Source fails"; \
+	  echo "with class network; the fixture Sources still yield their Signals. Failing Sources are"; \
+	  echo "retried after their backoff: run make run again later."; \
 	fi; \
 	echo "Next: open $(RUN_VAULT) as a vault in Obsidian; Radar/Signals.base lists the new Signals to review,"; \
 	echo "Radar/Sources.base the health of each Source. make ui shows the runs; add feeds with"; \
@@ -85,13 +96,40 @@ test: lint typecheck bytecode
 test-postgres: bytecode
 	TEST_WORKERS=$(TEST_WORKERS) bash radar_pipeline/deploy/test_postgres.sh
 
+# `make ui`: `dagster dev` (webserver, daemon, code server) with every schedule and sensor
+# RUNNING by default; `make ui-paused`: the same with each of them STOPPED (RADAR_AUTOMATION=
+# stopped, read by the definitions: radar_pipeline/defs/automation.py), to start by hand under
+# Automation. A state once set in the UI is kept by the instance either way.
+# The home is prepared first, under the CLI's bootstrap lock: dagster.yaml copied into an empty
+# one, a storage half-created by a kill completed (radar_pipeline/defs/instance.py). dagster dev
+# then runs from inside the home: from the repository's root it would find the repository's
+# dagster.yaml and warn that it "will not be used" (the home's copy is the one in use).
 # `exec` makes dagster dev the recipe's own process: Ctrl-C (SIGINT to the terminal's process
 # group) reaches it directly and it stops the webserver, the daemon and the code servers.
-# The home is prepared first, under the CLI's bootstrap lock: dagster.yaml copied into an empty
-# one, a storage half-created by a kill completed (radar_pipeline/defs/instance.py).
+# Dagster 1.13 also prints that `dagster dev` is superseded by `dg dev`: that command lives in
+# the dagster-dg-cli package, which this project does not install (docs/operations.md).
+UI_ENV := DAGSTER_HOME="$(abspath $(UI_HOME))" \
+  $(if $(RADAR_VAULT),RADAR_VAULT="$(abspath $(RADAR_VAULT))") \
+  $(if $(RADAR_DB),RADAR_DB="$(abspath $(RADAR_DB))")
+define start_ui
+	@$(UI_ENV) $(BIN)/python -m radar_pipeline.defs.instance
+	@echo "dagster dev on http://127.0.0.1:$(UI_PORT), instance $(abspath $(UI_HOME)), schedules and sensors $(1)"
+	cd "$(abspath $(UI_HOME))" && $(UI_ENV) RADAR_AUTOMATION=$(2) exec "$(abspath $(BIN))/dagster" dev \
+	  -w "$(CURDIR)/workspace.yaml" -h 127.0.0.1 -p $(UI_PORT)
+endef
+
 ui: bytecode $(if $(RADAR_VAULT),,$(DEMO_SOURCES))
-	@DAGSTER_HOME="$(UI_HOME)" $(BIN)/python -m radar_pipeline.defs.instance
-	DAGSTER_HOME="$(UI_HOME)" exec $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
+	$(call start_ui,RUNNING by default,running)
+
+ui-paused: bytecode $(if $(RADAR_VAULT),,$(DEMO_SOURCES))
+	$(call start_ui,STOPPED by default,stopped)
+
+# The UI's pages as a person sees them, PNGs in docs/screenshots/ (benchmarks/screenshots.py):
+# a real dagster dev on a temp home, vault and loopback feeds, a collection and a backfill,
+# then headless Chromium (Debian's `chromium`). SCREENSHOT_PORT=0 takes a port from the kernel.
+SCREENSHOT_PORT ?= 0
+screenshots: bytecode
+	$(BIN)/python -m benchmarks.screenshots --port $(SCREENSHOT_PORT)
 
 # The fault suite at full strength (50 kill trials, 10 overlap rounds, the whole corpus, long
 # fuzzing, 12 trials of two team-profile workers with one killed); `make test` runs the same

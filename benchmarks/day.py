@@ -23,7 +23,8 @@ the scheduler's clock only:
   `signal_checks` run the sensor requests after the launch's last run ended (at most
   `CHECKS_WAIT_S` after it), and no run is in flight; then the next minute.
 The daemon's own sensors keep the clock they started with (`RADAR_AS_OF` = the day's start):
-the collections, their checks and the prune date themselves by the run config's `as_of`, but
+the collections and their checks date themselves by the run config's `as_of` (the daily prune
+ticks at 00:30 of the real clock, so a simulated day holds no prune run), but
 the freshness sensor judges lateness at the start (in a day where every Source is collected on
 time, it flips once, after the first burst).
 

@@ -25,8 +25,11 @@ step, dated on the simulated clock. `down` answers 503 for a day, `limited` answ
 `Retry-After: 5 h` for a day, `gone` answers 410 from three quarters of the week on. The
 weekly close is run at its scheduled instant (Sunday 00:00 of the simulated week) with `radar
 cleanup --as-of` (the daemon's weekly schedule ticks on the real clock, so a simulated week
-cannot reach it). Runs older than `RADAR_RUN_RETENTION_DAYS=2` are pruned by the daily
-schedule as the week goes.
+cannot reach it). For the same reason the daily prune (`run_history_schedule`, 00:30 UTC) is
+ticked by the harness: before the first step after each simulated 00:30, the real schedule is
+evaluated with that instant as its scheduled time (`dg.build_schedule_context`) and its run
+request executed in this process on the soak's instance, so runs older than
+`RADAR_RUN_RETENTION_DAYS=2` are pruned as the week goes.
 
 At the end it asserts:
 - every item published inside the recovery window is exactly one Signal (and no Signal is of
@@ -66,6 +69,7 @@ from benchmarks.scheduled import Daemon, restart_daemon, start_deployment, stop_
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.vault.signals import SIGNALS_DIR, list_signal_ids, read_signal_frontmatter
 from radar_pipeline.defs.collection.config import SIGNALS_KEY
+from radar_pipeline.defs.history.schedules import PRUNE_JOB_NAME, run_history_schedule
 from radar_pipeline.defs.instance import open_instance
 from radar_pipeline.defs.partitions import sources_partitions, sync_partitions
 from radar_pipeline_tests.daemonkit import group_alive, read_db, write_instance_yaml
@@ -188,6 +192,7 @@ class Soak:
     starts: int = 0  # of dagster-daemon run
     server_starts: int = 0  # of the code server
     kills: int = 0
+    prunes: int = 0  # daily prune runs the harness ticked
     log: list[str] = field(default_factory=list)
 
     @property
@@ -321,6 +326,32 @@ class Soak:
         while group_alive(daemon.pgid):
             time.sleep(0.2)
 
+    def prune_tick(self, tick: datetime) -> int:
+        """The daily prune's tick at `tick`, as the daemon's scheduler would evaluate it:
+        the real schedule with that scheduled time, its run executed here with the soak's
+        environment (vault, store, retention, clock). Returns the runs it requested."""
+        from radar_pipeline.definitions import defs
+
+        before = dict(os.environ)
+        os.environ.update(self.environ(tick))
+        try:
+            with dg.DagsterInstance.from_config(str(self.home)) as instance:
+                context = dg.build_schedule_context(
+                    instance=instance,
+                    scheduled_execution_time=tick,
+                    repository_def=defs.get_repository_def(),
+                )
+                requests = run_history_schedule.evaluate_tick(context).run_requests or []
+                for request in requests:
+                    run_tags = {**request.tags, "dagster/run_key": request.run_key or ""}
+                    defs.resolve_job_def(PRUNE_JOB_NAME).execute_in_process(
+                        run_config=request.run_config, instance=instance, tags=run_tags
+                    )
+        finally:
+            os.environ.clear()
+            os.environ.update(before)
+        return len(requests)
+
     def radar(self, *args: str, as_of: datetime) -> dict[str, Any]:
         proc = subprocess.run(
             [str(BIN / "radar"), *args, "--json"],
@@ -406,10 +437,14 @@ def main(argv: list[str] | None = None) -> int:
             soak = Soak(Path(tmp), Feeds(start, steps), server)
             soak.set_up()
             close: dict[str, Any] = {}
+            prune = start.replace(hour=0, minute=30)  # the next tick of the daily prune
             for n in range(steps):
                 as_of = start + n * STEP + timedelta(minutes=5)
                 if not close and as_of > CLOSE:
                     close = soak.radar("cleanup", "--as-of", format_utc(CLOSE), as_of=CLOSE)
+                while prune <= as_of:
+                    soak.prunes += soak.prune_tick(prune)
+                    prune += timedelta(days=1)
                 soak.step(as_of, kill=kills.get(n))
                 print(
                     f"step {n + 1}/{steps} {format_utc(as_of)}: {len(soak.runs)} runs so far "
@@ -449,6 +484,7 @@ def _figures(
         "daemonStarts": soak.starts,
         "codeServerStarts": soak.server_starts,
         "daemonKills": soak.kills,
+        "dailyPrunes": soak.prunes,
         "wall_s": round(wall, 1),
         "daemonCpu_s": round(soak.cpu_s, 1),
         "runsLaunched": len(soak.runs),

@@ -29,7 +29,8 @@ from radar_pipeline.defs.collection.jobs import collect_job
 from radar_pipeline.defs.collection.schedules import due_sources_schedule
 from radar_pipeline.defs.collection.sensors import run_failure_dead_letter_sensor
 from radar_pipeline.defs.collection.stream_checks import STREAM_CHECKS
-from radar_pipeline.defs.evidence.assets import evidence_snapshot
+from radar_pipeline.defs.evidence.assets import evidence_snapshot, evidence_snapshot_job
+from radar_pipeline.defs.evidence.sensors import evidence_after_checks
 from radar_pipeline.defs.history.schedules import prune_run_history_job, run_history_schedule
 from radar_pipeline.defs.registry.assets import source_registry
 from radar_pipeline.defs.registry.checks import registry_check
@@ -52,6 +53,7 @@ defs = dg.Definitions(
         signal_checks_job,
         signal_audit_job,
         prune_run_history_job,
+        evidence_snapshot_job,
     ],
     schedules=[
         due_sources_schedule,
@@ -65,6 +67,7 @@ defs = dg.Definitions(
         run_failure_dead_letter_sensor,
         signal_checks_after_collection,
         signal_checks_after_failed_collection,
+        evidence_after_checks,
     ],
     resources={
         "radar": RadarResource(),

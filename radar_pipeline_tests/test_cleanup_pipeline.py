@@ -16,6 +16,7 @@ import pytest
 from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.defs.cleanup.assets import (
     WEEKLY_CLEANUP_JOB_NAME,
+    WEEKS_PARTITIONS_NAME,
     week_of,
     weekly_cleanup_schedule,
 )
@@ -188,12 +189,14 @@ def test_site_content_file_named_like_a_temporary_one_stays(
     assert tree_digest(site) == before
 
 
-def test_cleanup_as_of_outside_the_weekly_partitions_is_one_clear_line(
+def test_cleanup_as_of_a_week_not_started_yet_is_one_clear_line(
     radar_env: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, close, err = radar_json(capsys, "cleanup", "--as-of", "2019-06-01T00:00:00Z")
+    code, close, err = radar_json(capsys, "cleanup", "--as-of", "2099-06-01T00:00:00Z")
     assert code == 1 and close is None
-    assert err.startswith("radar: cleanup: ") and "no weekly partition" in err
+    assert err.startswith("radar: cleanup: ") and "after the running week" in err
+    with dg.DagsterInstance.from_config(str(radar_env["home"])) as instance:
+        assert instance.get_dynamic_partitions(WEEKS_PARTITIONS_NAME) == []
     code, _, err = radar_json(capsys, "cleanup", "--as-of", "someday")
     assert code == 1 and "--as-of" in err and "Traceback" not in err
 
@@ -218,6 +221,8 @@ def test_schedule_closes_the_week_of_its_tick() -> None:
             repository_def=defs.get_repository_def(),
         )
         data = weekly_cleanup_schedule.evaluate_tick(context)
+        # The partitions are the weeks a close was launched for: none before the first.
+        assert instance.get_dynamic_partitions(WEEKS_PARTITIONS_NAME) == ["2026-11-29"]
     [request] = data.run_requests or []
     assert request.partition_key == "2026-11-29" == week_of(tick)
     assert weekly_cleanup_schedule.cron_schedule == "0 0 * * 0"

@@ -15,6 +15,7 @@ import yaml
 
 from radar_pipeline.core.config import REPO_ROOT
 from radar_pipeline.defs.collection.assets import signals
+from radar_pipeline.defs.collection.config import SIGNALS_KEY
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.registry.assets import source_registry
 from radar_pipeline.defs.resources import CollectionResource, RadarResource
@@ -249,18 +250,43 @@ def test_skipped_and_ineligible_sources_stay_out_of_a_failed_runs_range(
         assert {s["id"] for s in last["sources"]} == set(outcomes)
 
 
-def test_source_registry_asset_reports_issues(radar_env: dict[str, Path]) -> None:
+def test_the_registry_sensor_observes_the_registry_when_it_changes(
+    radar_env: dict[str, Path],
+) -> None:
+    """`source_registry` is an external asset: the sensor records an observation (counts and
+    issues) on a tick in which what the registry decides changed, and says so; `signals`
+    shows an edge from it."""
+    from radar_pipeline.definitions import defs
+    from radar_pipeline.defs.registry.sensors import source_registry_sensor
+
+    assert defs.resolve_asset_graph().get(SIGNALS_KEY).parent_keys == {source_registry.key}
     vault = radar_env["vault"]
     write_source(vault, "good", "https://example.com/feed.xml")
     (vault / "Radar/Sources/bad.md").write_text("no frontmatter here\n")
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
-        result = dg.materialize(
-            [source_registry], instance=instance, resources={"radar": RadarResource()}
-        )
-        [mat] = result.asset_materializations_for_node("source_registry")
-        assert mat.metadata["sources"].value == 1
-        assert mat.metadata["issues"].value == 1
-        assert "bad.md" in str(mat.metadata["issue_table"].value)
+
+        def tick(cursor: str | None) -> dg.SensorExecutionData:
+            context = dg.build_sensor_context(
+                instance=instance,
+                cursor=cursor,
+                definitions=defs,
+                resources={"radar": RadarResource()},
+            )
+            return source_registry_sensor.evaluate_tick(context)
+
+        first = tick(None)
+        [observation] = first.asset_events
+        assert isinstance(observation, dg.AssetObservation)
+        assert observation.asset_key == source_registry.key
+        assert observation.metadata["sources"].value == 1
+        assert observation.metadata["issues"].value == 1
+        assert "bad.md" in str(observation.metadata["issue_table"].value)
+        assert "registry observed (1 valid Sources, 1 issues)" in str(first.skip_message)
+        # Nothing the registry decides changed (a health key written is not a change).
+        again = tick(first.cursor)
+        assert not again.asset_events and "observed" not in str(again.skip_message)
+        (vault / "Radar/Sources/bad.md").unlink()
+        assert tick(first.cursor).asset_events
 
 
 @pytest.mark.slow

@@ -166,6 +166,49 @@ def test_evidence_snapshot_asset_materializes_the_report(
     assert "inventory:" in str(meta["summary"].value)
 
 
+def test_evidence_follows_every_run_that_evaluated_checks(
+    radar_env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The natural trigger of `evidence_snapshot`: a run that evaluated checks gets one
+    evidence run after it; a run that evaluated none is skipped with the reason."""
+    from radar_pipeline.definitions import defs
+    from radar_pipeline.defs.evidence.sensors import evidence_after_checks
+
+    write_fixture_source(radar_env["vault"], "fixture", _feed("f", 1))
+    assert radar_json(capsys, "collect", "--all")[0] == 0
+    with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
+        checks = defs.resolve_job_def("signal_checks").execute_in_process(instance=instance)
+        prune = defs.resolve_job_def("prune_run_history").execute_in_process(instance=instance)
+
+        def evaluate(run_id: str) -> dg.RunRequest | dg.SkipReason:
+            run = instance.get_run_by_id(run_id)
+            assert run is not None
+            [success] = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_SUCCESS)
+            assert success.dagster_event is not None
+            context = dg.build_run_status_sensor_context(
+                sensor_name=evidence_after_checks.name,
+                dagster_event=success.dagster_event,
+                dagster_instance=instance,
+                dagster_run=run,
+            )
+            result = evidence_after_checks(context)
+            assert isinstance(result, dg.RunRequest | dg.SkipReason)
+            return result
+
+        after_checks = evaluate(checks.run_id)
+        assert isinstance(after_checks, dg.RunRequest)
+        assert after_checks.run_key == f"evidence-after:{checks.run_id}"
+        skipped = evaluate(prune.run_id)
+        assert isinstance(skipped, dg.SkipReason)
+        assert "evaluated no check" in str(skipped.skip_message)
+        # The requested job materializes the snapshot.
+        run = defs.resolve_job_def("evidence_snapshot_job").execute_in_process(
+            instance=instance, resources={"radar": RadarResource()}
+        )
+        [mat] = run.asset_materializations_for_node("evidence_snapshot")
+        assert mat.metadata["signals"].value == 1
+
+
 def _index_rows(db: Path) -> list[tuple[Any, ...]]:
     with Store.of(RadarPaths.from_env()).transaction() as con:
         return con.execute("SELECT * FROM signals ORDER BY signal_id").fetchall()

@@ -78,7 +78,19 @@ def test_make_run_on_a_fresh_clone_leaves_git_status_clean(
         path.write_text(text, encoding="utf-8")
 
     output = _run(*make, "run", cwd=clone, env=env)
-    assert "Done, with failed Sources" in output, output
+    failing = len(production) // 2
+    counts = re.search(r"^Done: (\d+) passed, (\d+) failed, (\d+) skipped", output, re.M)
+    assert counts, output
+    passed = int(counts[1])
+    assert (int(counts[2]), int(counts[3])) == (failing, 0), output
+    assert f"Still failing: {failing} Sources" in output, output
+    # Again at once: the failed Sources are in their backoff, skipped, and still failing; the
+    # closing lines say so and never that every Source passed.
+    again = _run(*make, "run", cwd=clone, env=env)
+    counts = re.search(r"^Done: (\d+) passed, (\d+) failed, (\d+) skipped", again, re.M)
+    assert counts and int(counts[2]) == 0 and int(counts[3]) >= failing, again
+    assert int(counts[1]) + int(counts[3]) == passed + failing, again
+    assert f"Still failing: {failing} Sources" in again and "Sources passed" not in again
 
     # The collection did write its runtime state into the clone ...
     vault = clone / "data/vault"

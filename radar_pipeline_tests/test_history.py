@@ -178,20 +178,34 @@ def test_a_simulated_fortnight_is_pruned_and_every_partition_shows_the_same(
 
 
 def test_the_daily_schedule_prunes_once_per_day_of_its_clock(
-    radar_env: dict[str, Path], instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+    radar_env: dict[str, Path], instance: dg.DagsterInstance
 ) -> None:
     from radar_pipeline.definitions import defs
 
+    # It ticks once a day, as its description says; a simulation evaluates it with its own
+    # clock (the scheduled time), as here, instead of a tick every minute.
+    assert run_history_schedule.cron_schedule == "30 0 * * *"
+    assert "Daily" in (run_history_schedule.description or "")
     defs.get_repository_def().load_all_definitions()  # what the daemon's code server loads
-    monkeypatch.setenv("RADAR_AS_OF", "2026-03-05T00:03:00Z")
-    context = dg.build_schedule_context(instance=instance, repository_def=defs.get_repository_def())
+    tick = datetime(2026, 3, 5, 0, 30, tzinfo=UTC)
+    context = dg.build_schedule_context(
+        instance=instance, scheduled_execution_time=tick, repository_def=defs.get_repository_def()
+    )
     [request] = run_history_schedule.evaluate_tick(context).run_requests or []
     assert request.run_key == "prune-history:2026-03-05"
     config = request.run_config
-    assert run_clock(config) == datetime(2026, 3, 5, 0, 3, tzinfo=UTC)
+    assert run_clock(config) == tick
     result = defs.resolve_job_def("prune_run_history").execute_in_process(
         run_config=config, instance=instance, tags={"dagster/run_key": request.run_key}
     )
     assert result.success
     again = run_history_schedule.evaluate_tick(context)
     assert not again.run_requests and again.skip_message
+    # The next day's tick prunes again.
+    next_day = dg.build_schedule_context(
+        instance=instance,
+        scheduled_execution_time=tick + timedelta(days=1),
+        repository_def=defs.get_repository_def(),
+    )
+    [later] = run_history_schedule.evaluate_tick(next_day).run_requests or []
+    assert later.run_key == "prune-history:2026-03-06"

@@ -197,7 +197,12 @@ def test_registry_sensor_follows_source_files(
     write_source(vault, "gamma", "https://example.com/c.xml")  # a new valid file
     (vault / "Radar/Sources/alpha.md").unlink()  # a deleted file
     write_source(vault, "beta", "not a url")  # a file that became invalid
-    apply_partitions(instance, tick(source_registry_sensor, instance))
+    changed = tick(source_registry_sensor, instance)
+    # The tick says what it did (Dagster records it as a skipped tick with this reason).
+    assert str(changed.skip_message).startswith(
+        "added 1 partition(s): gamma; removed 2 partition(s) (file gone or invalid): alpha, beta"
+    )
+    apply_partitions(instance, changed)
     assert instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME) == ["gamma"]
 
 

@@ -40,6 +40,7 @@ def test_every_variable_is_read_and_typed(tmp_path: Path) -> None:
             "RADAR_PARSE_WORKERS": "0",
             "RADAR_RUN_RETENTION_DAYS": "7",
             "RADAR_STORE_URL": "postgresql://radar@127.0.0.1/radar",
+            "RADAR_AUTOMATION": "Stopped",
         }
     )
     assert (settings.vault, settings.db, settings.dagster_home) == (
@@ -54,6 +55,8 @@ def test_every_variable_is_read_and_typed(tmp_path: Path) -> None:
     assert (settings.parse_workers, settings.run_retention_days) == (1, 7)
     assert settings.store_url == "postgresql://radar@127.0.0.1/radar"
     assert settings.paths.vault == tmp_path / "v"
+    assert not settings.automation_running
+    assert Settings.from_env({}).automation_running
 
 
 @pytest.mark.parametrize(
@@ -64,6 +67,7 @@ def test_every_variable_is_read_and_typed(tmp_path: Path) -> None:
         ("RADAR_RUN_RETENTION_DAYS", "-1"),
         ("RADAR_RUN_RETENTION_DAYS", "a month"),
         ("RADAR_STORE_URL", "mysql://db"),
+        ("RADAR_AUTOMATION", "paused"),
     ],
 )
 def test_a_bad_value_is_refused_by_name(name: str, value: str) -> None:

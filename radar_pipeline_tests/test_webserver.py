@@ -25,6 +25,7 @@ QUERY = """
 {
   assetNodes(assetKeys: [{path: ["signals"]}]) {
     partitionKeys
+    dependencyKeys { path }
     assetChecksOrError { ... on AssetChecks { checks { name } } }
     internalFreshnessPolicy { ... on TimeWindowFreshnessPolicy { failWindowSeconds } }
   }
@@ -35,6 +36,50 @@ QUERY = """
   }
 }
 """
+
+# What Overview > Automation lists for each schedule and sensor: its name, description,
+# status, cadence and latest ticks (with the skip reason a tick shows); and the jobs.
+AUTOMATION = """
+{
+  repositoriesOrError {
+    ... on RepositoryConnection {
+      nodes {
+        jobs { name description }
+        schedules { name description cronSchedule
+          scheduleState { status ticks(limit: 5) { status skipReason } } }
+        sensors { name description
+          sensorState { status ticks(limit: 25) { status skipReason } } }
+      }
+    }
+  }
+  assetNodes { assetKey { path } description isMaterializable isObservable }
+}
+"""
+
+
+def automation(base: str) -> dict[str, Any]:
+    """The Automation page's schedules and sensors, and the jobs and assets, by name."""
+    data = graphql(base, AUTOMATION)
+    [repo] = data["repositoriesOrError"]["nodes"]
+    return {
+        "jobs": {j["name"]: j for j in repo["jobs"] if not j["name"].startswith("__")},
+        "schedules": {s["name"]: s for s in repo["schedules"]},
+        "sensors": {s["name"]: s for s in repo["sensors"]},
+        "assets": {"/".join(a["assetKey"]["path"]): a for a in data["assetNodes"]},
+    }
+
+
+def start_ui(target: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            ["make", "--no-print-directory", target, f"UI_PORT={port}"],
+            cwd=REPO_ROOT,
+            env={k: v for k, v in os.environ.items() if k != "RADAR_AUTOMATION"},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=terminal_like,
+        )
 
 
 def ui_graphql(base: str) -> dict[str, Any]:
@@ -52,16 +97,7 @@ def test_make_ui_serves_signals_and_stops_on_ctrl_c(radar_env: dict[str, Path]) 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log_path = radar_env["root"] / "ui.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            ["make", "--no-print-directory", "ui", f"UI_PORT={port}"],
-            cwd=REPO_ROOT,
-            env=dict(os.environ),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=terminal_like,
-        )
+    proc = start_ui("ui", port, log_path)
     try:
         wait_serving(base, proc, log_path, 180)
 
@@ -78,13 +114,23 @@ def test_make_ui_serves_signals_and_stops_on_ctrl_c(radar_env: dict[str, Path]) 
         assert node["internalFreshnessPolicy"] == {"failWindowSeconds": 86400}
         [repo] = data["repositoriesOrError"]["nodes"]
         sensors = {s["name"]: s["sensorState"]["status"] for s in repo["sensors"]}
-        assert sensors == {
-            "source_registry_sensor": "RUNNING",
-            "source_freshness_sensor": "RUNNING",
-            "run_failure_dead_letter_sensor": "RUNNING",
-            "signal_checks_after_collection": "RUNNING",
-            "signal_checks_after_failed_collection": "RUNNING",
-        }
+        assert sensors == {s.name: "RUNNING" for s in defs.sensors or []}
+        assert node["dependencyKeys"] == [{"path": ["source_registry"]}]
+        shown = automation(base)
+        # Every schedule, sensor, job and asset says what it does; the prune ticks daily.
+        for kind in ("jobs", "schedules", "sensors", "assets"):
+            blank = [name for name, d in shown[kind].items() if not d["description"]]
+            assert not blank, f"{kind} without a description: {blank}"
+        assert shown["schedules"]["run_history_schedule"]["cronSchedule"] == "30 0 * * *"
+        assert {s["scheduleState"]["status"] for s in shown["schedules"].values()} == {"RUNNING"}
+        # The registry is observed, not materialized; its sensor's tick says what it did.
+        registry = shown["assets"]["source_registry"]
+        assert not registry["isMaterializable"]
+        ticks = shown["sensors"]["source_registry_sensor"]["sensorState"]["ticks"]
+        reasons = " | ".join(t["skipReason"] or "" for t in ticks)
+        assert "added 2 partition(s): fx-a, fx-b" in reasons, ticks
+        assert "registry observed (2 valid Sources, 0 issues)" in reasons, ticks
+        assert "empty result" not in reasons
         assert {"idempotency", "provenance", "overdue", "agreement"} <= {
             c["name"] for c in node["assetChecksOrError"]["checks"]
         }
@@ -96,3 +142,31 @@ def test_make_ui_serves_signals_and_stops_on_ctrl_c(radar_env: dict[str, Path]) 
         survivors = stop_group(proc)  # Ctrl-C in the terminal
     assert not survivors, f"processes of `make ui` outlived Ctrl-C: {survivors}"
     assert proc.returncode is not None
+    # The instance home is the documented one, and dagster dev does not say otherwise.
+    log = log_path.read_text(errors="replace")
+    assert "will not be used" not in log and f"instance {home}" in log, log[-2000:]
+
+
+@pytest.mark.slow
+def test_make_ui_paused_starts_every_schedule_and_sensor_stopped(
+    radar_env: dict[str, Path],
+) -> None:
+    from radar_pipeline.definitions import defs
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log_path = radar_env["root"] / "ui-paused.log"
+    proc = start_ui("ui-paused", port, log_path)
+    try:
+        wait_serving(base, proc, log_path, 180)
+        shown = automation(base)
+        schedules = {n: s["scheduleState"]["status"] for n, s in shown["schedules"].items()}
+        sensors = {n: s["sensorState"]["status"] for n, s in shown["sensors"].items()}
+        assert schedules == {s.name: "STOPPED" for s in defs.schedules or []}
+        assert sensors == {s.name: "STOPPED" for s in defs.sensors or []}
+        # Stopped means no tick at all: the registry sensor did not add the partitions.
+        assert not any(s["sensorState"]["ticks"] for s in shown["sensors"].values())
+    finally:
+        survivors = stop_group(proc)
+    assert not survivors, f"processes of `make ui-paused` outlived Ctrl-C: {survivors}"
+    assert "STOPPED by default" in log_path.read_text(errors="replace")

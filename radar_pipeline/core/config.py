@@ -28,6 +28,7 @@ AS_OF_ENV = "RADAR_AS_OF"
 PARSE_WORKERS_ENV = "RADAR_PARSE_WORKERS"
 RUN_RETENTION_DAYS_ENV = "RADAR_RUN_RETENTION_DAYS"
 STORE_URL_ENV = "RADAR_STORE_URL"
+AUTOMATION_ENV = "RADAR_AUTOMATION"
 DEFAULT_RUN_RETENTION_DAYS = 30
 _STORE_SCHEMES = ("postgresql://", "postgres://", "postgresql+")
 
@@ -52,6 +53,7 @@ class Settings:
     parse_workers: int | None  # RADAR_PARSE_WORKERS (at least 1), None: one per core
     run_retention_days: int  # RADAR_RUN_RETENTION_DAYS, a whole number, 0 or more
     store_url: str  # RADAR_STORE_URL, "": the DuckDB file at RADAR_DB
+    automation_running: bool  # RADAR_AUTOMATION: `running` (default) or `stopped`
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -75,6 +77,7 @@ class Settings:
             parse_workers=_parse_workers(text(PARSE_WORKERS_ENV)),
             run_retention_days=_retention_days(text(RUN_RETENTION_DAYS_ENV)),
             store_url=_store_url(text(STORE_URL_ENV)),
+            automation_running=_automation_running(text(AUTOMATION_ENV)),
         )
 
     @property
@@ -115,6 +118,14 @@ def days_to_keep(raw: str, name: str) -> int:
     if days < 0:
         raise ConfigError(f"{name}={raw!r} must be 0 or more days")
     return days
+
+
+def _automation_running(value: str) -> bool:
+    if value.lower() in ("", "running"):
+        return True
+    if value.lower() == "stopped":
+        return False
+    raise ConfigError(f"{AUTOMATION_ENV}={value!r} must be `running` or `stopped`")
 
 
 def _store_url(value: str) -> str:

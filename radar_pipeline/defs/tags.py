@@ -14,6 +14,9 @@ RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
 RUN_KEY = "dagster/run_key"
 PRIORITY = "dagster/priority"
+# The data version of an asset event (as `ObserveResult` writes it), on an observation a
+# sensor records.
+DATA_VERSION = "dagster/data_version"
 
 # Who launched the run: `cli`, `schedule`, `freshness`, ...
 TRIGGER = "radar/trigger"

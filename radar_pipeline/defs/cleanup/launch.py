@@ -8,7 +8,7 @@ from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import CleanupRefused, RadarError
 from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.defs import tags
-from radar_pipeline.defs.cleanup.assets import FIRST_WEEK, WEEKLY_CLEANUP_JOB_NAME, week_of
+from radar_pipeline.defs.cleanup.assets import WEEKLY_CLEANUP_JOB_NAME, add_week, week_of
 
 
 class CleanupFailed(RadarError):
@@ -24,16 +24,18 @@ def launch_cleanup(
     after it) on the vault and DuckDB of the environment (`RADAR_VAULT`, `RADAR_DB`).
 
     Returns `{"deleted", "bytes", "retained"}` plus the week, clock, kept entries and run id.
-    Raises CleanupRefused (nothing deleted) when the close refuses the layout, or when the
-    week is not a partition (before FIRST_WEEK or after the running week).
+    The week becomes a partition of `weekly_cleanup` first (the partitions are the weeks a
+    close was launched for). Raises CleanupRefused (nothing deleted) when the close refuses
+    the layout, or when the week is after the running week.
     """
     week = week_of(as_of)
     now_week = week_of(datetime.now(UTC))
-    if week < FIRST_WEEK or week > now_week:
+    if week > now_week:
         raise CleanupRefused(
-            f"--as-of {format_utc(as_of)} falls in week {week}, which has no weekly partition "
-            f"(weeks run from {FIRST_WEEK} to the running week {now_week}); nothing was deleted"
+            f"--as-of {format_utc(as_of)} falls in week {week}, after the running week "
+            f"{now_week}: a week is closed when it starts, not before; nothing was deleted"
         )
+    add_week(instance, week)
     job = defs.resolve_job_def(WEEKLY_CLEANUP_JOB_NAME)
     run_config = {
         "ops": {"weekly_cleanup": {"config": {"as_of": format_utc(as_of)}}},

@@ -52,7 +52,7 @@ class DedupedBatch:
     items: tuple[DedupedCheck, ...]
 
 
-@dg.op(out=dg.Out(io_manager_key=MEM_IO))
+@dg.op(ins={"registry": dg.In(dg.Nothing)}, out=dg.Out(io_manager_key=MEM_IO))
 def fetch(
     context: dg.OpExecutionContext,
     config: CollectConfig,
@@ -214,11 +214,14 @@ def sources_failed(record: PartitionRecord) -> dg.Failure:
     # run"; the cap is far above any registry this profile serves, so a range is never split.
     backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=MAX_SOURCES_PER_RUN),
     group_name="signals",
+    # The lineage edge from the registry (its partitions are the valid Sources); nothing is
+    # loaded from it.
+    ins={"source_registry": dg.AssetIn(dagster_type=dg.Nothing)},
 )
-def signals() -> Any:
+def signals(source_registry: Any) -> Any:
     """Signals: one Markdown note per feed item in `Radar/Signals/`, deduplicated, with its
     provenance. One partition per Source: *materialized* when the Source's last check passed,
     *failed* when it failed (until it next succeeds). A partition's page shows the Source at a
     glance: last outcome, HTTP status, created/reused/duplicates, next due time, backoff and
     last error class. One run may cover many Sources (fetched concurrently)."""
-    return signal_materialize(dedupe(parse(fetch())))
+    return signal_materialize(dedupe(parse(fetch(source_registry))))

@@ -33,6 +33,7 @@ import dagster as dg
 from radar_pipeline.core.audit.run import run_audit
 from radar_pipeline.core.clock import as_of_or_now
 from radar_pipeline.defs import tags
+from radar_pipeline.defs.automation import schedule_status, sensor_status
 from radar_pipeline.defs.check_results import check_result
 from radar_pipeline.defs.cleanup.checks import retention_check
 from radar_pipeline.defs.collection.config import (
@@ -159,7 +160,7 @@ signal_audit_schedule = dg.ScheduleDefinition(
     job=signal_audit_job,
     cron_schedule=SIGNAL_AUDIT_CRON,
     execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
+    default_status=schedule_status(),
     description="The daily full audit of the Signals folder (every file stat'ed).",
 )
 
@@ -184,7 +185,7 @@ def checks_run_config(
 @dg.run_status_sensor(
     run_status=dg.DagsterRunStatus.SUCCESS,
     request_job=signal_checks_job,
-    default_status=dg.DefaultSensorStatus.RUNNING,
+    default_status=sensor_status(),
     minimum_interval_seconds=30,
     description="Runs the evidence checks on `signals` after each successful collection run.",
 )
@@ -199,7 +200,7 @@ def signal_checks_after_collection(
 @dg.run_status_sensor(
     run_status=dg.DagsterRunStatus.FAILURE,
     request_job=signal_checks_job,
-    default_status=dg.DefaultSensorStatus.RUNNING,
+    default_status=sensor_status(),
     minimum_interval_seconds=30,
     description=(
         "Runs the evidence checks on `signals` after a collection run that failed because some "

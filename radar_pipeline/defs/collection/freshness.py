@@ -34,8 +34,9 @@ from radar_pipeline.core.plan.collection import SourceTiming, source_timings
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.feed_state import read_states
 from radar_pipeline.defs import tags
+from radar_pipeline.defs.automation import TICK_SECONDS, sensor_status
 from radar_pipeline.defs.collection.config import SIGNALS_KEY, config_of
-from radar_pipeline.defs.collection.sensors import TICK_SECONDS, evaluation_time
+from radar_pipeline.defs.collection.sensors import evaluation_time
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource
 
@@ -122,6 +123,10 @@ cadence_check_job = dg.define_asset_job(
     "source_cadence_check",
     selection=dg.AssetSelection.checks(on_cadence_check),
     executor_def=dg.in_process_executor,
+    description=(
+        "The `on_cadence` check alone: which Sources are late on their cadence. Requested by "
+        "`source_freshness_sensor` when some Source's verdict flipped."
+    ),
 )
 
 
@@ -136,7 +141,11 @@ def is_late(timing: SourceTiming, now: datetime) -> bool:
 @dg.sensor(
     job=cadence_check_job,
     minimum_interval_seconds=TICK_SECONDS,
-    default_status=dg.DefaultSensorStatus.RUNNING,
+    default_status=sensor_status(),
+    description=(
+        "Every minute: runs the `on_cadence` check (job `source_cadence_check`) once when some "
+        "Source became late on its cadence or on time again; one run whatever the number."
+    ),
 )
 def source_freshness_sensor(
     context: dg.SensorEvaluationContext, radar: RadarResource

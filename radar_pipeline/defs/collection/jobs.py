@@ -13,4 +13,9 @@ collect_job = dg.define_asset_job(
     selection=dg.AssetSelection.assets(SIGNALS_KEY).without_checks(),
     partitions_def=sources_partitions,
     executor_def=dg.in_process_executor,
+    description=(
+        "The collection: checks the Sources of its partitions (one partition, or a contiguous "
+        "range in one run): fetch, parse, dedupe, write the Signals and commit. A Source that "
+        "passed is a materialized partition, one that failed a failed partition."
+    ),
 )

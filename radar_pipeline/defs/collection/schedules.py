@@ -52,6 +52,7 @@ from radar_pipeline.core.plan.collection import (
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.feed_state import read_states
 from radar_pipeline.defs import tags
+from radar_pipeline.defs.automation import schedule_status
 from radar_pipeline.defs.collection.config import collect_run_config
 from radar_pipeline.defs.collection.jobs import collect_job
 from radar_pipeline.defs.collection.sensors import run_sources
@@ -172,7 +173,7 @@ def _schedule_runs_since(instance: dg.DagsterInstance, since: datetime) -> Itera
     job=collect_job,
     cron_schedule=COLLECT_CRON,
     execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
+    default_status=schedule_status(),
     description=(
         "Every minute: the due Sources (cadence passed on their own grid, not in backoff) as "
         "one run of `collect_signals` per contiguous block of Source partitions, the block of "

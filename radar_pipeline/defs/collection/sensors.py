@@ -14,6 +14,7 @@ from radar_pipeline.core.clock import as_of_or_now
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.store.dead_letters import record_run_failure
 from radar_pipeline.defs import tags
+from radar_pipeline.defs.automation import TICK_SECONDS, sensor_status
 from radar_pipeline.defs.collection.config import (
     COLLECT_JOB_NAME,
     SIGNALS_KEY,
@@ -22,8 +23,6 @@ from radar_pipeline.defs.collection.config import (
 )
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource
-
-TICK_SECONDS = 60
 
 
 def evaluation_time(environ: Mapping[str, str] | None = None) -> datetime:
@@ -67,31 +66,37 @@ def collects_signals(job_name: str, asset_selection: Iterable[dg.AssetKey] | Non
 
 
 @dg.run_failure_sensor(
-    minimum_interval_seconds=TICK_SECONDS, default_status=dg.DefaultSensorStatus.RUNNING
+    minimum_interval_seconds=TICK_SECONDS,
+    default_status=sensor_status(),
+    description=(
+        "After a collection run that failed as a whole (crash, killed process, an error "
+        "before its commit): one open dead letter per Source it covered (`radar dlq list`). "
+        "A tick that records some succeeds (the run's log names the sensor); one that needs "
+        "none is skipped with the reason."
+    ),
 )
 def run_failure_dead_letter_sensor(
     context: dg.RunFailureSensorContext, radar: RadarResource
-) -> None:
+) -> dg.SkipReason | None:
     """A failed run leaves one open dead letter, stage `dagster-run`, per Source it covered,
     when it failed as a whole (a crash, a killed process, an op error before the commit); the
     next due slot retries those Sources. A run that failed because some of its Sources failed
-    adds nothing: its commit already recorded each failure (dead letter, health, DuckDB)."""
+    adds nothing: its commit already recorded each failure (dead letter, health, DuckDB).
+    Returns the reason when it records nothing (the tick shows it as skipped)."""
     run = context.dagster_run
     if not collects_signals(run.job_name, run.asset_selection):
-        context.log.info(f"run {run.run_id} of {run.job_name} failed; it collects no Signals")
-        return
+        return dg.SkipReason(f"run {run.run_id} of {run.job_name} failed; it collects no Signals")
     recorded = failed_sources_of(context.instance, run.run_id)
     if recorded is not None:
-        context.log.info(
+        return dg.SkipReason(
             f"run {run.run_id} failed because Sources failed ({', '.join(recorded)}); "
             "their failures are recorded already"
         )
-        return
     partitions = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     sources = run_sources(run.tags, run.run_config or {}, partitions)
     if not sources:
-        context.log.info(f"run {run.run_id} failed but covered no Source partition")
-        return
+        return dg.SkipReason(f"run {run.run_id} failed but covered no Source partition")
     message = context.failure_event.message or f"Dagster run {run.run_id} failed"
     added = record_run_failure(radar.store(), run.run_id, sources, message, evaluation_time())
     context.log.info(f"run {run.run_id} failed: {added} dead letters for {', '.join(sources)}")
+    return None

@@ -16,7 +16,8 @@ def evidence_snapshot(radar: RadarResource) -> dg.MaterializeResult:  # type: ig
     """The evidence snapshot: inventory (files) and production scope (what is collected) kept
     apart, the last collection's recovery and what stayed overdue after it, retained temporary
     text and the last weekly close, and every audit's verdict. The same object as
-    `radar report --json`, so the UI plots its figures over time."""
+    `radar report --json`, so the UI plots its figures over time. Materialized after each
+    run that evaluated checks (`evidence_after_checks`)."""
     # Imported here: the snapshot reads the collection reports, whose module pulls in the
     # fetcher (httpx); loading the definitions should not.
     from radar_pipeline.core.audit.evidence import evidence_snapshot as build_snapshot
@@ -38,3 +39,14 @@ def evidence_snapshot(radar: RadarResource) -> dg.MaterializeResult:  # type: ig
             "report": dg.MetadataValue.json(json.loads(json.dumps(report, default=str))),
         }
     )
+
+
+evidence_snapshot_job = dg.define_asset_job(
+    "evidence_snapshot_job",
+    selection=dg.AssetSelection.assets(evidence_snapshot),
+    executor_def=dg.in_process_executor,
+    description=(
+        "Materializes `evidence_snapshot` (the `radar report` object); requested by "
+        "`evidence_after_checks` after each run that evaluated checks."
+    ),
+)

@@ -1,8 +1,11 @@
 """The daily prune of the run history: its op, job and schedule (listed under Automation).
 
-The schedule ticks every minute and launches one run per day of its clock (run key
-`prune-history:<day>`): with the real clock that is the day's first minute, and under
-`RADAR_AS_OF` (a simulated week in minutes) each simulated day still gets its prune.
+The schedule ticks once a day, at `PRUNE_CRON` (00:30 UTC), and its run prunes by the tick's
+clock: the scheduled time, or `RADAR_AS_OF` when set (the clock of every schedule and sensor
+here, for simulations). A simulation that needs a prune per simulated day evaluates this
+schedule itself with that day's clock (`dg.build_schedule_context(scheduled_execution_time=
+...)`, as benchmarks/soak.py does); the production cadence is never bent for it. The run key
+`prune-history:<day>` keeps one prune per day of the clock however often it is evaluated.
 """
 
 from datetime import UTC, datetime
@@ -13,11 +16,13 @@ from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.run_history import retention_days
 from radar_pipeline.defs import tags
+from radar_pipeline.defs.automation import schedule_status
 from radar_pipeline.defs.history.prune import prune_run_history
 from radar_pipeline.defs.resources import RadarResource
 
 PRUNE_JOB_NAME = "prune_run_history"
 PRUNE_OP = "prune_runs"
+PRUNE_CRON = "30 0 * * *"
 
 
 class PruneConfig(dg.Config):
@@ -44,7 +49,15 @@ def prune_run_history_op(
     context.log.info(f"run history pruned: {result.to_json()}")
 
 
-@dg.job(name=PRUNE_JOB_NAME, executor_def=dg.in_process_executor)
+@dg.job(
+    name=PRUNE_JOB_NAME,
+    executor_def=dg.in_process_executor,
+    description=(
+        "Keeps the run history bounded: deletes the Dagster runs older than "
+        "RADAR_RUN_RETENTION_DAYS (default 30) that no partition, check or open dead letter "
+        "still needs."
+    ),
+)
 def prune_run_history_job() -> None:
     """Keeps the run history bounded: runs older than RADAR_RUN_RETENTION_DAYS go."""
     prune_run_history_op()
@@ -52,21 +65,23 @@ def prune_run_history_job() -> None:
 
 @dg.schedule(
     job=prune_run_history_job,
-    cron_schedule="* * * * *",
+    cron_schedule=PRUNE_CRON,
     execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
+    default_status=schedule_status(),
     description=(
-        "Daily: delete Dagster runs older than RADAR_RUN_RETENTION_DAYS (default 30), except a "
-        "run holding a partition's latest materialization or failure, a check's latest result, "
-        "or an open dead letter. One run per day of the clock (RADAR_AS_OF, else now)."
+        "Daily at 00:30 UTC: delete Dagster runs older than RADAR_RUN_RETENTION_DAYS (default "
+        "30), except a run holding a partition's latest materialization or failure, a check's "
+        "latest result, or an open dead letter. One run per day of its clock."
     ),
 )
 def run_history_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-    """One prune per day of the clock; a day that has its prune run is skipped."""
-    simulated = Settings.from_env().as_of
-    now = simulated or datetime.now(UTC)
+    """One prune per day of the tick's clock (`RADAR_AS_OF`, else the scheduled time); a day
+    that has its prune run is skipped."""
+    scheduled = context.scheduled_execution_time
+    now = Settings.from_env().as_of or (scheduled.astimezone(UTC) if scheduled else None)
+    now = now or datetime.now(UTC)
     key = f"prune-history:{now.date().isoformat()}"
     if context.instance.get_run_ids(dg.RunsFilter(tags={tags.RUN_KEY: key}), limit=1):
         return dg.SkipReason(f"the run history of {now.date().isoformat()} is pruned already")
-    # The run judges by the tick's clock: a simulated day prunes by its own time.
-    return dg.RunRequest(run_key=key, run_config=prune_run_config(now if simulated else None))
+    # The run judges by the tick's clock, so a simulated day prunes by its own time.
+    return dg.RunRequest(run_key=key, run_config=prune_run_config(now))

@@ -6,11 +6,11 @@ import dagster as dg
 
 from radar_pipeline.core.audit.run import run_audit
 from radar_pipeline.defs.check_results import check_result
-from radar_pipeline.defs.registry.assets import source_registry
+from radar_pipeline.defs.registry.assets import SOURCE_REGISTRY_KEY
 from radar_pipeline.defs.resources import RadarResource
 
 
-@dg.asset_check(asset=source_registry, name="registry_validity", blocking=False)
+@dg.asset_check(asset=SOURCE_REGISTRY_KEY, name="registry_validity", blocking=False)
 def registry_check(radar: RadarResource) -> dg.AssetCheckResult:
     """Every Source file is a valid Source with its own id; each issue is listed with its file
     and, for a duplicate id, the first declaration."""

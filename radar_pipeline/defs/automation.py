@@ -1,0 +1,29 @@
+"""How the schedules and sensors start, and how often the sensors tick: said once.
+
+Every schedule and sensor starts RUNNING when a Dagster instance first sees it, unless
+`RADAR_AUTOMATION=stopped` (`make ui-paused`): then each starts STOPPED, and a person starts
+the ones wanted under Automation. Dagster reads a definition's default status only while the
+instance holds no state of its own for it: a schedule or sensor once started or stopped in the
+UI (or with `dagster schedule start|stop`) keeps that state whatever the variable says.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from radar_pipeline.core.config import Settings
+
+# The sensors that watch the vault, the store and the run history look once a minute.
+TICK_SECONDS = 60
+
+
+def schedule_status() -> dg.DefaultScheduleStatus:
+    """The default status of every schedule: RUNNING unless `RADAR_AUTOMATION=stopped`."""
+    running = Settings.from_env().automation_running
+    return dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED
+
+
+def sensor_status() -> dg.DefaultSensorStatus:
+    """The default status of every sensor: RUNNING unless `RADAR_AUTOMATION=stopped`."""
+    running = Settings.from_env().automation_running
+    return dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED
