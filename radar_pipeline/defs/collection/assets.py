@@ -18,6 +18,7 @@ from radar_pipeline.core.reports import SourceReport
 from radar_pipeline.core.store.accounting import undated_counts
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.defs.collection.config import FAILED_SOURCES, SIGNALS_KEY, CollectConfig
+from radar_pipeline.defs.collection.failures import failures_as_line
 from radar_pipeline.defs.collection.metadata import collection_markdown, source_metadata
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sources_partitions
 from radar_pipeline.defs.resources import CollectionResource, RadarResource
@@ -53,27 +54,28 @@ def fetch(
     collection: CollectionResource,
 ) -> FetchedBatch:
     """Plan the checks of this run's Sources (gates, cadence, locks), then fetch concurrently."""
-    keys = config.sources or list(context.partition_keys)
-    spec = CollectionSpec(
-        collection_id=context.run_id,
-        mode=config.mode,
-        as_of=config.clock(),
-        source_ids=tuple(keys),
-        trigger=config.trigger,
-        dagster_run_id=context.run_id,
-        launch_id=config.launch or None,
-        # The waves the launcher decided with, read again: a key added since goes to the end
-        # and moves no one's wave, but a Source that became eligible or left in between shifts
-        # the waves after it, and a Source of the block may then not be due here (left open:
-        # the run config could carry the tick's order).
-        partition_order=tuple(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)),
-    )
-    collector = collection.collector(radar.paths())
-    plan = collector.plan(spec)
-    context.log.info(
-        f"{len(plan.checks)} Source checks planned ({config.mode}), overdue {plan.overdue}"
-    )
-    return FetchedBatch(plan, collector.fetch(plan))
+    with failures_as_line():
+        keys = config.sources or list(context.partition_keys)
+        spec = CollectionSpec(
+            collection_id=context.run_id,
+            mode=config.mode,
+            as_of=config.clock(),
+            source_ids=tuple(keys),
+            trigger=config.trigger,
+            dagster_run_id=context.run_id,
+            launch_id=config.launch or None,
+            # The waves the launcher decided with, read again: a key added since goes to the end
+            # and moves no one's wave, but a Source that became eligible or left in between shifts
+            # the waves after it, and a Source of the block may then not be due here (left open:
+            # the run config could carry the tick's order).
+            partition_order=tuple(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)),
+        )
+        collector = collection.collector(radar.paths())
+        plan = collector.plan(spec)
+        context.log.info(
+            f"{len(plan.checks)} Source checks planned ({config.mode}), overdue {plan.overdue}"
+        )
+        return FetchedBatch(plan, collector.fetch(plan))
 
 
 @dg.op(out=dg.Out(io_manager_key=MEM_IO))
@@ -81,8 +83,9 @@ def parse(
     radar: RadarResource, collection: CollectionResource, fetched: FetchedBatch
 ) -> ParsedBatch:
     """Parse each fetched body into item candidates and reasoned rejections (feedparser)."""
-    collector = collection.collector(radar.paths())
-    return ParsedBatch(fetched.plan, collector.parse(fetched.plan, fetched.results))
+    with failures_as_line():
+        collector = collection.collector(radar.paths())
+        return ParsedBatch(fetched.plan, collector.parse(fetched.plan, fetched.results))
 
 
 @dg.op(out=dg.Out(io_manager_key=MEM_IO))
@@ -90,8 +93,9 @@ def dedupe(
     radar: RadarResource, collection: CollectionResource, parsed: ParsedBatch
 ) -> DedupedBatch:
     """Classify every candidate: new, reused, updated or duplicate (layered keys)."""
-    collector = collection.collector(radar.paths())
-    return DedupedBatch(parsed.plan, collector.dedupe(parsed.results))
+    with failures_as_line():
+        collector = collection.collector(radar.paths())
+        return DedupedBatch(parsed.plan, collector.dedupe(parsed.results))
 
 
 @dg.op(out=dg.Out(dg.Nothing, is_required=False))
@@ -110,37 +114,38 @@ def signal_materialize(
     Dagster marks every partition the run planned but did not materialize as failed, so the
     failing Sources show *Failed* until they next succeed, whoever launched the run.
     """
-    report = collection.collector(radar.paths()).commit(deduped.plan, deduped.items)
-    context.log.info("collection report\n" + collection_markdown(report))
-    # The recovery report of the whole collection, on the asset without a partition: it lands
-    # in the run whatever its Sources did (a failed or skipped Source has no materialization).
-    yield dg.AssetObservation(
-        asset_key=SIGNALS_KEY,
-        metadata={
-            "collection_report": dg.MetadataValue.md(collection_markdown(report)),
-            "downtime_from": report.downtime_from or "",
-            "overdue": report.overdue,
-            "due": report.due,
-            "passed": report.totals.passed,
-            "failed": report.totals.failed,
-            "skipped": report.totals.skipped,
-            "created": report.totals.created,
-        },
-    )
-    next_due = next_due_times(radar, deduped.plan)
-    ids = report.collection_ids or ((report.collection_id,) if report.collection_id else ())
-    with radar.store().transaction() as con:
-        undated = undated_counts(con, ids)
-    for src in report.sources:
-        if src.outcome == "skipped":
-            continue  # not checked: neither materialized nor failed by this run
-        passed = src.outcome in ("passed", "not-modified")
-        event_type = dg.AssetMaterialization if passed else dg.AssetObservation
-        metadata = source_metadata(src, next_due.get(src.id, "manual"), undated.get(src.id, 0))
-        yield event_type(asset_key=SIGNALS_KEY, partition=src.id, metadata=metadata)
-    failed = [s for s in report.sources if s.outcome == "failed"]
-    if failed:
-        raise sources_failed(failed)
+    with failures_as_line():
+        report = collection.collector(radar.paths()).commit(deduped.plan, deduped.items)
+        context.log.info("collection report\n" + collection_markdown(report))
+        # The recovery report of the whole collection, on the asset without a partition: it lands
+        # in the run whatever its Sources did (a failed or skipped Source has no materialization).
+        yield dg.AssetObservation(
+            asset_key=SIGNALS_KEY,
+            metadata={
+                "collection_report": dg.MetadataValue.md(collection_markdown(report)),
+                "downtime_from": report.downtime_from or "",
+                "overdue": report.overdue,
+                "due": report.due,
+                "passed": report.totals.passed,
+                "failed": report.totals.failed,
+                "skipped": report.totals.skipped,
+                "created": report.totals.created,
+            },
+        )
+        next_due = next_due_times(radar, deduped.plan)
+        ids = report.collection_ids or ((report.collection_id,) if report.collection_id else ())
+        with radar.store().transaction() as con:
+            undated = undated_counts(con, ids)
+        for src in report.sources:
+            if src.outcome == "skipped":
+                continue  # not checked: neither materialized nor failed by this run
+            passed = src.outcome in ("passed", "not-modified")
+            event_type = dg.AssetMaterialization if passed else dg.AssetObservation
+            metadata = source_metadata(src, next_due.get(src.id, "manual"), undated.get(src.id, 0))
+            yield event_type(asset_key=SIGNALS_KEY, partition=src.id, metadata=metadata)
+        failed = [s for s in report.sources if s.outcome == "failed"]
+        if failed:
+            raise sources_failed(failed)
 
 
 def next_due_times(radar: RadarResource, plan: CollectionPlan) -> dict[str, str]:
