@@ -168,22 +168,25 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_index_rebuild(args: argparse.Namespace) -> int:
-    from radar_pipeline.core.store.connection import Store, move_aside_if_not_duckdb
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.core.store.heal import NOT_RESTORED, move_aside_if_unreadable
     from radar_pipeline.core.vault import index
 
     paths = RadarPaths.from_env()
     now = datetime.now(UTC)
     store = Store.of(paths)
-    # A file that is not a DuckDB database is kept under another name, never deleted.
+    # A file DuckDB cannot open or read to its end is kept under another name, never deleted.
     # (the team profile's PostgreSQL store has no such file)
-    moved = None if paths.store_url else move_aside_if_not_duckdb(paths.db, now)
+    moved = None if paths.store_url else move_aside_if_unreadable(paths.db, now)
     with progress("index", "indexing Signal files"):
         repair = index.rebuild(store, paths.vault)
     rekey = repair.rekey
     payload = {
         "indexed": repair.indexed,
         "unreadable": list(repair.unreadable),
-        "movedAside": str(moved) if moved else None,
+        "movedAside": str(moved.path) if moved else None,
+        "movedAsideReason": moved.reason if moved else None,
+        "notRestored": list(NOT_RESTORED) if moved else [],
         "identityVersion": rekey.identity_version if rekey else None,
         "rekeyed": rekey.rekeyed if rekey else 0,
         "aliased": rekey.aliased if rekey else 0,
@@ -196,6 +199,10 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
     )
     text += "".join(f"\n  unreadable: {s}.md" for s in repair.unreadable)
     if moved:
-        text = f"{paths.db} was not a DuckDB file; moved aside to {moved}\n{text}"
+        lost = "".join(f"\n  - {what}" for what in NOT_RESTORED)
+        text = (
+            f"{paths.db} could not be read ({moved.reason}); moved aside to {moved.path}\n"
+            f"the new store holds the Signal index from the vault; not restored:{lost}\n{text}"
+        )
     emit(args, payload, text)
     return EXIT_ERROR if repair.unreadable else EXIT_OK
