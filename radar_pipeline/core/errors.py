@@ -24,6 +24,7 @@ the collection records it on each Source a failed run concerned.
 from __future__ import annotations
 
 import errno
+import os
 import re
 import socket
 import ssl
@@ -242,6 +243,10 @@ def _machine_fault(link: BaseException, chain: list[BaseException]) -> tuple[str
 def _store_fault(message: str, chain: list[BaseException]) -> tuple[str, str] | None:
     quoted = _QUOTED_FILE.search(message)
     file = quoted.group(1) if quoted else _store_path(chain)
+    for code, (kind, what, todo) in _OS_FAULTS.items():
+        # DuckDB words an OS error of its own writes as `Could not write file "<f>": <strerror>`.
+        if os.strerror(code) in message:
+            return kind, f"{what}: {file}; {todo}"
     if any(m in message for m in _STORE_LOCKED):
         holder = _LOCK_HOLDER.search(message)
         who = f"PID {holder['pid']} ({holder['exe']})" if holder else "another process"
