@@ -114,6 +114,11 @@ def _collect_text(report: CollectionReport) -> str:
     """The plain report: the totals, then a line per Source with every outcome of its items
     (they add up to what its feed held) and what needs a look (a possible gap, late items)."""
     downtime = f", down since {report.downtime_from}" if report.downtime_from else ""
+    if report.clock_behind:
+        downtime += (
+            f"; the clock is behind the last recorded attempt ({report.clock_behind}):"
+            " no health time moved back"
+        )
     t = report.totals
     lines = [
         f"collection as of {report.as_of}{downtime}: due {report.due}, overdue "

@@ -15,6 +15,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ from radar_pipeline_tests.faults.farm import (
     record_figures,
 )
 from radar_pipeline_tests.feedserver import FeedServer
+from radar_pipeline_tests.vaultkit import write_source
 
 
 def _mount(*args: str) -> None:
@@ -197,3 +199,46 @@ def test_a_read_only_vault_names_the_path_and_records_each_source(
     assert len(list((home.root / JOURNAL_DIR).glob("*.json"))) == 1
     _heals(farm, home, before)
     record_figures("vault-read-only", {"collect_stderr": line})
+
+
+@pytest.mark.slow
+def test_the_clock_going_back_moves_no_health_backwards(
+    tmp_path: Path, feed_server: FeedServer
+) -> None:
+    farm = Farm(feed_server, count=3)
+    home = RadarHome(tmp_path / "h")
+    for src in farm.sources:
+        write_source(
+            home.vault, src.source_id, feed_server.url(f"/{src.source_id}.xml"), cadence="PT6H"
+        )
+    code, report, stderr = collect_json(home, "--all", "--as-of", _stamp(farm))
+    assert code == 0 and report is not None and "clockBehind" not in report, stderr
+    farm.advance()
+    latest = _stamp(farm)
+    code, report, stderr = collect_json(home, "--all", "--as-of", latest)
+    assert code == 0 and report is not None, stderr
+    # A collection three days behind the last one (clock skew, a restored backup, --as-of).
+    behind = (epoch_time(farm.epoch) - timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    code, report, stderr = collect_json(home, "--all", "--as-of", behind)
+    assert code == 0 and report is not None and not stderr.strip(), stderr
+    assert report["clockBehind"] == latest
+    assert report["created"] == 0 and report["downtimeFrom"] is None
+    for src in report["sources"]:
+        assert src["coverageFrom"] is None or src["coverageFrom"] <= behind, src
+    for source_id, attempt, success in home.rows(
+        "SELECT source_id, last_attempt_at, last_success_at FROM feed_state"
+    ):
+        assert attempt.strftime("%Y-%m-%dT%H:%M:%SZ") == latest, (source_id, attempt)
+        assert success.strftime("%Y-%m-%dT%H:%M:%SZ") == latest, (source_id, success)
+    for src in farm.sources:
+        text = (home.vault / "Radar" / "Sources" / f"{src.source_id}.md").read_text()
+        assert f"lastAttemptAt: '{latest}'" in text and f"lastSuccessAt: '{latest}'" in text
+    text = home.run("collect", "--as-of", behind)
+    assert f"the clock is behind the last recorded attempt ({latest})" in text.stdout
+    # An hour after the last real collection: no false downtime, no Source due early.
+    soon = (epoch_time(farm.epoch) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    code, report, stderr = collect_json(home, "--as-of", soon)
+    assert code == 0 and report is not None and not stderr.strip(), stderr
+    assert report["downtimeFrom"] is None and report["due"] == 0 and report["overdue"] == 0
+    assert "clockBehind" not in report
+    assert check_invariants(home, farm, settled=True, expect_all_items=True) == []

@@ -63,7 +63,7 @@ from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.accounting import previous_checks, record_accounts
 from radar_pipeline.core.store.collections import last_as_of, record_collection, record_metrics
 from radar_pipeline.core.store.connection import Connection, Store
-from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.core.store.feed_state import FeedState, load_states
 from radar_pipeline.core.store.fetch_attempts import record_attempts, with_uncommitted_fetches
 from radar_pipeline.core.vault import index
 from radar_pipeline.core.vault.folder_state import (
@@ -284,7 +284,7 @@ class Collector:
                     )
                     record_metrics(con, spec.collection_id, report.sources)
                     record_collection(con, spec.dagster_run_id, spec.trigger, spec.as_of, report)
-                self._mirror_health(spec, deduped)
+                self._mirror_health(spec, deduped, states)
                 try:
                     return self.pages(plan, deduped, report)
                 except Exception:  # committed already: the pages stay pending for the next check
@@ -385,10 +385,21 @@ class Collector:
             writes.append(SignalWrite(cand.identity, doc, temporary))
         return writes
 
-    def _mirror_health(self, spec: CollectionSpec, deduped: tuple[DedupedCheck, ...]) -> None:
-        """DuckDB holds the full history; a file mirror that fails is retried next check."""
+    def _mirror_health(
+        self,
+        spec: CollectionSpec,
+        deduped: tuple[DedupedCheck, ...],
+        before: dict[str, FeedState],
+    ) -> None:
+        """DuckDB holds the full history; a file mirror that fails is retried next check.
+        `before`: the feed states before the commit (no health time moves back)."""
         updates = [
-            HealthUpdate(rec.source.id, rec.path, rec.record_path, health_fields(spec, d.result))
+            HealthUpdate(
+                rec.source.id,
+                rec.path,
+                rec.record_path,
+                health_fields(spec, d.result, before.get(rec.source.id)),
+            )
             for d in deduped
             if (rec := d.result.check.record) is not None and d.result.check.skip_reason is None
         ]
