@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -242,3 +243,38 @@ def test_the_clock_going_back_moves_no_health_backwards(
     assert report["downtimeFrom"] is None and report["due"] == 0 and report["overdue"] == 0
     assert "clockBehind" not in report
     assert check_invariants(home, farm, settled=True, expect_all_items=True) == []
+
+
+def _survivors(home: RadarHome, *args: str) -> tuple[int, list[str]]:
+    """Run `radar *args` in a session of its own; its exit code and every live process of that
+    session once it has exited (parse workers, a resource tracker). The tracker reads EOF when
+    `radar` exits and ends a moment later: it is given up to 10 s. An ended orphan stays a
+    zombie where PID 1 reaps none (this sandbox's init): dead, so not counted."""
+    proc = home.popen(*args)
+    proc.communicate(timeout=300)
+    deadline = time.monotonic() + 10
+    while True:
+        ps = subprocess.run(["ps", "-eo", "sid=,pid=,stat=,args="], capture_output=True, text=True)
+        left = [
+            line.strip()
+            for line in ps.stdout.splitlines()
+            if line.split(None, 1)[0] == str(proc.pid) and not line.split()[2].startswith("Z")
+        ]
+        if not left or time.monotonic() > deadline:
+            return proc.returncode, left
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_no_process_outlives_radar(tmp_path: Path, feed_server: FeedServer) -> None:
+    # Six Sources: enough bodies for the parse workers (and their resource tracker) to start.
+    farm = Farm(feed_server, count=6)
+    home = RadarHome(tmp_path / "h")
+    farm.write_sources(home.vault)
+    code, left = _survivors(home, "collect", "--all", "--as-of", _stamp(farm))
+    assert code == 0 and left == [], left
+    # A run that fails as a whole (its store cut short under it) leaves nothing either.
+    farm.advance()
+    os.truncate(home.db, int(home.db.stat().st_size * 0.9))
+    code, left = _survivors(home, "collect", "--all", "--as-of", _stamp(farm))
+    assert code == 1 and left == [], left
