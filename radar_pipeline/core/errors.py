@@ -230,14 +230,20 @@ def _machine_fault(link: BaseException, chain: list[BaseException]) -> tuple[str
     if isinstance(link, ssl.SSLError):
         reason = getattr(link, "verify_message", None) or link.reason or str(link)
         return "tls", f"TLS failed with {_host(chain)}: {reason}; check the URL's certificate"
-    if isinstance(link, ConnectionError | TimeoutError) or (
-        isinstance(link, OSError) and link.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH)
+    if _over_http(chain) and (
+        isinstance(link, ConnectionError | TimeoutError)
+        or (isinstance(link, OSError) and link.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH))
     ):
+        # Only a request's: a broken pipe to a parse worker is no host's fault.
         return "connect", f"cannot connect to {_host(chain)}: {link.strerror}; is it up?"
     if isinstance(link, OSError) and link.errno in _OS_FAULTS:
         kind, what, todo = _OS_FAULTS[link.errno]
         return kind, f"{what}: {_os_path(chain) or 'path not reported'}; {todo}"
     return None
+
+
+def _over_http(chain: list[BaseException]) -> bool:
+    return any(type(e).__module__.split(".")[0] in ("httpx", "httpcore") for e in chain)
 
 
 def _store_fault(message: str, chain: list[BaseException]) -> tuple[str, str] | None:
