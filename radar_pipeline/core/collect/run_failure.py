@@ -35,6 +35,8 @@ from radar_pipeline.core.vault.health import HealthUpdate, write_health
 log = logging.getLogger(__name__)
 
 JOURNAL_DIR = Path(".radar") / "run-failures"
+# explain()'s classes of a store that must not be written while the failure is recorded.
+STORE_UNUSABLE = frozenset({"store-unreadable", "store-locked"})
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,9 @@ def run_failure_of(
 def record_run_failure(store: Store, paths: RadarPaths, failure: RunFailure) -> bool:
     """Record `failure` in the store and each Source file; what cannot be written goes to a
     journal for the next collection. True when both were written."""
-    in_store = _record_in_store(store, failure)
+    # A store that cannot be read, or that another process holds, is not touched again: the
+    # file stays as it is for `radar index rebuild`, and a held one would cost another wait.
+    in_store = failure.error_class not in STORE_UNUSABLE and _record_in_store(store, failure)
     recorded = _record_in_files(failure) and in_store
     if not recorded:
         _journal(paths, failure)
