@@ -185,7 +185,7 @@ def test_accounting_check_fails_on_a_row_altered_on_purpose(
     assert not evaluation.passed
     assert evaluation.severity == dg.AssetCheckSeverity.ERROR
     text = table(evaluation)
-    assert "FAILED (ERROR)" in text
+    assert "**accounting**: 1 check whose items do not add up: acct" in text
     row = next(line for line in text.splitlines() if "| acct |" in line)
     assert "| 5 | 4 | 5 |" in row  # parsed 5, outcomes now 4, observations 5
 

@@ -119,11 +119,23 @@ def test_checks_run_after_each_collection_and_pass(
     # The collection run records no verdicts itself; the checks run that followed it does.
     assert run_evaluations(instance, collection.run_id) == {}
     evaluations = run_evaluations(instance, checks_after(instance, collection.run_id).run_id)
-    assert set(evaluations) == {"idempotency", "provenance", "overdue", "agreement"}
+    assert set(evaluations) == {
+        "idempotency",
+        "provenance",
+        "overdue",
+        "agreement",
+        "accounting",
+        "possible_gaps",
+        "silent_sources",
+        "on_cadence",
+        "registry_validity",
+        "retention",
+    }
     assert all(e.passed for e in evaluations.values()), {
         k: table(e) for k, e in evaluations.items() if not e.passed
     }
-    assert all(e.asset_key == dg.AssetKey("signals") for e in evaluations.values())
+    registry = {n for n, e in evaluations.items() if e.asset_key != dg.AssetKey("signals")}
+    assert registry == {"registry_validity", "retention"}
 
 
 def test_checks_after_a_collection_fail_on_a_broken_vault(
@@ -188,7 +200,9 @@ def test_every_check_passes_on_a_healthy_vault(
     }
     for name, evaluation in found.items():
         assert evaluation.passed, f"{name}\n{table(evaluation)}"
-        assert "passed" in table(evaluation) and "no findings" in table(evaluation)
+        assert "no findings" in table(evaluation)
+        # The headline states the finding (the claim holds), with no verdict word beside it.
+        assert evaluation.description and "FAILED" not in evaluation.description
 
 
 def test_duplicate_identity_file_fails_idempotency(
@@ -208,7 +222,7 @@ def test_duplicate_identity_file_fails_idempotency(
     assert not evaluation.passed
     assert evaluation.severity == dg.AssetCheckSeverity.ERROR
     text = table(evaluation)
-    assert "FAILED (ERROR)" in text
+    assert "**idempotency**: 1 identity not held once: " in text
     row = next(line for line in text.splitlines() if identity in line and "|" in line)
     assert "| 3 | 1 |" in row and "several files share this identity" in row
     for path in (original, copy, person_copy):

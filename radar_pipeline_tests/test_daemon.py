@@ -132,7 +132,7 @@ def test_backfill_from_the_ui_through_the_daemon(tmp_path: Path, feed_server: Fe
         # It checked a failing Source: a failed run naming it, its partition failed, the
         # passing Sources materialized.
         assert run_status == "FAILURE"
-        assert any(f"1 Source(s) failed: {BAD}" in m for m in step_failures(dev, run_id))
+        assert any(f"1 Source failed\n{BAD}: " in m for m in step_failures(dev, run_id))
         statuses = dev.partition_statuses()
         assert statuses["failed"] == [BAD]
         assert set(GOOD) <= set(statuses["materialized"])

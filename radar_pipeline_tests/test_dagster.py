@@ -150,7 +150,9 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
         [failure] = instance.all_logs(failed_run, of_type=dg.DagsterEventType.STEP_FAILURE)
         assert failure.dagster_event is not None
         error = failure.dagster_event.step_failure_data.error
-        assert error is not None and "1 Source(s) failed: d-down (network)" in error.message
+        # The run's message leads with each failed Source's root cause and its next attempt.
+        assert error is not None and "1 Source failed\nd-down: fetch: network (" in error.message
+        assert "Connection refused); no HTTP answer; next attempt 20" in error.message
         status = instance.get_status_by_partition(
             dg.AssetKey("signals"), ["a-fix", "b-fix", "c-fix", "d-down"], signals.partitions_def
         )
@@ -167,10 +169,13 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
             if e.asset_observation is not None and e.asset_observation.partition == "d-down"
         ]
         glance = {k: getattr(v, "value", v) for k, v in observed.metadata.items()}
-        assert (glance["outcome"], glance["error_class"], glance["http_status"]) == (
-            "failed",
-            "network",
-            -1,
+        # No answer, no status entry (a -1 would plot as a status); the description is the line.
+        assert (glance["outcome"], glance["error_class"]) == ("failed", "network")
+        assert "http_status" not in glance
+        assert observed.description is not None
+        assert observed.description.startswith("FAILED · fetch: network (")
+        assert observed.description.endswith(
+            f"no HTTP answer; next attempt {glance['next_due_at']}"
         )
         assert glance["backoff_until"] and glance["next_due_at"] == glance["backoff_until"]
         [passed] = [

@@ -12,7 +12,10 @@ from radar_pipeline.core.audit.findings import AuditResult
 def check_result(audit: AuditResult) -> dg.AssetCheckResult:
     """An audit as a check result, with its findings as a Markdown table."""
     return dg.AssetCheckResult(
-        passed=audit.passed, severity=_severity(audit), metadata=_metadata(audit)
+        passed=audit.passed,
+        severity=_severity(audit),
+        description=audit.headline,
+        metadata=_metadata(audit),
     )
 
 

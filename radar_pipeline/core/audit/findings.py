@@ -16,6 +16,20 @@ from radar_pipeline.core.jsontypes import JsonObject
 Severity = Literal["ERROR", "WARN"]
 
 MAX_TABLE_ROWS = 200
+HEADLINE_NAMES = 5  # findings named in a headline; the table names them all
+# What each audit's findings are, singular and plural, for its headline (the first cell of
+# each finding names it).
+FINDING_NOUNS = {
+    "idempotency": ("identity not held once", "identities not held once"),
+    "provenance": ("Signal without its full provenance", "Signals without their full provenance"),
+    "registry": ("registry issue", "registry issues"),
+    "overdue": ("Source overdue", "Sources overdue"),
+    "retention": ("file of full text retained", "files of full text retained"),
+    "agreement": ("Signal not in both vault and index", "Signals not in both vault and index"),
+    "accounting": ("check whose items do not add up", "checks whose items do not add up"),
+    "gaps": ("Source with a possible gap", "Sources with a possible gap"),
+    "silence": ("silent Source", "silent Sources"),
+}
 
 
 @dataclass(frozen=True)
@@ -48,11 +62,22 @@ class AuditResult:
         """ERROR if any finding breaks a promise, else WARN (also when passed)."""
         return "ERROR" if any(f.severity == "ERROR" for f in self.findings) else "WARN"
 
+    @property
+    def headline(self) -> str:
+        """What the audit found, in one line: the claim when it holds, else how many of what
+        and the first of them ("5 Sources overdue: a, b, c, …"). The severity stands apart."""
+        if self.passed:
+            return self.claim[0].upper() + self.claim[1:]
+        count = len(self.findings)
+        singular, plural = FINDING_NOUNS.get(self.name, ("finding", "findings"))
+        named = [f.cells[0] for f in self.findings[:HEADLINE_NAMES] if f.cells]
+        more = ", …" if count > len(named) else ""
+        return f"{count} {singular if count == 1 else plural}: {', '.join(named)}{more}"
+
     def markdown(self) -> str:
-        """A heading line with the verdict and figures, then one table row per finding."""
-        verdict = "passed" if self.passed else f"FAILED ({self.severity})"
+        """A heading line with the finding and figures, then one table row per finding."""
         figures = " · ".join(f"{k} {v}" for k, v in self.figures.items())
-        head = f"**{self.name}**: {self.claim}: {verdict}" + (f" · {figures}" if figures else "")
+        head = f"**{self.name}**: {self.headline}" + (f" · {figures}" if figures else "")
         columns = ("severity", *self.columns)
         lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         for finding in self.findings[:MAX_TABLE_ROWS]:

@@ -14,16 +14,23 @@ from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, source_timings
 from radar_pipeline.core.plan.schedule import next_due_at
 from radar_pipeline.core.registry.sources import RegistrySnapshot
-from radar_pipeline.core.reports import SourceReport
+from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.accounting import undated_counts
-from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.core.store.feed_state import FeedState, load_states
 from radar_pipeline.defs.collection.config import FAILED_SOURCES, SIGNALS_KEY, CollectConfig
 from radar_pipeline.defs.collection.failures import failures_as_line
-from radar_pipeline.defs.collection.metadata import collection_markdown, source_metadata
+from radar_pipeline.defs.collection.metadata import collection_headline, collection_markdown
+from radar_pipeline.defs.collection.partition_events import (
+    PartitionRecord,
+    SourceContext,
+    partition_record,
+)
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sources_partitions
 from radar_pipeline.defs.resources import CollectionResource, RadarResource
 
 MEM_IO = "radar_mem_io"
+# The most Sources one run of `signals` covers when a backfill splits a selection into runs.
+MAX_SOURCES_PER_RUN = 1000
 
 
 @dataclass(frozen=True)
@@ -106,13 +113,18 @@ def signal_materialize(
     deduped: DedupedBatch,
 ) -> Iterator[Any]:
     """Write new Signal files, commit the index and feed state, run the page stage of the
-    page-extraction Sources (their locks still held), and report per Source.
+    page-extraction Sources (their locks still held), and record each Source's partition.
 
-    Each Source that passed gets a materialization of its partition; each that failed an
-    observation with the same figures. Then, if any Source failed, the step fails naming them
-    (after the commit: DuckDB, the dead letters and the Source files already hold the failure).
-    Dagster marks every partition the run planned but did not materialize as failed, so the
-    failing Sources show *Failed* until they next succeed, whoever launched the run.
+    What each partition gets is decided in defs/collection/partition_events.py: a Source that
+    passed is materialized; one that failed gets an observation carrying its failure's line
+    and the step then fails naming it (after the commit: DuckDB, the dead letters and the
+    Source files already hold the failure), so its partition reads *Failed* until it next
+    succeeds, whoever launched the run. A partition this run planned but did not check keeps
+    its last state.
+
+    The output is never yielded: Dagster would materialize every partition of the run's range
+    with it, checked or not. So the checks a launch from an asset's page selects are skipped
+    in that run, and the run status sensor runs them right after it (defs/collection/checks).
     """
     with failures_as_line():
         report = collection.collector(radar.paths()).commit(deduped.plan, deduped.items)
@@ -121,6 +133,7 @@ def signal_materialize(
         # in the run whatever its Sources did (a failed or skipped Source has no materialization).
         yield dg.AssetObservation(
             asset_key=SIGNALS_KEY,
+            description=collection_headline(report),
             metadata={
                 "collection_report": dg.MetadataValue.md(collection_markdown(report)),
                 "downtime_from": report.downtime_from or "",
@@ -132,30 +145,47 @@ def signal_materialize(
                 "created": report.totals.created,
             },
         )
-        next_due = next_due_times(radar, deduped.plan)
-        ids = report.collection_ids or ((report.collection_id,) if report.collection_id else ())
-        with radar.store().transaction() as con:
-            undated = undated_counts(con, ids)
-        for src in report.sources:
-            if src.outcome == "skipped":
-                continue  # not checked: neither materialized nor failed by this run
-            passed = src.outcome in ("passed", "not-modified")
-            event_type = dg.AssetMaterialization if passed else dg.AssetObservation
-            metadata = source_metadata(src, next_due.get(src.id, "manual"), undated.get(src.id, 0))
-            yield event_type(asset_key=SIGNALS_KEY, partition=src.id, metadata=metadata)
-        failed = [s for s in report.sources if s.outcome == "failed"]
-        if failed:
-            raise sources_failed(failed)
+        record = partition_record(
+            tuple(report.sources),
+            planned_partitions(context),
+            source_contexts(radar, deduped.plan, report),
+        )
+        yield from record.events
+        if record.failing:
+            raise sources_failed(record)
 
 
-def next_due_times(radar: RadarResource, plan: CollectionPlan) -> dict[str, str]:
+def planned_partitions(context: dg.OpExecutionContext) -> frozenset[str]:
+    """The Source partitions this run planned (Dagster recorded a planned materialization of
+    each when the run was created): its partition or partition range, none for a run without."""
+    if context.has_partition_key_range or context.has_partition_key:
+        return frozenset(context.partition_keys)
+    return frozenset()
+
+
+def source_contexts(
+    radar: RadarResource, plan: CollectionPlan, report: CollectionReport
+) -> dict[str, SourceContext]:
+    """Per Source of the report: when it is next due, its undated items, its state."""
+    ids = report.collection_ids or ((report.collection_id,) if report.collection_id else ())
+    with radar.store().transaction() as con:
+        undated = undated_counts(con, ids)
+        states = load_states(con)
+    next_due = next_due_times(plan, states)
+    return {
+        src.id: SourceContext(
+            next_due.get(src.id, "manual"), undated.get(src.id, 0), states.get(src.id)
+        )
+        for src in report.sources
+    }
+
+
+def next_due_times(plan: CollectionPlan, states: dict[str, FeedState]) -> dict[str, str]:
     """When a `due` collection next checks each checked Source, after this commit (its next
     grid point, not before its backoff ends); `manual` Sources have none."""
     snapshot = RegistrySnapshot(
         sources=tuple(c.record for c in plan.checks if c.record is not None), issues=()
     )
-    with radar.store().transaction() as con:
-        states = load_states(con)
     now = plan.spec.as_of
     out: dict[str, str] = {}
     for t in source_timings(snapshot, states, now, plan.placement):
@@ -167,13 +197,14 @@ def next_due_times(radar: RadarResource, plan: CollectionPlan) -> dict[str, str]
     return out
 
 
-def sources_failed(failed: list[SourceReport]) -> dg.Failure:
-    """The step failure of a run in which Sources failed: it names each with its error class.
-    Its `failed_sources` metadata tells the sensors the commit recorded those failures."""
-    names = ", ".join(f"{s.id} ({s.error_class or 'error'})" for s in failed)
+def sources_failed(record: PartitionRecord) -> dg.Failure:
+    """The step failure of a run in which Sources failed (or, planned but not checked, are
+    still failing): one line per Source, root cause first. Its `failed_sources` metadata tells
+    the sensors the commit recorded those failures."""
+    count = len(record.failing)
     return dg.Failure(
-        description=f"{len(failed)} Source(s) failed: {names}",
-        metadata={FAILED_SOURCES: ",".join(s.id for s in failed)},
+        description=f"{count} Source{'s' * (count != 1)} failed\n" + "\n".join(record.failing),
+        metadata={FAILED_SOURCES: ",".join(record.failing_ids)},
         # The same request would fail the same way; the Source's backoff decides when it is
         # checked again.
         allow_retries=False,
@@ -182,7 +213,11 @@ def sources_failed(failed: list[SourceReport]) -> dg.Failure:
 
 @dg.graph_asset(
     partitions_def=sources_partitions,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    # Runs over contiguous ranges of Sources: Dagster splits any partition selection into one
+    # run per contiguous range (a non-contiguous pick from the UI is several runs). A
+    # multi-run policy makes the launch dialog say so, where single_run() promises "a single
+    # run"; the cap is far above any registry this profile serves, so a range is never split.
+    backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=MAX_SOURCES_PER_RUN),
     group_name="signals",
 )
 def signals() -> Any:

@@ -25,6 +25,7 @@ check's default is the full read). Each result's metadata says which read it jud
 (`folder_scan`, `files_stat`, `names_listed`).
 """
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -33,12 +34,16 @@ from radar_pipeline.core.audit.run import run_audit
 from radar_pipeline.core.clock import as_of_or_now
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.check_results import check_result
+from radar_pipeline.defs.cleanup.checks import retention_check
 from radar_pipeline.defs.collection.config import (
     SIGNALS_KEY,
     CollectConfig,
     config_of,
     failed_sources_of,
 )
+from radar_pipeline.defs.collection.freshness import CADENCE_CHECK_OP, on_cadence_check
+from radar_pipeline.defs.collection.stream_checks import STREAM_CHECKS
+from radar_pipeline.defs.registry.checks import registry_check
 from radar_pipeline.defs.resources import RadarResource
 
 SIGNAL_CHECKS_JOB_NAME = "signal_checks"
@@ -114,12 +119,28 @@ def agreement_check(config: AuditScope, radar: RadarResource) -> dg.AssetCheckRe
 
 
 SIGNAL_CHECKS = [idempotency_check, provenance_check, overdue_check, agreement_check]
+# Every evidence check, after every collection: those on `signals`, the registry's (a
+# collection reads it) and `retention` (a collection may write full text to Temporary Content).
+AFTER_COLLECTION_CHECKS = [
+    *SIGNAL_CHECKS,
+    *STREAM_CHECKS,
+    on_cadence_check,
+    registry_check,
+    retention_check,
+]
+AFTER_COLLECTION_KEYS = frozenset(
+    key for check in AFTER_COLLECTION_CHECKS for key in check.check_keys
+)
 
 signal_checks_job = dg.define_asset_job(
     SIGNAL_CHECKS_JOB_NAME,
-    selection=dg.AssetSelection.checks(*SIGNAL_CHECKS),
+    selection=dg.AssetSelection.checks(*AFTER_COLLECTION_CHECKS),
     executor_def=dg.in_process_executor,
-    description="The evidence checks on `signals`, run after each collection.",
+    description=(
+        "The evidence checks after a collection: every check on `signals`, the registry's and "
+        "`retention`, at the collection's clock, so none reads 'Not evaluated' and `radar "
+        "report` agrees."
+    ),
 )
 
 
@@ -146,12 +167,18 @@ signal_audit_schedule = dg.ScheduleDefinition(
 _FOLDER_CHECK_OPS = ("signals_idempotency", "signals_provenance", "signals_agreement")
 
 
-def checks_run_config(as_of: str) -> dict[str, object]:
-    """The checks job's run config after a collection: `overdue` judged at the collection's
-    clock; the Signals folder read incrementally."""
-    ops: dict[str, object] = {"signals_overdue": {"config": {"as_of": as_of}}}
+def checks_run_config(
+    as_of: str, checks: Iterable[dg.AssetCheckKey] = AFTER_COLLECTION_KEYS
+) -> dict[str, object]:
+    """The checks job's run config after a collection, for the checks it runs: `overdue` and
+    `on_cadence` judged at the collection's clock; the Signals folder read incrementally."""
+    ops: dict[str, object] = {
+        "signals_overdue": {"config": {"as_of": as_of}},
+        CADENCE_CHECK_OP: {"config": {"as_of": as_of}},
+    }
     ops.update({op: {"config": {"full": False}} for op in _FOLDER_CHECK_OPS})
-    return {"ops": ops}
+    wanted = {f"{key.asset_key.to_python_identifier()}_{key.name}" for key in checks}
+    return {"ops": {op: config for op, config in ops.items() if op in wanted}}
 
 
 @dg.run_status_sensor(
@@ -204,7 +231,7 @@ def _checks_after(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.Skip
     if not launch:
         if not _committed(context.instance, run):
             return dg.SkipReason(f"run {run.run_id} failed before its commit")
-        return _checks_request(f"checks-after:{run.run_id}", run.run_id, collect)
+        return _checks_request(context, f"checks-after:{run.run_id}", run.run_id, collect)
     records = context.instance.get_run_records(
         dg.RunsFilter(job_name=run.job_name, tags={tags.LAUNCH: launch})
     )
@@ -224,7 +251,7 @@ def _checks_after(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.Skip
         )
     if not any(_committed(context.instance, r.dagster_run) for r in records):
         return dg.SkipReason(f"no run of launch {launch} reached its commit")
-    return _checks_request(f"checks-after:{launch}", run.run_id, collect)
+    return _checks_request(context, f"checks-after:{launch}", run.run_id, collect)
 
 
 _SENSED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE)
@@ -237,11 +264,30 @@ def _committed(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
     return failed_sources_of(instance, run.run_id) is not None
 
 
-def _checks_request(key: str, run_id: str, collect: CollectConfig | None) -> dg.RunRequest:
+def _checks_request(
+    context: dg.RunStatusSensorContext, key: str, run_id: str, collect: CollectConfig | None
+) -> dg.RunRequest | dg.SkipReason:
+    """The checks run after a collection run: those it did not evaluate itself (all of them
+    today: the collection job selects no check, and a launch from the asset's page selects
+    them but skips them, as `signal_materialize` yields no output)."""
+    missing = AFTER_COLLECTION_KEYS - _evaluated_checks(context.instance, run_id)
+    if not missing:
+        return dg.SkipReason(f"run {run_id} evaluated every check itself")
     return dg.RunRequest(
         run_key=key,
-        run_config=checks_run_config(collect.as_of if collect else ""),
+        run_config=checks_run_config(collect.as_of if collect else "", missing),
+        asset_check_keys=sorted(missing, key=lambda k: k.to_user_string()),
         tags={tags.AFTER_RUN: run_id, tags.PRIORITY: str(tags.CHECKS_PRIORITY)},
+    )
+
+
+def _evaluated_checks(instance: dg.DagsterInstance, run_id: str) -> frozenset[dg.AssetCheckKey]:
+    """The checks a run evaluated."""
+    records = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+    return frozenset(
+        r.dagster_event.asset_check_evaluation_data.asset_check_key
+        for r in records
+        if r.dagster_event is not None
     )
 
 

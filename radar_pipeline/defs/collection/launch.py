@@ -75,11 +75,10 @@ def launch_collection(
         states = load_states(con)
     spec = CollectionSpec("preview", mode, as_of, source_ids, trigger, partition_order=tuple(keys))
     preview = preview_collection(spec, snapshot, states)
-    blocks = partition_blocks(keys, preview.checked)
-    if not blocks:
-        # Nothing to check: one run that cannot fail reports the skipped and the overdue.
-        selected = list(source_ids) or keys
-        blocks = [[k for k in keys if k in set(selected)]]
+    # Nothing to check: one run without a partition reports the skipped and the overdue. It
+    # plans no partition, so every partition keeps its state (a partition a run planned reads
+    # the run's outcome, and a skipped Source's last check is not this run's).
+    blocks = partition_blocks(keys, preview.checked) or [[]]
     launch = uuid.uuid4().hex
     runs = [
         _collect(defs, instance, mode, block, skipped, as_of, trigger, launch)
@@ -121,9 +120,10 @@ def _collect(
     trigger: str,
     launch: str,
 ) -> dg.ExecuteInProcessResult:
-    """One run of `collect_signals` over one contiguous block of partitions."""
+    """One run of `collect_signals` over one contiguous block of partitions (none: a run that
+    only reports the Sources it skips)."""
     tags = {
-        **run_tags.partition_range(block[0], block[-1]),
+        **(run_tags.partition_range(block[0], block[-1]) if block else {}),
         run_tags.TRIGGER: trigger,
         run_tags.MODE: mode,
         run_tags.LAUNCH: launch,

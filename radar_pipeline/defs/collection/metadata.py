@@ -19,6 +19,13 @@ def _columns() -> tuple[str, ...]:
 MetadataEntry = str | int | float | bool | dg.MetadataValue
 
 
+def collection_headline(report: CollectionReport) -> str:
+    """The collection in one line, what a person reads first in the run's events."""
+    t = report.totals
+    line = f"{t.passed} passed, {t.failed} failed, {t.skipped} skipped; {t.created} new Signals"
+    return line + (f"; down since {report.downtime_from}" if report.downtime_from else "")
+
+
 def collection_markdown(report: CollectionReport) -> str:
     t = report.totals
     head = (
@@ -49,7 +56,8 @@ def source_metadata(
     return {
         **_page_metadata(src.pages),
         "outcome": src.outcome,
-        "http_status": src.http_status if src.http_status is not None else -1,
+        # No entry without an answer (a DNS or connect failure): -1 would plot as a status.
+        **({"http_status": src.http_status} if src.http_status is not None else {}),
         "created": src.created,
         "reused": src.reused,
         "updated": src.updated,
@@ -79,6 +87,22 @@ def source_metadata(
         "items_new": src.items_new,
         "consecutive_failures": src.consecutive_failures,
     }
+
+
+def failure_line(src: SourceReport, next_due: str) -> str:
+    """A failed check in one line, root cause first: the error as the fetch or parse stage
+    named it, the HTTP status where there was an answer, and when the next attempt is due."""
+    status = f"HTTP {src.http_status}" if src.http_status is not None else "no HTTP answer"
+    error = src.error or src.error_class or "failed"
+    return f"{error}; {status}; next attempt {next_attempt(next_due, src.backoff_until)}"
+
+
+def next_attempt(next_due: str, backoff_until: str | None) -> str:
+    """When a Source is next checked: its next due time (which already waits for its backoff),
+    or, for a `manual` Source, when a person runs it, but not before its backoff ends."""
+    if next_due and next_due != "manual":
+        return next_due
+    return f"when run by hand, not before {backoff_until}" if backoff_until else "when run by hand"
 
 
 def _page_metadata(pages: PageFigures | None) -> dict[str, MetadataEntry]:
