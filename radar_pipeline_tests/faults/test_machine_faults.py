@@ -234,7 +234,7 @@ def test_the_clock_going_back_moves_no_health_backwards(
     for src in farm.sources:
         text = (home.vault / "Radar" / "Sources" / f"{src.source_id}.md").read_text()
         assert f"lastAttemptAt: '{latest}'" in text and f"lastSuccessAt: '{latest}'" in text
-    text = home.run("collect", "--as-of", behind)
+    text = home.run("collect", "--all", "--as-of", behind)
     assert f"the clock is behind the last recorded attempt ({latest})" in text.stdout
     # An hour after the last real collection: no false downtime, no Source due early.
     soon = (epoch_time(farm.epoch) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -62,7 +62,9 @@ def fetch(
 ) -> FetchedBatch:
     """Plan the checks of this run's Sources (gates, cadence, locks), then fetch concurrently."""
     with failures_as_line():
-        keys = config.sources or list(context.partition_keys)
+        # A run without a partition (nothing to check: launch.py) names no Source here.
+        partitioned = context.has_partition_key or context.has_partition_key_range
+        keys = config.sources or (list(context.partition_keys) if partitioned else [])
         spec = CollectionSpec(
             collection_id=context.run_id,
             mode=config.mode,
