@@ -67,10 +67,28 @@ def test_new_signal_is_an_obsidian_note(radar_env: dict[str, Path]) -> None:
     lines = body.strip().splitlines()
     assert lines[0] == f"# {title}"  # the body opens with the title, as written
     assert lines[2] == "[Read the original at example.com][original]"
-    assert lines[-1] == f"[original]: {fm['canonicalUrl']}"
+    # The link to click is the item's URL as the publisher wrote it; identity keeps the
+    # canonical form (tracking parameters dropped, http folded into https).
+    assert lines[-1] == f"[original]: {fm['itemUrl']}" == f"[original]: {ITEM['link']}"
     assert fm["canonicalUrl"].startswith("https://example.com/posts/c-sharp-12")
     # Only what Obsidian acts on is escaped: a tag and a highlight, not `50%` or `C#`.
     assert "Up to 50% faster. See \\#perf and \\=\\=notes\\=\\=." in body
+
+
+def test_an_http_only_site_is_linked_as_the_publisher_wrote_it(
+    radar_env: dict[str, Path],
+) -> None:
+    vault = radar_env["vault"]
+    item = {**ITEM, "link": "http://old.example.net/post/1"}
+    write_fixture_source(vault, "old-site", rss([item]))
+    assert _collect(radar_env)["created"] == 1
+    (path,) = signal_files(vault)
+    fm = read_signal_frontmatter(path)
+    lines = path.read_text(encoding="utf-8").strip().splitlines()
+    assert lines[-1] == "[original]: http://old.example.net/post/1"  # no https page invented
+    assert "[Read the original at old.example.net][original]" in lines
+    assert fm["itemUrl"] == "http://old.example.net/post/1"
+    assert fm["canonicalUrl"] == "https://old.example.net/post/1"  # identity's form
 
 
 def test_old_signals_are_never_rewritten(radar_env: dict[str, Path]) -> None:

@@ -432,3 +432,23 @@ def test_export_then_import_gives_the_same_sources_with_the_same_tags(
     after = sources()
     # The hand-written Source had no folder tags and no site: it comes back as an import.
     assert after == before
+
+
+def test_a_readers_export_with_an_unescaped_quote_is_read_outline_by_outline() -> None:
+    """A real reader's export: a `description` holding an unescaped `"` breaks one outline,
+    not the file. The broken one is skipped with its line and reason; the rest are read with
+    their URLs exactly as written (a recovering parser such as lxml's `recover=True` would
+    read `?x=1&y=2` as `?x=1=2`: a wrong address, silently)."""
+    from radar_pipeline.core.registry.opml_read import feed_outlines, parse_opml
+
+    data = (
+        b'<?xml version="1.0"?>\n<opml version="2.0"><head><title>t</title></head><body>\n'
+        b'<outline text="A" type="rss" xmlUrl="https://a.example/feed" '
+        b'description="He said "hi" to me"/>\n'
+        b'<outline text="B" type="rss" xmlUrl="https://b.example/feed?x=1&amp;y=2"/>\n'
+        b"</body></opml>"
+    )
+    root, broken = parse_opml(data)
+    assert [o.url for o in feed_outlines(root)] == ["https://b.example/feed?x=1&y=2"]
+    assert [(b.url, b.line) for b in broken] == [("https://a.example/feed", 3)]
+    assert broken[0].reason.startswith("broken outline (line 3: not well-formed")

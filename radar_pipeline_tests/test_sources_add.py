@@ -223,7 +223,9 @@ def test_a_private_address_is_refused_like_a_fetch(
     proc = _radar("sources", "add", url, env=env)
 
     line = _one_error_line(proc)
-    assert "policy" in line or "private" in line or "loopback" in line
+    assert "loopback address refused: 127.0.0.1" in line, line
+    # ... naming the variable that allows it.
+    assert "; to allow it, add 127.0.0.1 to RADAR_ALLOWED_PRIVATE_HOSTS" in line, line
     assert feed_server.requests == []  # refused before any connection
     assert _source_files(radar_env["vault"]) == []
 

@@ -20,7 +20,7 @@ from radar_pipeline.cli.shell import (
     dagster_definitions,
     dagster_instance,
 )
-from radar_pipeline.core.errors import RadarError
+from radar_pipeline.core.errors import explain
 
 DESCRIPTION = (
     "`radar`: the command line, a thin layer over the same Dagster definitions and instance."
@@ -42,8 +42,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.handler(args)
         return code
-    except (UsageError, RadarError) as exc:
+    except UsageError as exc:
         print(f"radar: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as exc:
+        # The root cause and what to do, in one line (a full disk, a store that cannot be
+        # read, the process holding it). A failure explain() cannot name is a bug: its trace.
+        why = explain(exc)
+        if why.error_class == "internal":
+            raise
+        print(f"radar: {why.line}", file=sys.stderr)
         return EXIT_ERROR
 
 

@@ -114,6 +114,11 @@ def _collect_text(report: CollectionReport) -> str:
     """The plain report: the totals, then a line per Source with every outcome of its items
     (they add up to what its feed held) and what needs a look (a possible gap, late items)."""
     downtime = f", down since {report.downtime_from}" if report.downtime_from else ""
+    if report.clock_behind:
+        downtime += (
+            f"; the clock is behind the last recorded attempt ({report.clock_behind}):"
+            " no health time moved back"
+        )
     t = report.totals
     lines = [
         f"collection as of {report.as_of}{downtime}: due {report.due}, overdue "
@@ -168,22 +173,25 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_index_rebuild(args: argparse.Namespace) -> int:
-    from radar_pipeline.core.store.connection import Store, move_aside_if_not_duckdb
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline.core.store.heal import NOT_RESTORED, move_aside_if_unreadable
     from radar_pipeline.core.vault import index
 
     paths = RadarPaths.from_env()
     now = datetime.now(UTC)
     store = Store.of(paths)
-    # A file that is not a DuckDB database is kept under another name, never deleted.
+    # A file DuckDB cannot open or read to its end is kept under another name, never deleted.
     # (the team profile's PostgreSQL store has no such file)
-    moved = None if paths.store_url else move_aside_if_not_duckdb(paths.db, now)
+    moved = None if paths.store_url else move_aside_if_unreadable(paths.db, now)
     with progress("index", "indexing Signal files"):
         repair = index.rebuild(store, paths.vault)
     rekey = repair.rekey
     payload = {
         "indexed": repair.indexed,
         "unreadable": list(repair.unreadable),
-        "movedAside": str(moved) if moved else None,
+        "movedAside": str(moved.path) if moved else None,
+        "movedAsideReason": moved.reason if moved else None,
+        "notRestored": list(NOT_RESTORED) if moved else [],
         "identityVersion": rekey.identity_version if rekey else None,
         "rekeyed": rekey.rekeyed if rekey else 0,
         "aliased": rekey.aliased if rekey else 0,
@@ -196,6 +204,10 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
     )
     text += "".join(f"\n  unreadable: {s}.md" for s in repair.unreadable)
     if moved:
-        text = f"{paths.db} was not a DuckDB file; moved aside to {moved}\n{text}"
+        lost = "".join(f"\n  - {what}" for what in NOT_RESTORED)
+        text = (
+            f"{paths.db} could not be read ({moved.reason}); moved aside to {moved.path}\n"
+            f"the new store holds the Signal index from the vault; not restored:{lost}\n{text}"
+        )
     emit(args, payload, text)
     return EXIT_ERROR if repair.unreadable else EXIT_OK

@@ -13,9 +13,23 @@
     └── CollectionError         a collection could not run or report (stage "collect")
 
 Library errors (httpx, duckdb, yaml, OS) are translated at one boundary with `raise ... from exc`.
+
+What a person reads about any failure comes from `explain(exc)`: it walks the chain of causes to
+the root and gives one line naming it and what to do (a full disk and its path, a store that
+cannot be read, the process holding the store, DNS, connect, TLS), never a framework wrapper.
+The CLI prints it, the Dagster ops raise it as their failure (defs/collection/failures.py), and
+the collection records it on each Source a failed run concerned.
 """
 
 from __future__ import annotations
+
+import errno
+import os
+import re
+import socket
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
 
 FETCH_ERROR_CLASSES = (
     "timeout",
@@ -111,10 +125,169 @@ class CleanupRefused(RadarError):
 
 
 class StoreError(RadarError):
+    """The store failed; `path` is the DuckDB file when one is concerned."""
+
     stage = "store"
+
+    def __init__(self, message: str, *, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class CollectionError(RadarError):
     """A collection run could not start, failed as a whole, or left no report."""
 
     stage = "collect"
+
+
+# ---- the one line a person reads -----------------------------------------------------------
+
+# Machine faults by errno: the class, what happened (with the path) and what to do.
+_OS_FAULTS: dict[int, tuple[str, str, str]] = {
+    errno.ENOSPC: ("disk-full", "no space left on device", "free space there and run again"),
+    errno.EDQUOT: ("disk-full", "disk quota exceeded", "free space there and run again"),
+    errno.EROFS: (
+        "read-only",
+        "read-only file system",
+        "make it writable, or point RADAR_VAULT, RADAR_DB or DAGSTER_HOME elsewhere",
+    ),
+    errno.EACCES: (
+        "permission-denied",
+        "permission denied",
+        "give the user running radar read and write access there",
+    ),
+    errno.EPERM: (
+        "permission-denied",
+        "operation not permitted",
+        "give the user running radar read and write access there",
+    ),
+}
+# DuckDB's words for a file it cannot open or read: cut short, not a database, a newer storage
+# format, a block whose checksum fails.
+_STORE_UNREADABLE = (
+    "Could not read enough bytes",
+    "not a valid DuckDB database file",
+    "Trying to read a database file with version number",
+    "Corrupt database file",
+    "database file is corrupt",
+)
+_STORE_LOCKED = ("Could not set lock", "Conflicting lock")
+_QUOTED_FILE = re.compile(r'file "([^"]+)"')
+_LOCK_HOLDER = re.compile(r"held in (?P<exe>.+?) \(PID (?P<pid>\d+)\)")
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A failure as a person reads it: one line naming the root cause and what to do."""
+
+    error_class: str  # disk-full, read-only, permission-denied, store-unreadable, store-locked,
+    # dns, connect, tls, timeout; else a RadarError's error class or stage; else "internal"
+    line: str  # one line, never ending at a colon, never a framework wrapper's words
+    root_cause: str  # the innermost exception as `Type: message`, for logs and metadata
+
+
+def explain(exc: BaseException) -> Explanation:
+    """The root cause of `exc` in one line: walks `__cause__`/`__context__` to the innermost
+    exception and names the first machine fault found from there outwards (a full or read-only
+    disk with its path, a store that cannot be read or is held, DNS, connect, TLS); failing
+    that, the outermost Radar error's own line; failing that, the root exception itself."""
+    chain = cause_chain(exc)
+    root = chain[-1]
+    root_cause = _one_line(f"{type(root).__name__}: {root}")
+    for link in reversed(chain):
+        found = _machine_fault(link, chain)
+        if found is not None:
+            return Explanation(found[0], _one_line(found[1]), root_cause)
+    radar = next((e for e in chain if isinstance(e, RadarError)), None)
+    if radar is not None:
+        kind = getattr(radar, "error_class", None) or radar.stage
+        return Explanation(str(kind), _one_line(str(radar)), root_cause)
+    return Explanation("internal", root_cause, root_cause)
+
+
+def cause_chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and what caused it, outermost first: each `__cause__`, else each `__context__`
+    not suppressed by `raise ... from None`, else an exception held as the first argument
+    (httpcore wraps the socket's error that way, `from None`); a cycle is cut."""
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and all(link is not seen for seen in chain):
+        chain.append(link)
+        held = link.args[0] if link.args and isinstance(link.args[0], BaseException) else None
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__) or held
+    return chain
+
+
+def _machine_fault(link: BaseException, chain: list[BaseException]) -> tuple[str, str] | None:
+    """(error class, line) when `link` is a fault of the machine or the network, else None."""
+    module = type(link).__module__.split(".")[0]
+    if module in ("duckdb", "_duckdb"):
+        return _store_fault(str(link), chain)
+    if module in ("httpx", "httpcore") and "Timeout" in type(link).__name__:
+        return "timeout", f"timed out reaching {_host(chain)}; retry later"
+    if isinstance(link, socket.gaierror):
+        return "dns", f"DNS cannot resolve {_host(chain)}: {link.strerror}; check the URL"
+    if isinstance(link, ssl.SSLError):
+        reason = getattr(link, "verify_message", None) or link.reason or str(link)
+        return "tls", f"TLS failed with {_host(chain)}: {reason}; check the URL's certificate"
+    if _over_http(chain) and (
+        isinstance(link, ConnectionError | TimeoutError)
+        or (isinstance(link, OSError) and link.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH))
+    ):
+        # Only a request's: a broken pipe to a parse worker is no host's fault.
+        return "connect", f"cannot connect to {_host(chain)}: {link.strerror}; is it up?"
+    if isinstance(link, OSError) and link.errno in _OS_FAULTS:
+        kind, what, todo = _OS_FAULTS[link.errno]
+        return kind, f"{what}: {_os_path(chain) or 'path not reported'}; {todo}"
+    return None
+
+
+def _over_http(chain: list[BaseException]) -> bool:
+    return any(type(e).__module__.split(".")[0] in ("httpx", "httpcore") for e in chain)
+
+
+def _store_fault(message: str, chain: list[BaseException]) -> tuple[str, str] | None:
+    quoted = _QUOTED_FILE.search(message)
+    file = quoted.group(1) if quoted else _store_path(chain)
+    for code, (kind, what, todo) in _OS_FAULTS.items():
+        # DuckDB words an OS error of its own writes as `Could not write file "<f>": <strerror>`.
+        if os.strerror(code) in message:
+            return kind, f"{what}: {file}; {todo}"
+    if any(m in message for m in _STORE_LOCKED):
+        holder = _LOCK_HOLDER.search(message)
+        who = f"PID {holder['pid']} ({holder['exe']})" if holder else "another process"
+        return "store-locked", f"store {file} is held by {who}; retry when it has finished"
+    if any(m in message for m in _STORE_UNREADABLE):
+        return "store-unreadable", f"store unreadable: {file}; run `radar index rebuild`"
+    return None
+
+
+def _os_path(chain: list[BaseException]) -> str | None:
+    """The first file name an OSError of the chain reports, root first."""
+    for link in reversed(chain):
+        if isinstance(link, OSError) and link.filename is not None:
+            return str(link.filename)
+    return None
+
+
+def _store_path(chain: list[BaseException]) -> str:
+    paths = [e.path for e in chain if isinstance(e, StoreError) and e.path is not None]
+    return str(paths[0]) if paths else "the DuckDB file at RADAR_DB"
+
+
+def _host(chain: list[BaseException]) -> str:
+    """The host of the request an httpx error of the chain carries, else "the host"."""
+    for link in chain:
+        try:
+            request = getattr(link, "request", None)  # httpx raises when it has none
+        except RuntimeError:
+            continue
+        url = getattr(request, "url", None)
+        if url is not None and getattr(url, "host", None):
+            return str(url.host)
+    return "the host"
+
+
+def _one_line(text: str) -> str:
+    """Whitespace folded to single spaces; a trailing colon (a wrapper's) cut."""
+    return " ".join(text.split()).rstrip(":").rstrip() or "unknown error"

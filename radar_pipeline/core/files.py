@@ -35,7 +35,7 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +98,7 @@ def write_temp(target: Path, data: bytes, mode: int | None = None, *, durable: b
     else:
         raise FileExistsError(errno.EEXIST, "no free temp file name", str(target.parent))
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with naming(target), os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             if mode is not None:
@@ -109,6 +109,18 @@ def write_temp(target: Path, data: bytes, mode: int | None = None, *, durable: b
         temp.unlink(missing_ok=True)
         raise
     return temp
+
+
+@contextlib.contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """An OSError raised without a file name (a write or fsync on a descriptor: a full disk)
+    leaves naming `path`, so the line a person reads says which file could not be written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def fsync_dir(folder: Path) -> None:

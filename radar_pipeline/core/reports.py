@@ -297,6 +297,9 @@ class CollectionReport:
     dagster_run_id: str | None = None
     dagster_run_ids: tuple[str, ...] | None = None
     checks: dict[str, bool] | None = None  # each signal check's verdict, by name
+    # The latest attempt already recorded when that was after this collection's clock: the
+    # clock was behind, and no health time moved back (left out of the JSON when None).
+    clock_behind: str | None = None
 
     @property
     def passed(self) -> int:
@@ -327,6 +330,8 @@ class CollectionReport:
             "skipped": self.totals.skipped,
             **self.totals.items_json(),
         }
+        if self.clock_behind is not None:
+            out["clockBehind"] = self.clock_behind
         if self.scopes is not None:
             out["scopes"] = self.scopes.to_json()
         out["sources"] = [s.to_json() for s in self.sources]
@@ -365,6 +370,7 @@ class CollectionReport:
             dagster_run_id=data.get("dagsterRunId"),
             dagster_run_ids=tuple(run_ids) if run_ids is not None else None,
             checks=data.get("checks"),
+            clock_behind=data.get("clockBehind"),
         )
 
     @classmethod
@@ -390,6 +396,7 @@ class CollectionReport:
             ),
             sources=tuple(src for r in reports for src in r.sources),
             collection_ids=tuple(str(r.collection_id) for r in reports),
+            clock_behind=max((r.clock_behind for r in reports if r.clock_behind), default=None),
         )
 
     def source(self, source_id: str) -> SourceReport | None:

@@ -87,7 +87,11 @@ def check_addresses(host: str, addresses: Iterable[IPAddress], allowed: Iterable
         reason = forbidden_reason(address)
         if reason is not None and address not in allowed_ips:
             shown = host if normalise_host(host) == str(address) else f"{host} -> {address}"
-            raise FetchError("policy", f"{reason} address refused: {shown}")
+            raise FetchError(
+                "policy",
+                f"{reason} address refused: {shown}; to allow it, add "
+                f"{normalise_host(host)} to RADAR_ALLOWED_PRIVATE_HOSTS",
+            )
 
 
 def check_url(url: str | httpx.URL, allowed: Iterable[str]) -> httpx.URL:

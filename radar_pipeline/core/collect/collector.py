@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 
 from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings, fetch_many
 from radar_pipeline.core.collect import page_stage
@@ -28,6 +30,12 @@ from radar_pipeline.core.collect.decisions import by_identity, decide_checks
 from radar_pipeline.core.collect.filtering import filter_for
 from radar_pipeline.core.collect.report import build_report
 from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
+from radar_pipeline.core.collect.run_failure import (
+    RunFailure,
+    record_run_failure,
+    replay_run_failures,
+    run_failure_of,
+)
 from radar_pipeline.core.collect.signal_files import SignalWrite, build_document, write_signals
 from radar_pipeline.core.collect.workers import (
     MIN_PARALLEL_BODIES,
@@ -37,6 +45,7 @@ from radar_pipeline.core.collect.workers import (
     default_worker_count,
 )
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.errors import Explanation, explain
 from radar_pipeline.core.extract.pages import PageSettings
 from radar_pipeline.core.identity.dedupe import resolve_pending
 from radar_pipeline.core.identity.keys import make_signal_id
@@ -54,7 +63,7 @@ from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.accounting import previous_checks, record_accounts
 from radar_pipeline.core.store.collections import record_collection, record_metrics
 from radar_pipeline.core.store.connection import Connection, Store
-from radar_pipeline.core.store.feed_state import load_states
+from radar_pipeline.core.store.feed_state import FeedState, load_states
 from radar_pipeline.core.store.fetch_attempts import planning_state, record_fetches
 from radar_pipeline.core.vault import index
 from radar_pipeline.core.vault.folder_state import (
@@ -103,6 +112,8 @@ class Collector:
         # Bodies handed to the parse workers while the fetch stage was still running: Source
         # id -> (the fetch result, its parse). Written by fetch threads, read by `parse`.
         self._parsing: dict[str, tuple[FetchResult, Future[ParseOutcome]]] = {}
+        # This collection's plan, once made: whom a failure of a later stage concerns.
+        self.planned: CollectionPlan | None = None
 
     def __enter__(self) -> Collector:
         return self
@@ -122,7 +133,14 @@ class Collector:
     def plan(
         self, spec: CollectionSpec, snapshot: RegistrySnapshot | None = None
     ) -> CollectionPlan:
-        """Every selected Source's check: gates, cadence, backoff, validators, its lock."""
+        """Every selected Source's check: gates, cadence, backoff, validators, its lock. First
+        records what an earlier collection that failed as a whole could not (run_failure.py)."""
+        replay_run_failures(self.store, self.paths)
+        with self._failing_whole(spec):
+            self.planned = self._plan(spec, snapshot)
+        return self.planned
+
+    def _plan(self, spec: CollectionSpec, snapshot: RegistrySnapshot | None) -> CollectionPlan:
         folder = folder_of(self.paths.vault)
         clean = self.store.atomically(lambda con: holds_no_temp_files(con, folder))
         removed = remove_stale_temp_files(self.paths.vault, skip_signals=clean)
@@ -142,53 +160,55 @@ class Collector:
 
     def fetch(self, plan: CollectionPlan) -> tuple[FetchResult | None, ...]:
         """Fetch every planned request concurrently; record each attempt in DuckDB."""
-        wanted = [c.request for c in plan.checks if c.request is not None and c.failure is None]
-        early = len(wanted) >= MIN_PARALLEL_BODIES
-        if early:
-            self.workers.warm_up()  # they boot while we wait on publishers
-        checks = {c.source_id: c for c in plan.checks}
+        with self._failing_whole():
+            wanted = [c.request for c in plan.checks if c.request is not None and c.failure is None]
+            early = len(wanted) >= MIN_PARALLEL_BODIES
+            if early:
+                self.workers.warm_up()  # they boot while we wait on publishers
+            checks = {c.source_id: c for c in plan.checks}
 
-        def start_parse(result: FetchResult) -> None:
-            # Each body goes to the workers as it arrives: parsing overlaps the fetches still
-            # in flight (the parse stage awaits it; nothing is decided or written before).
-            check = checks.get(result.source_id)
-            if check is not None and _has_body(check, result):
-                future = self.workers.submit(_parse_job(check, result, plan))
-                if future is not None:
-                    self._parsing[result.source_id] = (result, future)
+            def start_parse(result: FetchResult) -> None:
+                # Each body goes to the workers as it arrives: parsing overlaps the fetches still
+                # in flight (the parse stage awaits it; nothing is decided or written before).
+                check = checks.get(result.source_id)
+                if check is not None and _has_body(check, result):
+                    future = self.workers.submit(_parse_job(check, result, plan))
+                    if future is not None:
+                        self._parsing[result.source_id] = (result, future)
 
-        with Fetcher(self.fetch_settings, self.paths.vault) as fetcher:
-            results = fetch_many(
-                fetcher,
-                wanted,
-                plan.spec.as_of,
-                self.fetch_threads,
-                on_result=start_parse if early else None,
-            )
-        record_fetches(self.store, plan.spec.collection_id, results)
-        by_source = {r.source_id: r for r in results}
-        return tuple(by_source.get(c.source_id) for c in plan.checks)
+            with Fetcher(self.fetch_settings, self.paths.vault) as fetcher:
+                results = fetch_many(
+                    fetcher,
+                    wanted,
+                    plan.spec.as_of,
+                    self.fetch_threads,
+                    on_result=start_parse if early else None,
+                )
+            record_fetches(self.store, plan.spec.collection_id, results)
+            by_source = {r.source_id: r for r in results}
+            return tuple(by_source.get(c.source_id) for c in plan.checks)
 
     def parse(
         self, plan: CollectionPlan, fetched: tuple[FetchResult | None, ...]
     ) -> tuple[CheckResult, ...]:
         """Parse every fetched body (on the parse workers); failures become classified
         CheckResults, never a silent drop."""
-        pairs = list(zip(plan.checks, fetched, strict=True))
-        jobs: list[ParseJob] = []
-        started: dict[int, Future[ParseOutcome]] = {}
-        parsing, self._parsing = self._parsing, {}
-        for c, r in pairs:
-            if not _has_body(c, r):
-                continue
-            early = parsing.get(c.source_id)
-            if early is not None and early[0] is r:  # this very body, handed over at fetch
-                started[len(jobs)] = early[1]
-            jobs.append(_parse_job(c, r, plan))
-        outcomes = iter(self.workers.parse_all(jobs, started))
-        return tuple(
-            _check_result(c, r, next(outcomes) if _has_body(c, r) else None) for c, r in pairs
-        )
+        with self._failing_whole():
+            pairs = list(zip(plan.checks, fetched, strict=True))
+            jobs: list[ParseJob] = []
+            started: dict[int, Future[ParseOutcome]] = {}
+            parsing, self._parsing = self._parsing, {}
+            for c, r in pairs:
+                if not _has_body(c, r):
+                    continue
+                early = parsing.get(c.source_id)
+                if early is not None and early[0] is r:  # this very body, handed over at fetch
+                    started[len(jobs)] = early[1]
+                jobs.append(_parse_job(c, r, plan))
+            outcomes = iter(self.workers.parse_all(jobs, started))
+            return tuple(
+                _check_result(c, r, next(outcomes) if _has_body(c, r) else None) for c, r in pairs
+            )
 
     def dedupe(self, results: tuple[CheckResult, ...]) -> tuple[DedupedCheck, ...]:
         """Repair the index from the vault (invariant 5), then classify every candidate.
@@ -220,7 +240,8 @@ class Collector:
                 log.info("index: %d Signal files had no index row; indexed", repair.indexed)
             return decide_checks(con, results, on_disk)
 
-        deduped = self.store.atomically(decide)
+        with self._failing_whole():
+            deduped = self.store.atomically(decide)
         self.folder_scans.extend(verdicts)
         return deduped
 
@@ -230,45 +251,50 @@ class Collector:
         report."""
         spec = plan.spec
         try:
-            batches = [self._signal_writes(spec, d) for d in deduped]
-            folder = folder_of(self.paths.vault)
-            before = dir_mtime_ns(folder) if any(batches) else None
-            written = write_signals(self.paths.vault, batches, self.workers.render_all)
-            writes = [SourceWrite.of(w) for w in written]
-            created = [
-                f"{s.signal_id}.md" for batch in written for s in batch if s.outcome == "created"
-            ]
+            # Recorded while the Source locks are still held: no other check of them overlaps.
+            with self._failing_whole():
+                batches = [self._signal_writes(spec, d) for d in deduped]
+                folder = folder_of(self.paths.vault)
+                before = dir_mtime_ns(folder) if any(batches) else None
+                written = write_signals(self.paths.vault, batches, self.workers.render_all)
+                writes = [SourceWrite.of(w) for w in written]
+                created = [
+                    f"{s.signal_id}.md"
+                    for batch in written
+                    for s in batch
+                    if s.outcome == "created"
+                ]
 
-            def record(con: Connection) -> CollectionReport:
-                # Our own new files, journaled with their index rows (folder_state.py).
-                journal_created(con, before, created, folder)
-                states, pending = load_states(con), PendingRows()
-                accounts = self._accounts(con, spec.collection_id, deduped, writes)
-                for item, write in zip(deduped, writes, strict=True):
-                    state = states.get(item.result.check.source_id)
-                    commit_source(con, spec, item, write, state, pending)
-                pending.flush(con)
-                page_stage.enqueue_new_pages(con, spec, deduped, writes)
-                report = build_report(plan, deduped, writes, load_states(con), accounts)
-                record_accounts(
-                    con,
-                    [
-                        accounting_row(spec, d, a, src.outcome)
-                        for d, a, src in zip(deduped, accounts, report.sources, strict=True)
-                        if src.outcome != "skipped"
-                    ],
-                )
-                record_metrics(con, spec.collection_id, report.sources)
-                record_collection(con, spec.dagster_run_id, spec.trigger, spec.as_of, report)
-                return report
+                def record(con: Connection) -> tuple[CollectionReport, dict[str, FeedState]]:
+                    # Our own new files, journaled with their index rows (folder_state.py).
+                    journal_created(con, before, created, folder)
+                    states, pending = load_states(con), PendingRows()
+                    accounts = self._accounts(con, spec.collection_id, deduped, writes)
+                    for item, write in zip(deduped, writes, strict=True):
+                        state = states.get(item.result.check.source_id)
+                        commit_source(con, spec, item, write, state, pending)
+                    pending.flush(con)
+                    page_stage.enqueue_new_pages(con, spec, deduped, writes)
+                    report = build_report(plan, deduped, writes, load_states(con), accounts)
+                    record_accounts(
+                        con,
+                        [
+                            accounting_row(spec, d, a, src.outcome)
+                            for d, a, src in zip(deduped, accounts, report.sources, strict=True)
+                            if src.outcome != "skipped"
+                        ],
+                    )
+                    record_metrics(con, spec.collection_id, report.sources)
+                    record_collection(con, spec.dagster_run_id, spec.trigger, spec.as_of, report)
+                    return report, states
 
-            report = self.store.atomically(record)
-            self._mirror_health(spec, deduped)
-            try:
-                return self.pages(plan, deduped, report)
-            except Exception:  # committed already: the pages stay pending for the next check
-                log.exception("page stage failed after the commit; its pages stay pending")
-                return report
+                report, states = self.store.atomically(record)
+                self._mirror_health(spec, deduped, states)
+                try:
+                    return self.pages(plan, deduped, report)
+                except Exception:  # committed already: the pages stay pending for the next check
+                    log.exception("page stage failed after the commit; its pages stay pending")
+                    return report
         finally:
             self.locks.release_all(spec.collection_id)
 
@@ -298,6 +324,37 @@ class Collector:
             self.locks.release_all(spec.collection_id)
 
     # ---- helpers ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _failing_whole(self, spec: CollectionSpec | None = None) -> Iterator[None]:
+        """A stage that fails as a whole (a full disk, a store it cannot read) has the failure
+        recorded on each Source the collection was checking, then re-raised (run_failure.py).
+        While planning, those are the Sources `spec` names, as the registry reads them."""
+        try:
+            yield
+        except Exception as exc:
+            failure = self._run_failure(explain(exc), spec)
+            if failure is not None:
+                record_run_failure(self.store, self.paths, failure)
+            raise
+
+    def _run_failure(self, why: Explanation, spec: CollectionSpec | None) -> RunFailure | None:
+        if self.planned is not None:
+            checked = [
+                c.record
+                for c in self.planned.checks
+                if c.record is not None and c.skip_reason is None
+            ]
+            return run_failure_of(self.planned.spec, checked, why)
+        if spec is None or not spec.source_ids:
+            return None
+        try:
+            snapshot = load_registry(self.paths.vault)
+        except Exception:  # the vault itself is what failed: nothing to name the Sources by
+            log.warning("run failure of %s: the registry cannot be read", spec.collection_id)
+            return None
+        wanted = set(spec.source_ids)
+        return run_failure_of(spec, [r for r in snapshot.sources if r.source.id in wanted], why)
 
     @staticmethod
     def _accounts(
@@ -333,10 +390,21 @@ class Collector:
             writes.append(SignalWrite(cand.identity, doc, temporary))
         return writes
 
-    def _mirror_health(self, spec: CollectionSpec, deduped: tuple[DedupedCheck, ...]) -> None:
-        """DuckDB holds the full history; a file mirror that fails is retried next check."""
+    def _mirror_health(
+        self,
+        spec: CollectionSpec,
+        deduped: tuple[DedupedCheck, ...],
+        before: dict[str, FeedState],
+    ) -> None:
+        """DuckDB holds the full history; a file mirror that fails is retried next check.
+        `before`: the feed states before the commit (no health time moves back)."""
         updates = [
-            HealthUpdate(rec.source.id, rec.path, rec.record_path, health_fields(spec, d.result))
+            HealthUpdate(
+                rec.source.id,
+                rec.path,
+                rec.record_path,
+                health_fields(spec, d.result, before.get(rec.source.id)),
+            )
             for d in deduped
             if (rec := d.result.check.record) is not None and d.result.check.skip_reason is None
         ]

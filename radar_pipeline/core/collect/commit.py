@@ -235,9 +235,9 @@ def _state_after_success(
     assert fetch is not None
     new_state = replace(
         state,
-        last_attempt_at=now,
-        last_fetch_at=now,
-        last_success_at=now,
+        last_attempt_at=later(state.last_attempt_at, now),
+        last_fetch_at=later(state.last_fetch_at, now),
+        last_success_at=later(state.last_success_at, now),
         last_status=fetch.status,
         error_state=None,
         consecutive_failures=0,
@@ -259,7 +259,9 @@ def _state_after_success(
             last_modified=fetch.last_modified or state.last_modified,
         )
     if not fetch.conditional:
-        new_state = replace(new_state, last_unconditional_at=now)
+        new_state = replace(
+            new_state, last_unconditional_at=later(state.last_unconditional_at, now)
+        )
     polite = polite_delay_s(fetch)
     polite_until = now + timedelta(seconds=polite) if polite is not None else None
     return replace(new_state, polite_until=polite_until)
@@ -283,8 +285,8 @@ def _commit_failure(
     pending.states.append(
         replace(
             state,
-            last_attempt_at=now,
-            last_fetch_at=now if res.fetch is not None else state.last_fetch_at,
+            last_attempt_at=later(state.last_attempt_at, now),
+            last_fetch_at=later(state.last_fetch_at, now) if res.fetch else state.last_fetch_at,
             last_status=res.fetch.status if res.fetch else state.last_status,
             error_state=res.error_class,
             consecutive_failures=failures,
@@ -301,6 +303,12 @@ def _commit_failure(
         failures,
         now,
     )
+
+
+def later(recorded: datetime | None, now: datetime) -> datetime:
+    """A health time after a check at `now`: never earlier than the one recorded (a clock
+    set back, a restored backup or `--as-of` in the past must not move health backwards)."""
+    return now if recorded is None or recorded <= now else recorded
 
 
 def outcome_name(dec: ItemDecision, write: SourceWrite) -> str:
@@ -355,19 +363,25 @@ def index_row(
     )
 
 
-def health_fields(spec: CollectionSpec, res: CheckResult) -> dict[str, str | int | None]:
-    """The Source file's health and HTTP keys after one check."""
-    now = format_utc(spec.as_of)
+def health_fields(
+    spec: CollectionSpec, res: CheckResult, before: FeedState | None = None
+) -> dict[str, str | int | None]:
+    """The Source file's health and HTTP keys after one check; `before`: the Source's state
+    before it, whose later times are kept (health never moves back, as in the store)."""
     fetch = res.fetch
-    fields: dict[str, str | int | None] = {"lastAttemptAt": now}
+    attempt = later(before.last_attempt_at if before else None, spec.as_of)
+    fields: dict[str, str | int | None] = {"lastAttemptAt": format_utc(attempt)}
     if res.failed:
         fields["errorState"] = res.error_class
     else:
-        fields["lastSuccessAt"] = now
+        success = later(before.last_success_at if before else None, spec.as_of)
+        fields["lastSuccessAt"] = format_utc(success)
         fields["errorState"] = None
     if fetch is not None and fetch.status is not None:
         fields["httpStatus"] = fetch.status
-        fields["lastResponseAt"] = now
+        fields["lastResponseAt"] = format_utc(
+            later(before.last_fetch_at if before else None, spec.as_of)
+        )
         if not res.failed:
             fields["etag"] = fetch.etag
             fields["lastModified"] = fetch.last_modified

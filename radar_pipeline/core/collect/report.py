@@ -47,6 +47,7 @@ def build_report(
         totals=Counts.of(sources),
         scopes=Scopes(production=Counts.of(production), fixture=Counts.of(fixture)),
         sources=tuple(sources),
+        clock_behind=format_utc(plan.clock_behind) if plan.clock_behind else None,
     )
 
 

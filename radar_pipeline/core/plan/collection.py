@@ -79,6 +79,9 @@ class CollectionPlan:
     overdue: int
     downtime_from: datetime | None
     placement: Placement = UNPLACED  # the due grids it decided with
+    # The latest attempt recorded on any Source when that is after this collection's clock
+    # (the clock was set back, a backup restored, `--as-of` in the past); else None.
+    clock_behind: datetime | None = None
 
 
 def _cadences(snapshot: RegistrySnapshot) -> dict[str, timedelta]:
@@ -125,7 +128,9 @@ def plan_collection(
         if spec.mode == "explicit":
             checks.append(PlannedCheck(missing, None, skip_reason="not a valid Source"))
     downtime_from = _downtime_from(snapshot, states, last_collection_at, now)
-    return CollectionPlan(spec, tuple(checks), overdue, downtime_from, placement)
+    latest = max((s.last_attempt_at for s in states.values() if s.last_attempt_at), default=None)
+    behind = latest if latest is not None and latest > now else None
+    return CollectionPlan(spec, tuple(checks), overdue, downtime_from, placement, behind)
 
 
 def source_timings(

@@ -198,7 +198,8 @@ def coverage_from(last_success_at: datetime | None, now: datetime) -> datetime:
     if last_success_at is None:
         return floor - OVERLAP
     require_aware(last_success_at, "last_success_at")
-    return max(last_success_at, floor) - OVERLAP
+    # A success recorded after `now` (the clock went back) covers nothing beyond `now`.
+    return min(max(last_success_at, floor), now) - OVERLAP
 
 
 def needs_unconditional(last_unconditional_at: datetime | None, now: datetime) -> bool:

@@ -153,11 +153,8 @@ def _url_problem(url: str, allowed: frozenset[str]) -> str | None:
     if problem:
         return f"invalid URL: {problem}"
     refused = address_problem(url, allowed)
-    if refused:
-        return (
-            f"refused by the address policy: {refused} (the fetch would refuse it too; "
-            "RADAR_ALLOWED_PRIVATE_HOSTS names the hosts that may be fetched)"
-        )
+    if refused:  # a refused private address names RADAR_ALLOWED_PRIVATE_HOSTS itself
+        return f"refused by the address policy: {refused} (the fetch would refuse it too)"
     return None
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import threading
 import time
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 import duckdb
 
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.errors import StoreError
+from radar_pipeline.core.errors import StoreError, explain
 from radar_pipeline.core.store.dialect import engine
 from radar_pipeline.core.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
@@ -160,25 +159,29 @@ class Store:
                 if not is_duckdb_file(self.path):
                     raise StoreError(
                         f"{self.path} is not a DuckDB file; `radar index rebuild` moves it "
-                        "aside and rebuilds the Signal index from the vault"
+                        "aside and rebuilds the Signal index from the vault",
+                        path=self.path,
                     ) from exc
                 # Another process may be creating the file this instant: its header is there,
                 # the rest not yet. That is a wait like a lock, not a broken file.
                 transient = any(m in str(exc) for m in _LOCK_MARKERS) or _being_created(self.path)
                 if not transient:
-                    raise StoreError(f"cannot open {self.path}: {exc}") from exc
+                    raise StoreError(f"cannot open {self.path}: {exc}", path=self.path) from exc
                 if time.monotonic() >= deadline:
+                    # DuckDB names the holder ("held in <exe> (PID n)"): explain() keeps it.
                     raise StoreError(
-                        f"{self.path} stayed locked by another process for "
-                        f"{self.settings.lock_timeout_s:.0f} s; retry when it has finished"
+                        f"{self.path} stayed locked for {self.settings.lock_timeout_s:.0f} s: "
+                        f"{explain(exc).line}",
+                        path=self.path,
                     ) from exc
                 waited = True
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.5)
             except duckdb.Error as exc:
                 raise StoreError(
-                    f"{self.path} is not a usable DuckDB file ({exc}); move it aside and run "
-                    "`radar index rebuild`"
+                    f"{self.path} is not a usable DuckDB file ({exc}); `radar index rebuild` "
+                    "moves it aside and rebuilds the Signal index from the vault",
+                    path=self.path,
                 ) from exc
 
     def atomically(self, work: Callable[[Connection], T]) -> T:
@@ -211,7 +214,9 @@ class Store:
                     raise
                 con.execute("COMMIT")
             except duckdb.Error as exc:
-                raise StoreError(f"transaction on {self.path} failed: {exc}") from exc
+                raise StoreError(
+                    f"transaction on {self.path} failed: {exc}", path=self.path
+                ) from exc
             finally:
                 con.close()
 
@@ -318,24 +323,6 @@ def is_duckdb_file(path: Path) -> bool:
     except OSError:
         return True  # unreadable for another reason: let DuckDB report it
     return head[8:12] == _DUCKDB_MAGIC
-
-
-def move_aside_if_not_duckdb(path: Path, now: datetime) -> Path | None:
-    """Rename a file at `path` that is not a DuckDB database (and its WAL) out of the way.
-
-    Nothing is deleted: the file becomes `<name>.unusable-<UTC stamp>` next to it, and the
-    new path is returned (None when the file is absent or a real DuckDB file, even a locked
-    one). Used by `radar index rebuild`, which then derives the index again from the vault.
-    """
-    if not path.exists() or is_duckdb_file(path):
-        return None
-    target = path.with_name(f"{path.name}.unusable-{now.strftime('%Y%m%dT%H%M%SZ')}")
-    os.replace(path, target)
-    wal = path.with_name(path.name + ".wal")
-    if wal.exists():  # a WAL belongs to the old file; replayed onto a new one it would fail
-        os.replace(wal, target.with_name(target.name + ".wal"))
-    Store.forget_migrations()
-    return target
 
 
 def rows_as_dicts(con: Connection, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:

@@ -216,31 +216,45 @@ def record_run_failure(
     store: Store, run_id: str, source_ids: Sequence[str], message: str, now: datetime
 ) -> int:
     """One open dead letter per Source of the failed run; returns how many were new."""
-    added = 0
     with store.transaction() as con:
-        for source_id in source_ids:
-            row = con.execute(
-                "SELECT count(*) FROM dead_letters WHERE source_id = $1 AND stage = $2",
-                [source_id, RUN_FAILURE_STAGE],
-            ).fetchone()
-            attempt = (int(row[0]) if row else 0) + 1
-            cur = con.execute(
-                "INSERT INTO dead_letters (dead_letter_id, collection_id, source_id, stage, "
-                "error_class, message, attempt, status, created_at) "
-                "VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8) "
-                "ON CONFLICT (dead_letter_id) DO NOTHING RETURNING dead_letter_id",
-                [
-                    run_failure_dead_letter_id(run_id, source_id),
-                    run_id,
-                    source_id,
-                    RUN_FAILURE_STAGE,
-                    RUN_FAILURE_CLASS,
-                    (message or "the Dagster run failed")[:1000],
-                    attempt,
-                    now,
-                ],
-            )
-            added += len(cur.fetchall())
+        return insert_run_failures(con, run_id, source_ids, message, now)
+
+
+def insert_run_failures(
+    con: Connection,
+    run_id: str,
+    source_ids: Sequence[str],
+    message: str,
+    now: datetime,
+    error_class: str = RUN_FAILURE_CLASS,
+) -> int:
+    """`record_run_failure` in the caller's transaction, with the failure's own class (the
+    collection records its run-level failure itself; the sensor's later insert of the same
+    run and Source is then a no-op: the id is theirs)."""
+    added = 0
+    for source_id in source_ids:
+        row = con.execute(
+            "SELECT count(*) FROM dead_letters WHERE source_id = $1 AND stage = $2",
+            [source_id, RUN_FAILURE_STAGE],
+        ).fetchone()
+        attempt = (int(row[0]) if row else 0) + 1
+        cur = con.execute(
+            "INSERT INTO dead_letters (dead_letter_id, collection_id, source_id, stage, "
+            "error_class, message, attempt, status, created_at) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8) "
+            "ON CONFLICT (dead_letter_id) DO NOTHING RETURNING dead_letter_id",
+            [
+                run_failure_dead_letter_id(run_id, source_id),
+                run_id,
+                source_id,
+                RUN_FAILURE_STAGE,
+                error_class,
+                (message or "the Dagster run failed")[:1000],
+                attempt,
+                now,
+            ],
+        )
+        added += len(cur.fetchall())
     return added
 
 

@@ -81,12 +81,16 @@ class SignalDocument:
             header = _dump_yaml(fields, allow_unicode=False)
         title = inert_markdown(one_line(str(self.frontmatter.get("title") or ""), 300))
         body = inert_markdown(self.summary) if self.summary else "_No summary in the feed._"
-        canonical = str(self.frontmatter.get("canonicalUrl") or "")
-        url = link_destination(canonical)
+        # The link a person clicks is the item's URL as the publisher wrote it (an http-only
+        # site stays http); the canonical form is for identity only.
+        original = str(
+            self.frontmatter.get("itemUrl") or self.frontmatter.get("canonicalUrl") or ""
+        )
+        url = link_destination(original)
         opening = f"# {title}\n\n"
         reference = ""
         if url is not None:
-            host = inert_markdown(one_line(_host(canonical), 100, html=False))
+            host = inert_markdown(one_line(_host(original), 100, html=False))
             opening += f"[Read the original at {host}][{ORIGINAL_LINK_LABEL}]\n\n"
             reference = f"\n[{ORIGINAL_LINK_LABEL}]: {url}\n"
         return (

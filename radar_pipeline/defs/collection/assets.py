@@ -18,6 +18,7 @@ from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.accounting import read_undated_counts
 from radar_pipeline.core.store.feed_state import FeedState, read_states
 from radar_pipeline.defs.collection.config import FAILED_SOURCES, SIGNALS_KEY, CollectConfig
+from radar_pipeline.defs.collection.failures import failures_as_line
 from radar_pipeline.defs.collection.metadata import collection_headline, collection_markdown
 from radar_pipeline.defs.collection.partition_events import (
     PartitionRecord,
@@ -60,27 +61,30 @@ def fetch(
     collection: CollectionResource,
 ) -> FetchedBatch:
     """Plan the checks of this run's Sources (gates, cadence, locks), then fetch concurrently."""
-    keys = config.sources or list(context.partition_keys)
-    spec = CollectionSpec(
-        collection_id=context.run_id,
-        mode=config.mode,
-        as_of=config.clock(),
-        source_ids=tuple(keys),
-        trigger=config.trigger,
-        dagster_run_id=context.run_id,
-        launch_id=config.launch or None,
-        # The waves the launcher decided with, read again: a key added since goes to the end
-        # and moves no one's wave, but a Source that became eligible or left in between shifts
-        # the waves after it, and a Source of the block may then not be due here (left open:
-        # the run config could carry the tick's order).
-        partition_order=tuple(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)),
-    )
-    collector = collection.collector(radar.paths())
-    plan = collector.plan(spec)
-    context.log.info(
-        f"{len(plan.checks)} Source checks planned ({config.mode}), overdue {plan.overdue}"
-    )
-    return FetchedBatch(plan, collector.fetch(plan))
+    with failures_as_line():
+        # A run without a partition (nothing to check: launch.py) names no Source here.
+        partitioned = context.has_partition_key or context.has_partition_key_range
+        keys = config.sources or (list(context.partition_keys) if partitioned else [])
+        spec = CollectionSpec(
+            collection_id=context.run_id,
+            mode=config.mode,
+            as_of=config.clock(),
+            source_ids=tuple(keys),
+            trigger=config.trigger,
+            dagster_run_id=context.run_id,
+            launch_id=config.launch or None,
+            # The waves the launcher decided with, read again: a key added since goes to the end
+            # and moves no one's wave, but a Source that became eligible or left in between shifts
+            # the waves after it, and a Source of the block may then not be due here (left open:
+            # the run config could carry the tick's order).
+            partition_order=tuple(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)),
+        )
+        collector = collection.collector(radar.paths())
+        plan = collector.plan(spec)
+        context.log.info(
+            f"{len(plan.checks)} Source checks planned ({config.mode}), overdue {plan.overdue}"
+        )
+        return FetchedBatch(plan, collector.fetch(plan))
 
 
 @dg.op(out=dg.Out(io_manager_key=MEM_IO))
@@ -88,8 +92,9 @@ def parse(
     radar: RadarResource, collection: CollectionResource, fetched: FetchedBatch
 ) -> ParsedBatch:
     """Parse each fetched body into item candidates and reasoned rejections (feedparser)."""
-    collector = collection.collector(radar.paths())
-    return ParsedBatch(fetched.plan, collector.parse(fetched.plan, fetched.results))
+    with failures_as_line():
+        collector = collection.collector(radar.paths())
+        return ParsedBatch(fetched.plan, collector.parse(fetched.plan, fetched.results))
 
 
 @dg.op(out=dg.Out(io_manager_key=MEM_IO))
@@ -97,8 +102,9 @@ def dedupe(
     radar: RadarResource, collection: CollectionResource, parsed: ParsedBatch
 ) -> DedupedBatch:
     """Classify every candidate: new, reused, updated or duplicate (layered keys)."""
-    collector = collection.collector(radar.paths())
-    return DedupedBatch(parsed.plan, collector.dedupe(parsed.results))
+    with failures_as_line():
+        collector = collection.collector(radar.paths())
+        return DedupedBatch(parsed.plan, collector.dedupe(parsed.results))
 
 
 @dg.op(out=dg.Out(dg.Nothing, is_required=False))
@@ -122,32 +128,33 @@ def signal_materialize(
     with it, checked or not. So the checks a launch from an asset's page selects are skipped
     in that run, and the run status sensor runs them right after it (defs/collection/checks).
     """
-    report = collection.collector(radar.paths()).commit(deduped.plan, deduped.items)
-    context.log.info("collection report\n" + collection_markdown(report))
-    # The recovery report of the whole collection, on the asset without a partition: it lands
-    # in the run whatever its Sources did (a failed or skipped Source has no materialization).
-    yield dg.AssetObservation(
-        asset_key=SIGNALS_KEY,
-        description=collection_headline(report),
-        metadata={
-            "collection_report": dg.MetadataValue.md(collection_markdown(report)),
-            "downtime_from": report.downtime_from or "",
-            "overdue": report.overdue,
-            "due": report.due,
-            "passed": report.totals.passed,
-            "failed": report.totals.failed,
-            "skipped": report.totals.skipped,
-            "created": report.totals.created,
-        },
-    )
-    record = partition_record(
-        tuple(report.sources),
-        planned_partitions(context),
-        source_contexts(radar, deduped.plan, report),
-    )
-    yield from record.events
-    if record.failing:
-        raise sources_failed(record)
+    with failures_as_line():
+        report = collection.collector(radar.paths()).commit(deduped.plan, deduped.items)
+        context.log.info("collection report\n" + collection_markdown(report))
+        # The recovery report of the whole collection, on the asset without a partition: it lands
+        # in the run whatever its Sources did (a failed or skipped Source has no materialization).
+        yield dg.AssetObservation(
+            asset_key=SIGNALS_KEY,
+            description=collection_headline(report),
+            metadata={
+                "collection_report": dg.MetadataValue.md(collection_markdown(report)),
+                "downtime_from": report.downtime_from or "",
+                "overdue": report.overdue,
+                "due": report.due,
+                "passed": report.totals.passed,
+                "failed": report.totals.failed,
+                "skipped": report.totals.skipped,
+                "created": report.totals.created,
+            },
+        )
+        record = partition_record(
+            tuple(report.sources),
+            planned_partitions(context),
+            source_contexts(radar, deduped.plan, report),
+        )
+        yield from record.events
+        if record.failing:
+            raise sources_failed(record)
 
 
 def planned_partitions(context: dg.OpExecutionContext) -> frozenset[str]:

@@ -31,6 +31,7 @@ from radar_pipeline.core.store.feed_state import read_states
 from radar_pipeline.defs import tags as run_tags
 from radar_pipeline.defs.collection.checks import SIGNAL_CHECKS_JOB_NAME, checks_run_config
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, collect_run_config
+from radar_pipeline.defs.collection.failures import run_failure_line
 from radar_pipeline.defs.partitions import partition_blocks, sync_partitions
 
 # The runs' own log stays in the Dagster event log (the UI shows it, stack traces included); the
@@ -101,10 +102,10 @@ def _recorded_report(store: Store, result: dg.ExecuteInProcessResult) -> Collect
     report = report_for(store, result.run_id)
     if report is None:
         if not result.success:
-            raise CollectionError(f"Dagster run {result.run_id} failed: {_step_failures(result)}")
+            raise CollectionError(f"Dagster run {result.run_id} failed: {run_failure_line(result)}")
         raise CollectionError(f"run {result.run_id} finished without recording a report")
     if not result.success and not report.failed:
-        raise CollectionError(f"Dagster run {result.run_id} failed: {_step_failures(result)}")
+        raise CollectionError(f"Dagster run {result.run_id} failed: {run_failure_line(result)}")
     return report
 
 
@@ -145,15 +146,6 @@ def _run_checks(
         raise_on_error=False,
     )
     return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-
-
-def _step_failures(result: dg.ExecuteInProcessResult) -> str:
-    failures = [
-        str(e.event_specific_data.error.message).strip().splitlines()[-1]  # type: ignore[union-attr]
-        for e in result.all_events
-        if e.is_step_failure and e.event_specific_data is not None
-    ]
-    return "; ".join(failures) or "see the Dagster UI"
 
 
 def _empty_report(as_of: datetime, mode: str) -> CollectionReport:
