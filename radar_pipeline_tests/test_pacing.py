@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,7 @@ from radar_pipeline.core.acquire.pacing import (
 )
 from radar_pipeline.core.errors import ConfigError
 from radar_pipeline.core.models import FetchRequest, FetchResult
-from radar_pipeline_tests.feedserver import FeedServer, RequestHandler
+from radar_pipeline_tests.feedserver import FeedServer, RequestHandler, conditional
 from radar_pipeline_tests.vaultkit import rss, write_source
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -337,3 +338,33 @@ def test_host_ceilings_from_the_environment_and_a_bad_value_named() -> None:
     for bad in ("0", "x", "a.org=0", "=2", "a.org=many"):
         with pytest.raises(ConfigError, match="RADAR_HOST_MAX_IN_FLIGHT"):
             ceilings(bad)
+
+
+class CountingServer(FeedServer):
+    """A FeedServer that counts the TCP connections it accepted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.connections = 0
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.connections += 1  # the accept loop is one thread
+        super().process_request(request, client_address)
+
+
+def test_connections_to_a_host_are_kept_for_200s_and_304s_alike(
+    allow_loopback: None, tmp_path: Path
+) -> None:
+    server = CountingServer().start()
+    try:
+        handle = conditional(BODY, '"v1"', "Mon, 30 Nov 2026 10:00:00 GMT")
+        server.add("/feed.xml", handler=handle)
+        first = [FetchRequest(f"s{n}", server.url(f"/feed.xml?n={n}"), "rss") for n in range(6)]
+        again = [replace(r, etag='"v1"') for r in first]
+        settings = replace(FetchSettings.from_env(), host_ceilings=HostCeilings(1))
+        assert _outcomes(_fetch(settings, tmp_path, first)) == ["ok"] * 6
+        assert _outcomes(_fetch(settings, tmp_path, again)) == ["not-modified"] * 6
+        # One connection a fetch_many (each has its own client), not one a request.
+        assert server.connections == 2
+    finally:
+        server.stop()

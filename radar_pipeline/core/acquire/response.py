@@ -63,6 +63,9 @@ def conclude(
     progress.last_modified = response.headers.get("last-modified")
     progress.cache_max_age_s = cache_max_age(response.headers.get_list("cache-control"))
     if status == 304 and progress.conditional:
+        # Read to its end (a 304 has no body): only then is the connection kept for the next
+        # request to the host, instead of closed with the answer.
+        read_body(response, progress, ERROR_BODY_PEEK, truncate=True)
         return not_modified(request, now, progress)
     if not 200 <= status < 300:
         peek = read_body(response, progress, ERROR_BODY_PEEK, truncate=True)
