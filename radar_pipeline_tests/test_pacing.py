@@ -102,6 +102,8 @@ def test_a_retry_after_defers_the_origins_waiting_requests_with_the_reason() -> 
     queue = PacedQueue(["a1", "a2", "a3", "b1"], lambda item: item[0])
     first, second = queue.take(), queue.take()
     assert first is not None and second is not None
+    queue.done("a", Answer(time.monotonic(), None, True, 0.0, 429))  # "no wait": not deferred
+    assert queue.origins["a"].deferred is None
     queue.done("a", Answer(time.monotonic(), None, True, 120.0, 429))
     taken = queue.take()
     assert taken is not None and taken.item == "a3" and taken.deferred is not None

@@ -124,7 +124,8 @@ class HostLimit:
 
     def answered(self, answer: Answer, origin: str) -> None:
         """Grow on a prompt 2xx/304, cut on strain, defer the rest on a Retry-After."""
-        if answer.retry_after_s is not None and self.deferred is None:
+        # Retry-After: 0 asks for no wait: strain, but nothing to defer.
+        if answer.retry_after_s and self.deferred is None:
             self.deferred = (
                 f"rate-limited: {origin} answered {answer.status} with Retry-After "
                 f"{answer.retry_after_s:g} s; deferred to the next collection, not sent"
