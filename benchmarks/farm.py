@@ -11,11 +11,14 @@ Last-Modified, and is a body-less 304 when the request's validators match. The f
 it answered, so a benchmark can prove a re-run parsed nothing (zero 200s).
 
 The feeds are spread over `ORIGINS` origins (one loopback server each, on its own ephemeral
-port), feed i on origin i mod `ORIGINS`, as a real registry's Sources spread over publishers.
-The fetch stage paces requests per origin (core/acquire/pacing.py: 4 starts a second at most),
-so with one origin fetching 100 feeds took 25 s instead of 1.7 s (fetch_many alone); 32
-origins allow 128 starts a second, above the 80 that 8 fetch threads make against 100 ms of
-latency, so at any N the benchmark measures our work rather than our manners.
+port), feed i on origin i mod `ORIGINS`, as a real registry's Sources spread over publishers;
+`origins=1` puts every feed on one origin (a team's release feeds on one code host), where the
+fetch stage's per-origin pacing (core/acquire/pacing.py) is what users wait for.
+
+A `Strain` makes every origin behave as a host under pressure: a 429 with Retry-After once it
+has answered K requests, or a wait that grows with the requests it is serving at once. The
+farm records each request's arrival (time, status) and the TCP connections it accepted, so a
+benchmark can plot requests per second and show connection reuse.
 """
 
 from __future__ import annotations
@@ -192,6 +195,15 @@ def _atom_entry(title: str, link: str, guid: str, summary: str, body: str, when:
     )
 
 
+@dataclass(frozen=True)
+class Strain:
+    """How the farm's origins answer under pressure (None fields: not at all)."""
+
+    rate_limit_after: int | None = None  # answer 429 + Retry-After once an origin served this many
+    retry_after_s: int = 120
+    latency_per_busy_s: float | None = None  # wait = this x (requests being served at once)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _OriginServer
     protocol_version = "HTTP/1.1"
@@ -201,10 +213,26 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         farm = self.server.farm
-        if farm.latency_s:
+        served, busy = self.server.arrive()
+        try:
+            self._answer(farm, served, busy)
+        finally:
+            self.server.leave()
+
+    def _answer(self, farm: FeedFarm, served: int, busy: int) -> None:
+        strain = farm.strain
+        if strain.latency_per_busy_s is not None:
+            time.sleep(strain.latency_per_busy_s * busy)
+        elif farm.latency_s:
             time.sleep(farm.latency_s)
+        if strain.rate_limit_after is not None and served >= strain.rate_limit_after:
+            farm.arrived(429)
+            farm.count("429")
+            self._send(429, b"slow down", {"Retry-After": str(strain.retry_after_s)})
+            return
         feed = farm.feeds.get(self.path.split("?", 1)[0])
         if feed is None:
+            farm.arrived(404)
             farm.count("404")
             self._send(404, b"not found", {"Content-Type": "text/plain"})
             return
@@ -215,9 +243,11 @@ class _Handler(BaseHTTPRequestHandler):
             farm.count("conditional")
         fresh = inm == feed.etag if inm is not None else ims == feed.last_modified
         if fresh:
+            farm.arrived(304)
             farm.count("304")
             self._send(304, b"", validators)
             return
+        farm.arrived(200)
         farm.count("200")
         farm.count("bytes", len(feed.body))
         self._send(200, feed.body, {"Content-Type": feed.content_type, **validators})
@@ -246,6 +276,30 @@ class _OriginServer(ThreadingHTTPServer):
     def __init__(self, farm: FeedFarm, port: int) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.farm = farm
+        self._lock = threading.Lock()
+        self.served = 0  # requests since the farm's last reset
+        self.busy = 0
+        self.most_busy = 0  # the most requests served at once since the last reset
+
+    def arrive(self) -> tuple[int, int]:
+        """A request arrived: (requests served before it, requests being served with it)."""
+        with self._lock:
+            served, self.served = self.served, self.served + 1
+            self.busy += 1
+            self.most_busy = max(self.most_busy, self.busy)
+            return served, self.busy
+
+    def leave(self) -> None:
+        with self._lock:
+            self.busy -= 1
+
+    def reset(self) -> None:
+        with self._lock:
+            self.served = self.most_busy = 0
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.farm.count("connections")  # one a TCP connection: keep-alive shows as fewer
+        super().process_request(request, client_address)
 
     def url(self, path: str) -> str:
         host, port = self.server_address[0], self.server_address[1]
@@ -263,8 +317,11 @@ class FeedFarm:
         now: datetime | None = None,
         port: int = 0,
         origins: int | None = None,
+        strain: Strain | None = None,
     ) -> None:
         self.latency_s = latency_s
+        self.strain = strain or Strain()
+        self.arrivals: list[tuple[float, int]] = []  # (monotonic time, status) per request
         self.now = now or datetime.now(UTC)
         pool = load_corpus()
         stamp = format_datetime(self.now.replace(microsecond=0), usegmt=True)
@@ -288,6 +345,22 @@ class FeedFarm:
     def count(self, key: str, amount: int = 1) -> None:
         with self._lock:
             self._counts[key] += amount
+
+    def arrived(self, status: int) -> None:
+        with self._lock:
+            self.arrivals.append((time.monotonic(), status))
+
+    def reset(self, strain: Strain | None = None) -> None:
+        """Forget arrivals and what each origin served (a new run), with a new strain."""
+        self.strain = strain or Strain()
+        with self._lock:
+            self.arrivals = []
+        for server in self.servers:
+            server.reset()
+
+    def most_busy(self) -> int:
+        """The most requests one origin served at once since the last reset."""
+        return max(server.most_busy for server in self.servers)
 
     def take_counts(self) -> dict[str, int]:
         """What the farm answered since the last call (requests by status, bytes sent)."""

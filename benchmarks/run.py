@@ -16,7 +16,8 @@ benchmarks/day.py; not in the default set: --day-sources 200 --day-hours 24 take
 a run per Source and about a minute of wall per launching minute; --day-sources 30
 --day-hours 2 about 20 minutes; run alone, its results go to `day.*`), 11 team (the
 PostgreSQL store beside the DuckDB file, cold and re-run at the largest N up to 100;
-benchmarks/team.py).
+benchmarks/team.py), 12 manners (one host and 32 hosts side by side with newsboat, and two hosts
+under strain; benchmarks/manners.py).
 `--radar PATH` (default: this repository's .venv/bin/radar) times another checkout's `radar`;
 the naive loop and Dagster's floor always run with this interpreter.
 `--quick` (about a minute): N=10,20, 10,000 Signals, 2,000 temporary files, one run each; its
@@ -42,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks import day, scenarios, team
+from benchmarks import day, manners, scenarios, team
 from benchmarks.farm import FeedFarm
 from benchmarks.measure import RADAR, filesystem_of, machine
 
@@ -58,6 +59,7 @@ NAMES = {
     "9": "scheduled",
     "10": "day",
     "11": "team",
+    "12": "manners",
 }
 # Not in the default set: a full day of 200 Sources takes hours (see benchmarks/day.py).
 DEFAULT_SCENARIOS = [k for k, v in NAMES.items() if v != "day"]
@@ -173,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         "scheduled": lambda: scenarios.scheduled(ctx, large),
         "day": lambda: day.day(ctx, args.day_sources, args.day_hours),
         "team": lambda: team.team(ctx, max((n for n in args.ns if n <= 100), default=small)),
+        "manners": lambda: manners.manners(ctx, args.ns, args.results),
     }
     outcomes: list[scenarios.Outcome] = []
     try:
@@ -221,7 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     _say("\n" + markdown)
     args.results.mkdir(parents=True, exist_ok=True)
     # Scenario 10 alone keeps its own files, as the committed full run's are not overwritten.
-    stem = "day" if args.chosen == ["day"] else "latest-quick" if args.quick else "latest"
+    alone = (
+        {"day": "day", "manners": "manners"}.get(args.chosen[0]) if len(args.chosen) == 1 else None
+    )
+    stem = alone or ("latest-quick" if args.quick else "latest")
     (args.results / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
     (args.results / f"{stem}.md").write_text(markdown, "utf-8")
     _say(f"written: {args.results / stem}.json and .md")

@@ -131,11 +131,18 @@ def test_checks_run_after_each_collection_and_pass(
         "registry_validity",
         "retention",
     }
+    # Before any weekly close, full text in Temporary Content is a WARN of `retention` (its
+    # table says why); every other check passes.
+    retention = evaluations.pop("retention")
+    assert retention.passed or (
+        retention.severity == dg.AssetCheckSeverity.WARN
+        and "no weekly close recorded yet" in table(retention)
+    )
     assert all(e.passed for e in evaluations.values()), {
         k: table(e) for k, e in evaluations.items() if not e.passed
     }
     registry = {n for n, e in evaluations.items() if e.asset_key != dg.AssetKey("signals")}
-    assert registry == {"registry_validity", "retention"}
+    assert registry == {"registry_validity"}
 
 
 def test_checks_after_a_collection_fail_on_a_broken_vault(

@@ -29,6 +29,8 @@ PARSE_WORKERS_ENV = "RADAR_PARSE_WORKERS"
 RUN_RETENTION_DAYS_ENV = "RADAR_RUN_RETENTION_DAYS"
 STORE_URL_ENV = "RADAR_STORE_URL"
 AUTOMATION_ENV = "RADAR_AUTOMATION"
+HOST_MAX_IN_FLIGHT_ENV = "RADAR_HOST_MAX_IN_FLIGHT"
+DEFAULT_HOST_MAX_IN_FLIGHT = 8  # core/acquire/pacing.py says why
 DEFAULT_RUN_RETENTION_DAYS = 30
 _STORE_SCHEMES = ("postgresql://", "postgres://", "postgresql+")
 
@@ -54,6 +56,8 @@ class Settings:
     run_retention_days: int  # RADAR_RUN_RETENTION_DAYS, a whole number, 0 or more
     store_url: str  # RADAR_STORE_URL, "": the DuckDB file at RADAR_DB
     automation_running: bool  # RADAR_AUTOMATION: `running` (default) or `stopped`
+    # RADAR_HOST_MAX_IN_FLIGHT: the ceiling for every host, and hosts' own, e.g. "8,a.org=2"
+    host_max_in_flight: tuple[int, tuple[tuple[str, int], ...]] = (DEFAULT_HOST_MAX_IN_FLIGHT, ())
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -78,6 +82,7 @@ class Settings:
             run_retention_days=_retention_days(text(RUN_RETENTION_DAYS_ENV)),
             store_url=_store_url(text(STORE_URL_ENV)),
             automation_running=_automation_running(text(AUTOMATION_ENV)),
+            host_max_in_flight=_host_max_in_flight(text(HOST_MAX_IN_FLIGHT_ENV)),
         )
 
     @property
@@ -101,6 +106,30 @@ def _parse_workers(value: str) -> int | None:
         return max(1, int(value))
     except ValueError:
         raise ConfigError(f"{PARSE_WORKERS_ENV}={value!r} is not a whole number") from None
+
+
+def _host_max_in_flight(value: str) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """`8`, `github.com=4` or `8,github.com=4,slow.example.org=1`: a bare number is every
+    host's ceiling, `host=n` one host's own (each at least 1)."""
+    default, hosts = DEFAULT_HOST_MAX_IN_FLIGHT, []
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        host, sep, number = part.rpartition("=")
+        try:
+            n = int(number)
+        except ValueError:
+            n = 0
+        if n < 1 or (sep and not host.strip()):
+            raise ConfigError(
+                f"{HOST_MAX_IN_FLIGHT_ENV}: {part!r} is not a whole number of at least 1 "
+                "or host=number (e.g. 8,github.com=4)"
+            )
+        if host:
+            hosts.append((host.strip().lower(), n))
+        else:
+            default = n
+    return default, tuple(hosts)
 
 
 def _retention_days(value: str) -> int:

@@ -53,6 +53,9 @@ class FetchResult:
     error_class: str | None = None  # one of errors.FETCH_ERROR_CLASSES when failed
     error_message: str | None = None  # redacted, one line
     retry_after_s: float | None = None
+    # From sending the last hop's request to its answer's headers: what per-origin pacing
+    # reads as the origin's latency (core/acquire/pacing.py); None when no answer came.
+    response_wait_s: float | None = None
     # Feed manners (docs/obsidian.md and docs/operations.md say what acts on them):
     cache_max_age_s: int | None = None  # Cache-Control: max-age of the final response
     feed_ttl_s: int | None = None  # RSS <ttl> (minutes in the feed), in seconds

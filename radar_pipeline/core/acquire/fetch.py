@@ -26,7 +26,7 @@ from types import TracebackType
 import httpx
 
 from radar_pipeline.core.acquire.address_policy import deadline_at
-from radar_pipeline.core.acquire.pacing import PacedQueue, paced_origin
+from radar_pipeline.core.acquire.pacing import Answer, PacedQueue, paced_origin
 from radar_pipeline.core.acquire.request import (
     BoundedClient,
     CheckProgress,
@@ -37,6 +37,7 @@ from radar_pipeline.core.acquire.response import (
     POLITE_DELAY_CAP_S,
     cache_max_age,
     conclude,
+    deferred,
     failed,
     looks_like_feed,
     polite_delay_s,
@@ -153,10 +154,11 @@ def fetch_many(
 ) -> list[FetchResult]:
     """Fetch concurrently; results in input order; one failure never affects the others.
 
-    Paced per origin (core/acquire/pacing): at most `origin_max_in_flight` requests in
-    flight and `origin_min_gap_s` between request starts to one origin; a free thread takes
-    the first waiting request whose origin may start, so one busy origin does not idle the
-    others. Fixture and vault reads are not paced.
+    Paced per origin (core/acquire/pacing): the requests in flight to one origin adapt to its
+    answers, up to its ceiling (`FetchSettings.host_ceilings`); a free thread takes the first
+    waiting request whose origin may start, so one busy origin does not idle the others; an
+    origin's Retry-After defers its requests not yet sent (each a `skipped` result with the
+    reason). Fixture and vault reads are not paced.
 
     `on_result` sees each result as soon as it is in (in a fetch thread), e.g. to start
     parsing it while the others are still being fetched.
@@ -165,14 +167,14 @@ def fetch_many(
         return []
     workers = max(1, min(max_workers, len(requests)))
     total = len(requests)
-    settings = fetcher.settings
-    queue = PacedQueue(
-        requests, paced_origin, settings.origin_max_in_flight, settings.origin_min_gap_s
-    )
+    queue = PacedQueue(requests, paced_origin, fetcher.settings.host_ceilings)
     results: list[FetchResult | None] = [None] * total
 
-    def one(request: FetchRequest) -> FetchResult:
-        result = _fetch_guarded(fetcher, request, now)
+    def one(request: FetchRequest, deferred_for: str | None) -> FetchResult:
+        if deferred_for is not None:
+            result = deferred(request, now, deferred_for)
+        else:
+            result = _fetch_guarded(fetcher, request, now)
         # A structured event per Source fetched: `radar` turns these into its progress bar.
         progress_log.info(
             "fetched %s: %s",
@@ -189,11 +191,15 @@ def fetch_many(
 
     def worker() -> None:
         while (taken := queue.take()) is not None:
-            index, request, origin = taken
+            if taken.deferred is not None:  # not sent: nothing in flight to free
+                results[taken.position] = one(taken.item, taken.deferred)
+                continue
+            started, answer = time.monotonic(), None
             try:
-                results[index] = one(request)
+                results[taken.position] = result = one(taken.item, None)
+                answer = Answer.of(result, started)
             finally:
-                queue.done(origin)
+                queue.done(taken.origin, answer)
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="radar-fetch") as pool:
         for future in [pool.submit(worker) for _ in range(workers)]:

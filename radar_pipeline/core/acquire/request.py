@@ -9,10 +9,11 @@ gzip bomb is never inflated past the cap). What the answer means is ``response.p
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -23,7 +24,7 @@ from radar_pipeline.core.acquire.address_policy import (
     normalise_host,
     resolve_checked,
 )
-from radar_pipeline.core.acquire.pacing import MAX_IN_FLIGHT, MIN_GAP_S
+from radar_pipeline.core.acquire.pacing import HostCeilings
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.errors import FetchError
 from radar_pipeline.core.models import FetchRequest
@@ -61,18 +62,21 @@ class FetchSettings:
     user_agent: str = f"RadarPipeline/{__version__} (+{PROJECT_URL})"
     allowed_private_hosts: frozenset[str] = frozenset()
     max_retry_after_s: float = 6 * 3600
-    # Per origin, within one collection (core/acquire/pacing.py).
-    origin_max_in_flight: int = MAX_IN_FLIGHT
-    origin_min_gap_s: float = MIN_GAP_S
+    # The most requests in flight per host within one collection (core/acquire/pacing.py;
+    # RADAR_HOST_MAX_IN_FLIGHT): the adaptive limit grows up to it.
+    host_ceilings: HostCeilings = field(default_factory=HostCeilings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> FetchSettings:
-        """Defaults plus RADAR_ALLOWED_PRIVATE_HOSTS (comma list of hosts or IPs)."""
+        """Defaults plus RADAR_ALLOWED_PRIVATE_HOSTS (comma list of hosts or IPs) and
+        RADAR_HOST_MAX_IN_FLIGHT (the ceilings per host)."""
         settings = Settings.from_env(environ)
         hosts = frozenset(normalise_host(h) for h in settings.allowed_private_hosts)
+        default, per_host = settings.host_max_in_flight
         return cls(
             allowed_private_hosts=hosts,
             user_agent=user_agent(settings.user_agent_contact),
+            host_ceilings=HostCeilings(default, tuple((normalise_host(h), n) for h, n in per_host)),
         )
 
 
@@ -103,6 +107,7 @@ class CheckProgress:
     cache_max_age_s: int | None = None
     permanent_redirect: str | None = None  # the last hop of the unbroken 301/308 chain
     permanent_chain: bool = True  # every hop so far was permanent
+    wait_s: float | None = None  # the last hop's wait for its answer's headers
 
 
 class BoundedClient:
@@ -147,9 +152,11 @@ class BoundedClient:
             # The token belongs to the Source's own origin: never hand it to another host.
             if request.auth_token and _origin(url) == origin:
                 hop_headers["Authorization"] = f"Bearer {request.auth_token}"
+            sent = time.monotonic()
             response = self._client.send(
                 self._client.build_request("GET", url, headers=hop_headers), stream=True
             )
+            progress.wait_s = time.monotonic() - sent
             try:
                 location = response.headers.get("location")
                 if response.status_code in REDIRECT_STATUSES and location:

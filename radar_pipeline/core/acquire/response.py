@@ -63,6 +63,9 @@ def conclude(
     progress.last_modified = response.headers.get("last-modified")
     progress.cache_max_age_s = cache_max_age(response.headers.get_list("cache-control"))
     if status == 304 and progress.conditional:
+        # Read to its end (a 304 has no body): only then is the connection kept for the next
+        # request to the host, instead of closed with the answer.
+        read_body(response, progress, ERROR_BODY_PEEK, truncate=True)
         return not_modified(request, now, progress)
     if not 200 <= status < 300:
         peek = read_body(response, progress, ERROR_BODY_PEEK, truncate=True)
@@ -268,6 +271,7 @@ def _base(request: FetchRequest, now: datetime, progress: CheckProgress) -> Fetc
         cache_max_age_s=progress.cache_max_age_s,
         permanent_redirect=progress.permanent_redirect,
         permanently_gone=progress.status == 410,
+        response_wait_s=None if progress.wait_s is None else round(progress.wait_s, 4),
     )
 
 
@@ -303,6 +307,19 @@ def failed(
         error_class=error.error_class,
         error_message=render_error(error, [request.auth_token or ""]),
         retry_after_s=error.retry_after_s,
+    )
+
+
+def deferred(request: FetchRequest, now: datetime, reason: str) -> FetchResult:
+    """A request not sent because its origin asked us to wait (pacing's Retry-After):
+    `skipped`, its reason in `error_message`; the next collection checks it."""
+    return FetchResult(
+        source_id=request.source_id,
+        requested_url=request.url,
+        final_url=request.url,
+        outcome="skipped",
+        fetched_at=now,
+        error_message=reason,
     )
 
 

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
+from dataclasses import replace
 
 from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings, fetch_many
 from radar_pipeline.core.collect import page_stage
@@ -184,7 +185,10 @@ class Collector:
                     self.fetch_threads,
                     on_result=start_parse if early else None,
                 )
-            record_fetches(self.store, plan.spec.collection_id, results)
+            # A request its origin deferred (Retry-After, core/acquire/pacing) was not sent: no
+            # attempt to record; its check is reported skipped with the reason.
+            sent = [r for r in results if r.outcome != "skipped"]
+            record_fetches(self.store, plan.spec.collection_id, sent)
             by_source = {r.source_id: r for r in results}
             return tuple(by_source.get(c.source_id) for c in plan.checks)
 
@@ -454,6 +458,8 @@ def _check_result(
         return CheckResult(check, result, None, "plan", check.failure[0], check.failure[1])
     if result is None:
         return CheckResult(check)
+    if result.outcome == "skipped":  # deferred by its origin's Retry-After; checked next time
+        return CheckResult(replace(check, skip_reason=result.error_message or "deferred"))
     if result.outcome == "failed":
         error_class = result.error_class or "network"
         message = result.error_message or "fetch failed"
