@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from radar_pipeline.defs.collection.checks import AFTER_COLLECTION_KEYS
 from radar_pipeline_tests.daemonkit import DagsterDev, wait_for
 from radar_pipeline_tests.faults.farm import RadarHome, record_figures
 from radar_pipeline_tests.feedserver import FeedServer
@@ -32,16 +33,9 @@ SIGNALS = {"path": ["signals"]}
 OK = "t-ok"  # passes every time
 SLOW = "t-min"  # passes, then must not be asked again for a day (minIntervalSeconds)
 WAIT = "t-wait"  # answers 429 with Retry-After: an hour's wait the publisher asked for
-AFTER_COLLECTION_CHECKS = {
-    "idempotency",
-    "provenance",
-    "overdue",
-    "agreement",
-    "accounting",
-    "possible_gaps",
-    "silent_sources",
-    "on_cadence",
-}
+# Every check on `signals` that follows a collection (the registry's and `retention` are on
+# their own assets' tabs).
+SIGNALS_CHECKS = {k.name for k in AFTER_COLLECTION_KEYS if k.asset_key.path == ["signals"]}
 
 
 def ui(dev: DagsterDev, name: str, **variables: Any) -> dict[str, Any]:
@@ -169,7 +163,7 @@ def test_partitions_checks_and_backfills_as_the_ui_shows_them(
 
         # Every check on `signals` and the registry's was evaluated after the collection.
         signal_checks = checks_tab(dev, "signals")
-        assert set(signal_checks) == AFTER_COLLECTION_CHECKS
+        assert set(signal_checks) == SIGNALS_CHECKS
         assert all(e is not None and e["evaluation"] for e in signal_checks.values())
         registry = checks_tab(dev, "source_registry")
         assert registry["registry_validity"] is not None

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 
@@ -117,20 +118,22 @@ def _restated(
 def _materialization(
     source_id: str, metadata: Mapping[str, MetadataEntry], description: str
 ) -> dg.AssetMaterialization:
-    return dg.AssetMaterialization(
-        asset_key=SIGNALS_KEY,
-        partition=source_id,
-        description=description,
-        metadata=dict(metadata),
-    )
+    return dg.AssetMaterialization(**_event_fields(source_id, metadata, description))
 
 
 def _observation(
     source_id: str, metadata: Mapping[str, MetadataEntry], description: str
 ) -> dg.AssetObservation:
-    return dg.AssetObservation(
-        asset_key=SIGNALS_KEY,
-        partition=source_id,
-        description=description,
-        metadata=dict(metadata),
-    )
+    return dg.AssetObservation(**_event_fields(source_id, metadata, description))
+
+
+def _event_fields(
+    source_id: str, metadata: Mapping[str, MetadataEntry], description: str
+) -> dict[str, Any]:
+    """What every event on a Source partition carries."""
+    return {
+        "asset_key": SIGNALS_KEY,
+        "partition": source_id,
+        "description": description,
+        "metadata": dict(metadata),
+    }
