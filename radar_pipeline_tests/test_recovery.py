@@ -191,7 +191,7 @@ def test_single_run_backfill_keeps_sources_isolated_and_locked(
             assert not result.success
             [failure] = [e for e in result.all_events if e.is_step_failure]
             error = failure.step_failure_data.error
-            assert error is not None and "1 Source(s) failed: bf-c" in error.message
+            assert error is not None and "1 Source failed\nbf-c: fetch: http-5xx" in error.message
             assert len(instance.get_runs()) == 1
             materialized = instance.get_materialized_partitions(dg.AssetKey("signals"))
             assert materialized == {"bf-a", "bf-d"}

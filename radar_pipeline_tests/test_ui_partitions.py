@@ -123,7 +123,7 @@ def test_schedule_and_failed_partitions_in_the_ui(tmp_path: Path, feed_server: F
                 failed_run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE
             )
             error = failure.dagster_event.step_failure_data.error  # type: ignore[union-attr]
-            assert f"1 Source(s) failed: {FAILING}" in error.message
+            assert f"1 Source failed\n{FAILING}: fetch: http-5xx" in error.message
         wait_for(
             "the evidence checks after the tick's runs",
             lambda: _checks_after(dev, [r.run_id for r in runs]),
