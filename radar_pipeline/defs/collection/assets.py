@@ -132,7 +132,8 @@ def signal_materialize(
         report = collection.collector(radar.paths()).commit(deduped.plan, deduped.items)
         context.log.info("collection report\n" + collection_markdown(report))
         # The recovery report of the whole collection, on the asset without a partition: it lands
-        # in the run whatever its Sources did (a failed or skipped Source has no materialization).
+        # in the run whatever its Sources did (a Source reported only, or failed, has no
+        # materialization of its own).
         yield dg.AssetObservation(
             asset_key=SIGNALS_KEY,
             description=collection_headline(report),
