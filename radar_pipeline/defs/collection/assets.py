@@ -206,8 +206,9 @@ def sources_failed(record: PartitionRecord) -> dg.Failure:
     the sensors the commit recorded those failures."""
     count = len(record.failing)
     return dg.Failure(
-        description=f"{count} Source{'s' * (count != 1)} failed\n" + "\n".join(record.failing),
-        metadata={FAILED_SOURCES: ",".join(record.failing_ids)},
+        description=f"{count} Source{'s' * (count != 1)} failed\n"
+        + "\n".join(f"{sid}: {line}" for sid, line in record.failing.items()),
+        metadata={FAILED_SOURCES: ",".join(record.failing)},
         # The same request would fail the same way; the Source's backoff decides when it is
         # checked again.
         allow_retries=False,

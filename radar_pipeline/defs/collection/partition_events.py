@@ -23,7 +23,7 @@ a partition shows"). A partition's state must be its Source's last check, so:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
@@ -48,8 +48,7 @@ class PartitionRecord:
     whose partition must read failed after the run (the run fails naming them)."""
 
     events: tuple[PartitionEvent, ...] = ()
-    failing: tuple[str, ...] = ()
-    failing_ids: tuple[str, ...] = ()
+    failing: Mapping[str, str] = field(default_factory=dict)  # Source id -> its line
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ def partition_record(
 ) -> PartitionRecord:
     """The events of one run on each Source partition, by the rules in the module docstring."""
     events: list[PartitionEvent] = []
-    failing: list[tuple[str, str]] = []
+    failing: dict[str, str] = {}
     for src in sources:
         ctx = context.get(src.id, SourceContext("", 0, None))
         metadata = source_metadata(src, ctx.next_due, ctx.undated)
@@ -78,18 +77,14 @@ def partition_record(
         elif src.outcome == "failed":
             line = failure_line(src, ctx.next_due)
             events.append(_observation(src.id, metadata, f"FAILED · {line}"))
-            failing.append((src.id, f"{src.id}: {line}"))
+            failing[src.id] = line
         elif src.id in planned:
             event, still_failing = _restated(src, ctx, metadata)
             if event is not None:
                 events.append(event)
             if still_failing:
-                failing.append((src.id, f"{src.id}: {still_failing}"))
-    return PartitionRecord(
-        events=tuple(events),
-        failing=tuple(line for _, line in failing),
-        failing_ids=tuple(sid for sid, _ in failing),
-    )
+                failing[src.id] = still_failing
+    return PartitionRecord(events=tuple(events), failing=failing)
 
 
 def _restated(
