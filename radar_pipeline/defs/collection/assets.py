@@ -4,6 +4,7 @@ the whole batch in memory. The ops orchestrate; the rules live in `core.collect.
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import dagster as dg
@@ -29,6 +30,11 @@ from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sources_part
 from radar_pipeline.defs.resources import CollectionResource, RadarResource
 
 MEM_IO = "radar_mem_io"
+# The whole Radar is late when no Source has succeeded for a day; warn after 7 h (the default 6 h
+# cadence plus the 1 h overlap). Which Sources are late is the `on_cadence` check's (cadence.py).
+SIGNALS_FRESHNESS = dg.FreshnessPolicy.time_window(
+    fail_window=timedelta(hours=24), warn_window=timedelta(hours=7)
+)
 # The most Sources one run of `signals` covers when a backfill splits a selection into runs.
 MAX_SOURCES_PER_RUN = 1000
 
@@ -126,7 +132,7 @@ def signal_materialize(
 
     The output is never yielded: Dagster would materialize every partition of the run's range
     with it, checked or not. So the checks a launch from an asset's page selects are skipped
-    in that run, and the run status sensor runs them right after it (defs/collection/checks).
+    in that run, and the run status sensor runs them right after it (defs/collection/sensors.py).
     """
     with failures_as_line():
         report = collection.collector(radar.paths()).commit(deduped.plan, deduped.items)
@@ -234,3 +240,8 @@ def signals(source_registry: Any) -> Any:
     glance: last outcome, HTTP status, created/reused/duplicates, next due time, backoff and
     last error class. One run may cover many Sources (fetched concurrently)."""
     return signal_materialize(dedupe(parse(fetch(source_registry))))
+
+
+def with_freshness(assets: dg.AssetsDefinition) -> dg.AssetsDefinition:
+    """`signals` with its FreshnessPolicy (`@graph_asset` does not take one directly)."""
+    return assets.map_asset_specs(lambda spec: dg.apply_freshness_policy(spec, SIGNALS_FRESHNESS))
