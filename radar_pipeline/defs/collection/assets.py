@@ -1,6 +1,8 @@
 """The `signals` asset: one partition per Source, a graph of ops fetch -> parse -> dedupe ->
 signal_materialize. One run may cover many Sources (a partition range); each op hands the next
-the whole batch in memory. The ops orchestrate; the rules live in `core.collect.Collector`."""
+the whole batch as its output, kept in memory (`MEM_IO`): the plan, and what its stage made of
+each check (the fetch op's output carries the parses it already started, which the parse op
+awaits). The ops orchestrate; the rules live in `core.collect.Collector`."""
 
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -10,8 +12,7 @@ from typing import Any
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
-from radar_pipeline.core.models import FetchResult
+from radar_pipeline.core.collect.results import CheckResult, DedupedCheck, FetchedChecks
 from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, source_timings
 from radar_pipeline.core.plan.schedule import next_due_at
 from radar_pipeline.core.registry.sources import RegistrySnapshot
@@ -41,20 +42,25 @@ MAX_SOURCES_PER_RUN = 1000
 
 @dataclass(frozen=True)
 class FetchedBatch:
-    """Output of the fetch op: the plan and one fetch result per planned check."""
+    """Output of the fetch op: the plan, one fetch result per planned check, and the parses
+    the fetch already started (`FetchedChecks`)."""
 
     plan: CollectionPlan
-    results: tuple[FetchResult | None, ...]
+    checks: FetchedChecks
 
 
 @dataclass(frozen=True)
 class ParsedBatch:
+    """Output of the parse op: the plan and each check's items or classified failure."""
+
     plan: CollectionPlan
     results: tuple[CheckResult, ...]
 
 
 @dataclass(frozen=True)
 class DedupedBatch:
+    """Output of the dedupe op: the plan and each check's dedupe decisions."""
+
     plan: CollectionPlan
     items: tuple[DedupedCheck, ...]
 
@@ -97,10 +103,11 @@ def fetch(
 def parse(
     radar: RadarResource, collection: CollectionResource, fetched: FetchedBatch
 ) -> ParsedBatch:
-    """Parse each fetched body into item candidates and reasoned rejections (feedparser)."""
+    """Parse each fetched body into item candidates and reasoned rejections (feedparser),
+    awaiting the parses the fetch op started."""
     with failures_as_line():
         collector = collection.collector(radar.paths())
-        return ParsedBatch(fetched.plan, collector.parse(fetched.plan, fetched.results))
+        return ParsedBatch(fetched.plan, collector.parse(fetched.plan, fetched.checks))
 
 
 @dg.op(out=dg.Out(io_manager_key=MEM_IO))
