@@ -1,4 +1,4 @@
-"""Jobs: `collect_signals` materializes Signals for a set of Source partitions."""
+"""Jobs: `Collect_signals` materializes Signals for a set of Source partitions."""
 
 from __future__ import annotations
 
