@@ -101,20 +101,19 @@ test-postgres: bytecode
 # stopped, read by the definitions: radar_pipeline/defs/automation.py), to start by hand under
 # Automation. A state once set in the UI is kept by the instance either way.
 # The home is prepared first, under the CLI's bootstrap lock: dagster.yaml copied into an empty
-# one, a storage half-created by a kill completed (radar_pipeline/defs/instance.py). dagster dev
-# then runs from inside the home: from the repository's root it would find the repository's
-# dagster.yaml and warn that it "will not be used" (the home's copy is the one in use).
-# `exec` makes dagster dev the recipe's own process: Ctrl-C (SIGINT to the terminal's process
+# one, a storage half-created by a kill completed (radar_pipeline/defs/instance.py). `dg dev`
+# (Dagster 1.13's start; `dagster dev` is superseded by it) then runs from inside the home on
+# workspace.yaml: from the repository's root Dagster would find the repository's dagster.yaml
+# and warn that it "will not be used" (the home's copy is the one in use).
+# `exec` makes dg dev the recipe's own process: Ctrl-C (SIGINT to the terminal's process
 # group) reaches it directly and it stops the webserver, the daemon and the code servers.
-# Dagster 1.13 also prints that `dagster dev` is superseded by `dg dev`: that command lives in
-# the dagster-dg-cli package, which this project does not install (docs/operations.md).
 UI_ENV := DAGSTER_HOME="$(abspath $(UI_HOME))" \
   $(if $(RADAR_VAULT),RADAR_VAULT="$(abspath $(RADAR_VAULT))") \
   $(if $(RADAR_DB),RADAR_DB="$(abspath $(RADAR_DB))")
 define start_ui
 	@$(UI_ENV) $(BIN)/python -m radar_pipeline.defs.instance
-	@echo "dagster dev on http://127.0.0.1:$(UI_PORT), instance $(abspath $(UI_HOME)), schedules and sensors $(1)"
-	cd "$(abspath $(UI_HOME))" && $(UI_ENV) RADAR_AUTOMATION=$(2) exec "$(abspath $(BIN))/dagster" dev \
+	@echo "dg dev on http://127.0.0.1:$(UI_PORT), instance $(abspath $(UI_HOME)), schedules and sensors $(1)"
+	cd "$(abspath $(UI_HOME))" && $(UI_ENV) RADAR_AUTOMATION=$(2) exec "$(abspath $(BIN))/dg" dev \
 	  -w "$(CURDIR)/workspace.yaml" -h 127.0.0.1 -p $(UI_PORT)
 endef
 

@@ -44,7 +44,7 @@ DAGSTER = Path(sys.executable).parent / "dagster"
 GRPC_WORKSPACE = REPO / "radar_pipeline" / "deploy" / "workspace.grpc.yaml"
 SERVER_DEADLINE_S = 300  # the code server loading the definitions on a loaded machine
 SERVER_STOP_S = 10
-COLLECT_JOB = "collect_signals"
+COLLECT_JOB = "Collect_signals"
 # How long the harness waits for the N runs before it gives up (the figures are then void).
 DEADLINE_S = 3600
 

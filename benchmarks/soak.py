@@ -268,7 +268,7 @@ class Soak:
                 records = instance.get_run_records(
                     filters=dg.RunsFilter(created_after=datetime.fromtimestamp(started, UTC))
                 )
-                collected = [r for r in records if r.dagster_run.job_name == "collect_signals"]
+                collected = [r for r in records if r.dagster_run.job_name == "Collect_signals"]
                 if kill_at_first_run and any(
                     r.dagster_run.status == dg.DagsterRunStatus.STARTED for r in collected
                 ):

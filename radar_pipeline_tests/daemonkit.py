@@ -180,6 +180,12 @@ mutation($params: LaunchBackfillParams!) {
 }
 """
 
+JOB_NAMES = """
+query($key: AssetKeyInput!) {
+  assetNodeOrError(assetKey: $key) { ... on AssetNode { jobNames } }
+}
+"""
+
 LAUNCH_RUN = """
 mutation($params: ExecutionParams!) {
   launchRun(executionParams: $params) {
@@ -321,16 +327,33 @@ class DagsterDev:
         )
 
     def launch_backfill(self, partitions: list[str], asset: str = "signals") -> str:
-        """The UI's "Materialize selected partitions" as a backfill; returns the backfill id."""
-        params = {
+        """The asset page's Materialize > partitions > Launch, sent as the dialog sends it: it
+        takes the first of the asset's job names (sorted by Dagster); unless that is the hidden
+        `__ASSET_JOB`, the backfill names that job's partition set. Returns the backfill id."""
+        params: dict[str, Any] = {
             "assetSelection": [{"path": [asset]}],
             "partitionNames": partitions,
             "fromFailure": False,
             "tags": [],
         }
+        job = self.launch_dialog_job(asset)
+        if not job.startswith("__ASSET_JOB"):
+            location, repository = self.location()
+            params["selector"] = {
+                "partitionSetName": f"{job}_partition_set",
+                "repositorySelector": {
+                    "repositoryLocationName": location,
+                    "repositoryName": repository,
+                },
+            }
         result = self.graphql(LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
         assert result["__typename"] == "LaunchBackfillSuccess", result
         return str(result["backfillId"])
+
+    def launch_dialog_job(self, asset: str = "signals") -> str:
+        """The job the asset page's launch dialog targets: the first of its job names."""
+        node = self.graphql(JOB_NAMES, {"key": {"path": [asset]}})["assetNodeOrError"]
+        return str(node["jobNames"][0])
 
     def launch_run(self, job: str, partition: str, run_config: dict[str, Any] | None = None) -> str:
         """The UI's "Materialize" of one partition of `job` (queued, launched by the daemon)."""

@@ -115,7 +115,7 @@ def test_checks_run_after_each_collection_and_pass(
     radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
 ) -> None:
     healthy_vault(radar_env["vault"], feed_server, instance)
-    [collection] = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))
+    [collection] = instance.get_runs(filters=dg.RunsFilter(job_name="Collect_signals"))
     # The collection run records no verdicts itself; the checks run that followed it does.
     assert run_evaluations(instance, collection.run_id) == {}
     evaluations = run_evaluations(instance, checks_after(instance, collection.run_id).run_id)
@@ -154,7 +154,7 @@ def test_checks_after_a_collection_fail_on_a_broken_vault(
     shutil.copyfile(first, first.with_name("copy of a signal.md"))
     report = collect(instance)
     assert report["checks"]["idempotency"] is False
-    [latest, _] = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))
+    [latest, _] = instance.get_runs(filters=dg.RunsFilter(job_name="Collect_signals"))
     evaluations = run_evaluations(instance, checks_after(instance, latest.run_id).run_id)
     assert not evaluations["idempotency"].passed
     assert "copy of a signal.md" in table(evaluations["idempotency"])
@@ -164,7 +164,7 @@ def test_sensor_runs_the_checks_after_runs_whose_launcher_did_not(
     radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
 ) -> None:
     healthy_vault(radar_env["vault"], feed_server, instance)
-    [cli_run] = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))
+    [cli_run] = instance.get_runs(filters=dg.RunsFilter(job_name="Collect_signals"))
 
     def evaluate(run: dg.DagsterRun, result: dg.ExecuteInProcessResult) -> object:
         context = dg.build_run_status_sensor_context(
@@ -378,7 +378,7 @@ def test_overdue_counts_sources_past_cadence_and_is_zero_after_recovery(
     recovered = collect(instance, t0 + timedelta(days=2), mode="due")
     assert (recovered["passed"], recovered["overdue"]) == (1, 1)
     # The overdue check run after the recovery used the recovery's clock.
-    recovery_run = instance.get_runs(filters=dg.RunsFilter(job_name="collect_signals"))[0]
+    recovery_run = instance.get_runs(filters=dg.RunsFilter(job_name="Collect_signals"))[0]
     after = run_evaluations(instance, checks_after(instance, recovery_run.run_id).run_id)["overdue"]
     assert after.passed, table(after)
     assert after.metadata["overdue"].value == 0

@@ -26,7 +26,7 @@ from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_sourc
 def test_definitions_load() -> None:
     from radar_pipeline.definitions import defs
 
-    assert defs.resolve_job_def("collect_signals") is not None
+    assert defs.resolve_job_def("Collect_signals") is not None
     assert {str(k.to_user_string()) for k in defs.resolve_asset_graph().get_all_asset_keys()} >= {
         "signals",
         "source_registry",

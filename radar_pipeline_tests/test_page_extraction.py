@@ -276,6 +276,34 @@ def test_per_host_interval_spaces_requests(
     assert all(b - a >= 0.29 for a, b in itertools.pairwise(times))
 
 
+def test_robots_crawl_delay_spaces_page_requests(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    """An origin's Crawl-delay longer than our own interval governs its page requests."""
+    url, _ = _serve(feed_server, 3, robots="User-agent: *\nCrawl-delay: 0.4\nAllow: /\n")
+    write_source(radar_env["vault"], "pages", url, fullText="page-extraction")
+    pages = _source(_collect(radar_env))["pages"]
+
+    assert (pages["fetched"], pages["pending"]) == (3, 0)
+    times = [r.at for r in feed_server.requests if r.path.startswith("/articles/")]
+    assert all(b - a >= 0.39 for a, b in itertools.pairwise(times)), times
+
+
+def test_a_crawl_delay_longer_than_a_collection_waits_leaves_pages_for_later(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    """A Crawl-delay of an hour: one page a collection, the others stay pending, not sent."""
+    url, _ = _serve(feed_server, 3, robots="User-agent: *\nCrawl-delay: 3600\nAllow: /\n")
+    write_source(radar_env["vault"], "pages", url, fullText="page-extraction")
+    first = _source(_collect(radar_env))["pages"]
+
+    assert (first["fetched"], first["requests"], first["pending"]) == (1, 1, 2)
+    assert len(_page_requests(feed_server)) == 1
+    later = _source(_collect(radar_env, AS_OF + timedelta(hours=1)))["pages"]
+    assert (later["fetched"], later["pending"]) == (1, 1)
+    assert len(_page_requests(feed_server)) == 2
+
+
 def test_page_without_main_text_fails_with_a_reason_and_the_pass_goes_on(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:

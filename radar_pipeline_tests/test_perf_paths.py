@@ -5,6 +5,7 @@ collection, refreshed on change)."""
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import random
@@ -12,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -56,7 +58,8 @@ from radar_pipeline.core.vault.facts import (
 from radar_pipeline.core.vault.health import HealthUpdate, write_health
 from radar_pipeline.core.vault.signals import SignalDocument
 from radar_pipeline_tests.conftest import CORPUS_REAL, env_store, store_url_under_test
-from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source
+from radar_pipeline_tests.feedserver import FeedServer, conditional
+from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
 
 RADAR = str(Path(sys.executable).parent / "radar")
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -669,3 +672,43 @@ def _collect_items(radar_env: dict[str, Path], count: int) -> None:
     ]
     write_fixture_source(radar_env["vault"], "fx", rss(items))
     assert _radar(radar_env, "collect", "--all", "--json").returncode == 0
+
+
+def test_parse_workers_start_only_for_bodies_to_parse(
+    radar_env: dict[str, Path], feed_server: FeedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A cold collection starts the workers before its fetches (no validator to send: bodies
+    will come); an unchanged re-run (every answer a 304) starts none; a re-run in which enough
+    feeds changed starts them once that many bodies arrived."""
+    import uuid
+
+    from radar_pipeline.core.collect.collector import Collector
+    from radar_pipeline.core.plan.collection import CollectionSpec
+
+    bodies = {
+        n: rss([{"title": f"t{n}", "guid": f"g{n}", "link": f"https://e.x/{n}"}]) for n in range(8)
+    }
+    for n in range(8):
+        handler = conditional(bodies[n], f'"v{n}"', "Mon, 30 Nov 2026 10:00:00 GMT")
+        write_source(radar_env["vault"], f"s{n}", feed_server.add(f"/{n}.xml", handler=handler))
+
+    def started(as_of: datetime) -> tuple[int, dict[str, int]]:
+        caplog.clear()
+        workers_log = caplog.at_level(logging.DEBUG, logger="radar_pipeline.core.collect.workers")
+        with workers_log, Collector(RadarPaths.from_env(), parse_workers=2) as collector:
+            report = collector.run(CollectionSpec(str(uuid.uuid4()), "all", as_of)).to_json()
+        starts = sum("parse workers started" in r.getMessage() for r in caplog.records)
+        return starts, dict(Counter(s["outcome"] for s in report["sources"]))
+
+    assert started(NOW) == (1, {"passed": 8})
+    assert started(NOW + timedelta(hours=1)) == (0, {"not-modified": 8})
+    for n in range(5):  # five feeds change: their bodies come, enough to start the workers
+        feed_server.add(
+            f"/{n}.xml",
+            handler=conditional(
+                rss([{"title": f"new {n}", "guid": f"h{n}", "link": f"https://e.x/h{n}"}]),
+                f'"w{n}"',
+                "Mon, 30 Nov 2026 11:00:00 GMT",
+            ),
+        )
+    assert started(NOW + timedelta(hours=2)) == (1, {"passed": 5, "not-modified": 3})

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME
 from radar_pipeline.defs.collection.jobs import AFTER_COLLECTION_KEYS
 from radar_pipeline_tests.daemonkit import DagsterDev, wait_for
 from radar_pipeline_tests.faults.farm import RadarHome, record_figures
@@ -183,6 +184,10 @@ def test_partitions_checks_and_backfills_as_the_ui_shows_them(
             120,
         )
         figures["backfill_run_created_s"] = created_after(dev, run.run_id, launched)
+        # The asset page's dialog targets the collection job, and the backfill runs it (the
+        # Overview names it; no "Jobless asset materializations", no skipped check steps).
+        assert dev.launch_dialog_job() == COLLECT_JOB_NAME
+        assert run.job_name == COLLECT_JOB_NAME
         status = wait_for("the backfill's end", lambda: backfill_status(dev, backfill), 240)
         figures["backfill_done_s"] = round(time.time() - launched, 1)
         assert status == "COMPLETED_FAILED"

@@ -1,4 +1,4 @@
-"""`make ui` as a user runs it: dagster dev on a loopback port, asked through its GraphQL API
+"""`make ui` as a user runs it: dg dev on a loopback port, asked through its GraphQL API
 for what the UI shows, then stopped with Ctrl-C (SIGINT to its process group)."""
 
 from __future__ import annotations
@@ -142,9 +142,11 @@ def test_make_ui_serves_signals_and_stops_on_ctrl_c(radar_env: dict[str, Path]) 
         survivors = stop_group(proc)  # Ctrl-C in the terminal
     assert not survivors, f"processes of `make ui` outlived Ctrl-C: {survivors}"
     assert proc.returncode is not None
-    # The instance home is the documented one, and dagster dev does not say otherwise.
+    # The instance home is the documented one, and Dagster does not say otherwise; the start
+    # is the one Dagster 1.13 recommends (`dg dev`), so no warning points at another.
     log = log_path.read_text(errors="replace")
     assert "will not be used" not in log and f"instance {home}" in log, log[-2000:]
+    assert "dg dev on http" in log and "Supersession" not in log, log[-2000:]
 
 
 @pytest.mark.slow

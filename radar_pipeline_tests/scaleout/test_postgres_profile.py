@@ -67,7 +67,7 @@ class Deployment:
         left to the daemon; returns the launcher process (its run id is in `.args`)."""
         run_id = str(uuid.uuid4())
         args = [str(BIN / "dagster"), "job", "launch", "-w", str(WORKSPACE)]
-        args += ["-j", "collect_signals", "--run-id", run_id, "--tags", json.dumps(tags)]
+        args += ["-j", "Collect_signals", "--run-id", run_id, "--tags", json.dumps(tags)]
         if config is not None:
             args += ["--config-json", json.dumps(config)]
         return subprocess.Popen(

@@ -11,6 +11,7 @@ The rules each stage keeps are in docs/architecture.md; the numbers below cite i
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
 from collections.abc import Iterator
@@ -50,7 +51,7 @@ from radar_pipeline.core.errors import Explanation, explain
 from radar_pipeline.core.extract.pages import PageSettings
 from radar_pipeline.core.identity.dedupe import resolve_pending
 from radar_pipeline.core.identity.keys import make_signal_id
-from radar_pipeline.core.models import FetchResult
+from radar_pipeline.core.models import FetchRequest, FetchResult
 from radar_pipeline.core.plan.collection import (
     CollectionPlan,
     CollectionSpec,
@@ -163,10 +164,16 @@ class Collector:
         with self._failing_whole():
             wanted = [c.request for c in plan.checks if c.request is not None and c.failure is None]
             early = len(wanted) >= MIN_PARALLEL_BODIES
-            if early:
-                self.workers.warm_up()  # they boot while we wait on publishers
+            # The workers boot while we wait on publishers, when enough bodies are to come: a
+            # request without validators brings one. A conditional request of an unchanged feed
+            # brings a 304, so an unchanged re-run starts no worker (each is a spawned Python
+            # process, about half a second of CPU to boot); the workers start once enough
+            # bodies did arrive instead.
+            if sum(1 for r in wanted if _expects_body(r)) >= MIN_PARALLEL_BODIES:
+                self.workers.warm_up()
             checks = {c.source_id: c for c in plan.checks}
             parsing: dict[str, Future[ParseOutcome]] = {}
+            bodies = itertools.count(1)  # next() is atomic under the GIL: fetch threads share it
 
             def start_parse(result: FetchResult) -> None:
                 # Each body goes to the workers as it arrives: parsing overlaps the fetches still
@@ -174,6 +181,8 @@ class Collector:
                 # Runs in the fetch threads; each writes its own Source's key.
                 check = checks.get(result.source_id)
                 if check is not None and _has_body(check, result):
+                    if next(bodies) >= MIN_PARALLEL_BODIES:
+                        self.workers.warm_up()
                     future = self.workers.submit(_parse_job(check, result, plan))
                     if future is not None:
                         parsing[result.source_id] = future
@@ -421,6 +430,12 @@ class Collector:
 
 def new_collection_id() -> str:
     return uuid.uuid4().hex
+
+
+def _expects_body(request: FetchRequest) -> bool:
+    """Whether a request is expected to bring a body: it sends no validator (a first fetch, a
+    host that gives none, the daily unconditional fetch)."""
+    return not request.conditional or (request.etag is None and request.last_modified is None)
 
 
 def _has_body(check: PlannedCheck, result: FetchResult | None) -> bool:

@@ -17,6 +17,8 @@ from datetime import datetime
 from pathlib import Path
 
 from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings
+from radar_pipeline.core.acquire.pacing import origin_of
+from radar_pipeline.core.acquire.response import deferred
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.commit import SourceWrite
 from radar_pipeline.core.collect.results import DedupedCheck
@@ -127,8 +129,12 @@ def run_pages(
             sid = rec.source.id
 
             def fetch(url: str, purpose: FetchPurpose, sid: str = sid) -> FetchResult:
-                pacer.wait(url)  # robots.txt requests are paced like pages
                 request = FetchRequest(sid, url, "page", conditional=False, purpose=purpose)
+                # robots.txt requests are paced like pages; a page also by its origin's
+                # Crawl-delay (its verdict is known: page_pass asks robots.txt first).
+                verdict = verdicts.get(origin_of(url)) if purpose == "page" else None
+                if not pacer.wait(url, verdict.crawl_delay() if verdict else None):
+                    return deferred(request, now, f"Crawl-delay of {origin_of(url)}")
                 return fetcher.fetch(request, now)
 
             robots = RobotsBook(load, lambda url: fetch(url, "robots"), now, verdicts)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -105,6 +106,7 @@ class ParseWorkers:
     def __init__(self, count: int) -> None:
         self.count = count
         self._pool: ProcessPoolExecutor | None = None
+        self._starting = threading.Lock()  # fetch threads may start the pool at once
 
     def __enter__(self) -> ParseWorkers:
         return self
@@ -113,14 +115,18 @@ class ParseWorkers:
         self.close()
 
     def warm_up(self) -> None:
-        """Start the processes now, so they boot while the fetch stage waits on publishers."""
-        if self.count < 2 or self._pool is not None:
-            return
-        self._pool = ProcessPoolExecutor(
-            max_workers=self.count, mp_context=multiprocessing.get_context("spawn")
-        )
-        for _ in range(self.count):
-            self._pool.submit(os.getpid)
+        """Start the processes now, so they boot while the fetch stage waits on publishers.
+        Idempotent and thread-safe (a fetch thread may call it as bodies arrive)."""
+        with self._starting:
+            if self.count < 2 or self._pool is not None:
+                return
+            pool = ProcessPoolExecutor(
+                max_workers=self.count, mp_context=multiprocessing.get_context("spawn")
+            )
+            for _ in range(self.count):
+                pool.submit(os.getpid)
+            self._pool = pool
+        log.debug("parse workers started: %d", self.count)
 
     def submit(self, job: ParseJob) -> Future[ParseOutcome] | None:
         """Start parsing `job` on the running workers now (the fetch stage hands over each

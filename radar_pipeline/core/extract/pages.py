@@ -5,7 +5,9 @@ The rules (docs/operations.md, "Page extraction"; docs/architecture.md, invarian
 - only Sources whose own policy says `fullText: page-extraction`, never as a fallback;
 - the budget counts page requests; robots.txt requests are counted apart (`robotsFetched`);
 - robots.txt decides first: a disallowed page is settled without a request;
-- at least `interval_s` between two requests to one host in the collection;
+- at least `interval_s` between two requests to one host in the collection, or the
+  origin's robots.txt `Crawl-delay` when longer; a page that would wait more than
+  MAX_CRAWL_WAIT_S for it is left pending for a later collection, not sent;
 - the first 403, 429 or challenge page stops the pass; the rest stays pending;
 - a page's text goes to Temporary Content only, never to the Signal, never to DuckDB.
 """
@@ -29,6 +31,9 @@ from radar_pipeline.core.store.pages import PageResult, PageRow
 from radar_pipeline.core.vault.temporary import write_temporary_text
 
 DEFAULT_INTERVAL_S = 1.0
+# The longest a collection waits for a host's Crawl-delay; a longer delay defers the page to a
+# later collection (hourly, so even a host asking for an hour between requests is served).
+MAX_CRAWL_WAIT_S = 30.0
 MAX_ATTEMPTS = 3  # a page failing this often for a passing reason is given up (failed)
 # Failures worth another try by a later check; any other failure settles the page.
 TRANSIENT = frozenset({"timeout", "network", "http-5xx"})
@@ -44,19 +49,30 @@ class PageSettings:
 
 @dataclass
 class HostPacer:
-    """Keeps `interval_s` between requests to one host for one collection (mutable state)."""
+    """Keeps `interval_s` between requests to one host for one collection, and the host's
+    robots.txt `Crawl-delay` between its page requests when that is longer (mutable state)."""
 
     interval_s: float
-    last: dict[str, float] = field(default_factory=dict)
+    last: dict[str, float] = field(default_factory=dict)  # host -> its last request's start
+    last_page: dict[str, float] = field(default_factory=dict)  # host -> its last page's
 
-    def wait(self, url: str) -> None:
+    def wait(self, url: str, crawl_delay: float | None = None) -> bool:
+        """Sleep until a request to the url's host may start, and count it as started; False,
+        without sleeping, when the host's Crawl-delay (given for a page) would hold the
+        collection longer than MAX_CRAWL_WAIT_S: the page is left for a later collection."""
         host = httpx.URL(url).host
-        previous = self.last.get(host)
-        if previous is not None:
-            pause = previous + self.interval_s - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
+        now = time.monotonic()
+        ready = self.last[host] + self.interval_s if host in self.last else now
+        if crawl_delay is not None and host in self.last_page:
+            ready = max(ready, self.last_page[host] + crawl_delay)
+        if ready - now > MAX_CRAWL_WAIT_S:
+            return False
+        if ready > now:
+            time.sleep(ready - now)
         self.last[host] = time.monotonic()
+        if crawl_delay is not None:
+            self.last_page[host] = self.last[host]
+        return True
 
 
 @dataclass(frozen=True)
@@ -99,8 +115,10 @@ def page_pass(
                 PageResult(page.signal_id, "disallowed", f"robots.txt of {verdict.origin}")
             )
             continue
-        requests += 1
         fetched = fetch_page(page.page_url)
+        if fetched.outcome == "skipped":  # not sent (the host's Crawl-delay): later, untouched
+            break
+        requests += 1
         if is_blocking(fetched):
             return _stopped(source_id, results, pages[position:], fetched)
         results.append(_settle(vault, page, fetched, now, settings))

@@ -47,6 +47,11 @@ class RobotsVerdict:
     def of_rules(cls, origin: str, body: str) -> RobotsVerdict:
         return cls(origin, "rules", body, rules=Protego.parse(body))
 
+    def crawl_delay(self) -> float | None:
+        """The origin's `Crawl-delay` for our agent, in seconds, when its robots.txt sets one."""
+        delay = self.rules.crawl_delay(ROBOTS_AGENT) if self.rules is not None else None
+        return float(delay) if delay is not None else None
+
     def allows(self, url: str) -> bool:
         if self.state == "allow-all":
             return True

@@ -20,7 +20,12 @@ from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.plan.collection import Mode
 
 SIGNALS_KEY = dg.AssetKey("signals")
-COLLECT_JOB_NAME = "collect_signals"
+# Capitalized on purpose: the launch dialog of an asset's page (Materialize) launches the first
+# of the asset's job names in sorted order, and Dagster's implicit `__ASSET_JOB` sorts before
+# every lowercase name. This name sorts before it, so a backfill picked on the asset's page runs
+# the collection job, as one from Jobs > Collect_signals does (docs/operations.md, "Backfills
+# from the UI").
+COLLECT_JOB_NAME = "Collect_signals"
 FETCH_OP = "fetch"  # the op of the `signals` graph that reads the config
 # Metadata key of the step failure raised after a commit that recorded failed Sources.
 FAILED_SOURCES = "failed_sources"

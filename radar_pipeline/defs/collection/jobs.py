@@ -1,6 +1,6 @@
 """The jobs of collection, and the run config each is launched with.
 
-- `collect_signals`: materializes Signals for a set of Source partitions.
+- `Collect_signals`: materializes Signals for a set of Source partitions.
 - `signal_checks`: every evidence check a collection can change, after each collection (the
   Signals folder read incrementally).
 - `signal_audit`: the checks that read the Signals folder, with a stat of every file, daily:

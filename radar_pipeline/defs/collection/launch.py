@@ -1,4 +1,4 @@
-"""Launching a collection from a command: the runs of `collect_signals` in this process (one
+"""Launching a collection from a command: the runs of `Collect_signals` in this process (one
 per contiguous block of the Sources it checks, usually one), then the `signal_checks` run that
 judges what they left.
 
@@ -49,7 +49,7 @@ def launch_collection(
     as_of: datetime,
     trigger: str,
 ) -> CollectionReport:
-    """Run `collect_signals` over the Sources this collection checks, then its checks.
+    """Run `Collect_signals` over the Sources this collection checks, then its checks.
 
     Each run covers one partition range (N Sources fetched concurrently cost one run), and its
     range holds only Sources it checks: Dagster marks every partition a failed run planned but
@@ -119,7 +119,7 @@ def _collect(
     trigger: str,
     launch: str,
 ) -> dg.ExecuteInProcessResult:
-    """One run of `collect_signals` over one contiguous block of partitions (none: a run that
+    """One run of `Collect_signals` over one contiguous block of partitions (none: a run that
     only reports the Sources it skips)."""
     tags = {
         **(run_tags.partition_range(block[0], block[-1]) if block else {}),

@@ -36,7 +36,7 @@ def run_sources(
 
 
 def collects_signals(job_name: str, asset_selection: Iterable[dg.AssetKey] | None) -> bool:
-    """A run that collects Signals: the `collect_signals` job, or an asset job (UI
+    """A run that collects Signals: the `Collect_signals` job, or an asset job (UI
     materialization, backfill) that selects `signals` itself. Check-only runs (the `on_cadence`
     and evidence checks) carry a Source partition too but collect nothing."""
     return job_name == COLLECT_JOB_NAME or SIGNALS_KEY in set(asset_selection or ())

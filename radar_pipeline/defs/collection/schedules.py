@@ -95,7 +95,7 @@ def block_run_request(
     as_of: str,
     launch: str,
 ) -> dg.RunRequest:
-    """One run of `collect_signals` in mode `due` over one contiguous block of partitions,
+    """One run of `Collect_signals` in mode `due` over one contiguous block of partitions,
     ranked in the queue by its most urgent Source."""
     clock = parse_utc(as_of) if as_of else None
     return dg.RunRequest(
@@ -179,7 +179,7 @@ def _schedule_runs_since(instance: dg.DagsterInstance, since: datetime) -> Itera
     default_status=schedule_status(),
     description=(
         "Every minute: the due Sources (cadence passed on their own grid, not in backoff) as "
-        "one run of `collect_signals` per contiguous block of Source partitions, the block of "
+        "one run of `Collect_signals` per contiguous block of Source partitions, the block of "
         "the most urgent Source first; a Source's slot is collected once. Missed ticks are "
         "never replayed: after downtime, one current check per overdue Source."
     ),
