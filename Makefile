@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 UI_HOME := $(if $(DAGSTER_HOME),$(DAGSTER_HOME),$(CURDIR)/data/dagster_home)
 UI_PORT ?= 3000
 
-.PHONY: run test test-fast test-slow test-postgres lint typecheck ui ui-paused screenshots bench faults soak clean-venv bytecode
+.PHONY: run test test-fast test-slow test-postgres lint typecheck ui ui-paused screenshots schema bench faults soak clean-venv bytecode
 
 # Recreated when missing or stale (the lock or pyproject changed since it was installed).
 $(STAMP): requirements.lock pyproject.toml
@@ -139,6 +139,11 @@ faults: bytecode
 	@rm -f data/faults.jsonl
 	RADAR_FAULTS_FULL=1 RADAR_FAULTS_FIGURES=$(CURDIR)/data/faults.jsonl \
 		$(BIN)/pytest -q radar_pipeline_tests/faults
+
+# The JSON Schema of every `radar ... --json` output (docs/schema/), generated from the contract
+# models in radar_pipeline/core/contract/; test_contract_schema fails while a file is stale.
+schema: bytecode
+	$(BIN)/python -m radar_pipeline_tests.contract_schema
 
 bench: bytecode
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)

@@ -52,7 +52,9 @@ RESOURCES = {
 def collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, Any]:
     mode = "explicit" if sources else "all"
     with Collector(RadarPaths.from_env()) as collector:
-        return collector.run(CollectionSpec(new_collection_id(), mode, as_of, sources)).to_json()
+        return collector.run(
+            CollectionSpec(new_collection_id(), mode, as_of, sources)
+        ).json_object()
 
 
 def by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

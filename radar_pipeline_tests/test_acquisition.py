@@ -81,7 +81,7 @@ def collect(
     sources: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
-    return make_collector(env).run(spec).to_json()
+    return make_collector(env).run(spec).json_object()
 
 
 def health(vault: Path, source_id: str) -> dict[str, Any]:
@@ -655,7 +655,7 @@ def test_attempt_metrics_in_duckdb_and_dagster_metadata(
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
         report = launch_collection(
             defs, instance, RadarPaths.from_env(), "explicit", ("news", "down"), AS_OF, "test"
-        ).to_json()
+        ).json_object()
         [news] = instance.fetch_materializations(dg.AssetKey("signals"), limit=10).records
         # The failed Source's own observation (the run also observes the whole collection).
         [down] = [

@@ -58,7 +58,7 @@ def collect(
 ) -> dict[str, Any]:
     return launch_collection(
         defs, instance, RadarPaths.from_env(), mode, (), as_of or datetime.now(UTC), "test"
-    ).to_json()
+    ).json_object()
 
 
 def healthy_vault(vault: Path, feed_server: FeedServer, instance: dg.DagsterInstance) -> None:
@@ -195,7 +195,7 @@ def test_every_check_passes_on_a_healthy_vault(
 ) -> None:
     healthy_vault(radar_env["vault"], feed_server, instance)
     close = launch_cleanup(defs, instance, datetime.now(UTC))
-    assert (close["deleted"], close["retained"]) == (2, 0)
+    assert (close.deleted, close.retained) == (2, 0)
     found = run_checks(instance, *EVIDENCE_CHECKS)
     assert set(found) == {
         "idempotency",

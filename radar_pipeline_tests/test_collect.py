@@ -32,7 +32,7 @@ def collect(
 ) -> dict:
     collector = Collector(RadarPaths.from_env())  # the vault and store of `env`
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
-    return collector.run(spec).to_json()
+    return collector.run(spec).json_object()
 
 
 def test_fixture_source_created_then_reused(radar_env: dict[str, Path]) -> None:

@@ -37,7 +37,9 @@ BODY = (
 def collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, Any]:
     mode = "explicit" if sources else "all"
     with Collector(RadarPaths.from_env()) as collector:
-        return collector.run(CollectionSpec(new_collection_id(), mode, as_of, sources)).to_json()
+        return collector.run(
+            CollectionSpec(new_collection_id(), mode, as_of, sources)
+        ).json_object()
 
 
 def radar_collect(as_of: datetime) -> dict[str, Any]:

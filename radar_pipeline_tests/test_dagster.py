@@ -119,7 +119,7 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
         def launch(*ids: str) -> dict[str, Any]:
             return launch_collection(
                 defs, instance, RadarPaths.from_env(), "explicit", ids, datetime.now(UTC), "test"
-            ).to_json()
+            ).json_object()
 
         assert launch("b-fix")["passed"] == 1
         report = launch("a-fix", "c-fix", "d-down")
@@ -217,7 +217,7 @@ def test_skipped_and_ineligible_sources_stay_out_of_a_failed_runs_range(
     paths = RadarPaths.from_env()
     now = datetime.now(UTC)
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
-        first = launch_collection(defs, instance, paths, "all", (), now, "test").to_json()
+        first = launch_collection(defs, instance, paths, "all", (), now, "test").json_object()
         assert {s["id"]: s["outcome"] for s in first["sources"]} == {
             "a-fix": "passed",
             "c-down": "failed",
@@ -228,7 +228,7 @@ def test_skipped_and_ineligible_sources_stay_out_of_a_failed_runs_range(
         # (two runs: b-pending and c-down lie between them) and reports the two in backoff as
         # skipped, without a partition, so they stay FAILED, not MATERIALIZED.
         later = now + timedelta(seconds=30)  # inside the least backoff (1 minute)
-        second = launch_collection(defs, instance, paths, "all", (), later, "test").to_json()
+        second = launch_collection(defs, instance, paths, "all", (), later, "test").json_object()
         outcomes = {s["id"]: s["outcome"] for s in second["sources"]}
         assert outcomes["c-down"] == outcomes["e-down"] == "skipped"
         assert outcomes["a-fix"] == outcomes["d-fix"] == "passed"
@@ -245,7 +245,7 @@ def test_skipped_and_ineligible_sources_stay_out_of_a_failed_runs_range(
             "d-fix": "MATERIALIZED",
             "e-down": "FAILED",
         }
-        last = evidence_snapshot(paths, later)["lastCollection"]
+        last = evidence_snapshot(paths, later).json_object()["lastCollection"]
         assert last["collectionIds"] == second["dagsterRunIds"]
         assert {s["id"] for s in last["sources"]} == set(outcomes)
 

@@ -49,7 +49,7 @@ def failing_collection(env: dict[str, Path], server: FeedServer) -> dict[str, An
     return (
         Collector(RadarPaths.from_env())
         .run(CollectionSpec(new_collection_id(), "all", AS_OF))
-        .to_json()
+        .json_object()
     )
 
 
@@ -67,7 +67,7 @@ def test_failed_check_opens_a_dead_letter_with_its_class(
         "flaky": ("open", "fetch", "http-5xx"),
         "moved": ("open", "fetch", "gone"),
     }
-    flaky = letters["flaky"].to_json()
+    flaky = letters["flaky"].json_object()
     assert flaky["createdAt"] == "2026-11-30T12:00:00Z" and flaky["attempt"] == 1
     assert flaky["collectionId"] == report["collectionId"]
     assert flaky["message"].startswith("fetch: http-5xx (500")
@@ -82,7 +82,7 @@ def test_replay_after_fix_creates_the_signal_and_keeps_the_letter(
     feed_server.add("/flaky", FEED)
     later = AS_OF + timedelta(minutes=5)
     done = replay(store, letter_id, later, run_check(radar_env, later))
-    assert (done.source_report["outcome"], done.source_report["created"]) == ("passed", 1)
+    assert (done.source.outcome, done.source.created) == ("passed", 1)
     assert done.new_dead_letter is None
     letter = get_dead_letter(store, letter_id)
     assert (letter.status, letter.decision, letter.decided_at) == (

@@ -38,7 +38,7 @@ LATER = AS_OF + timedelta(minutes=10)
 
 def collect(env: dict[str, Path], as_of: datetime = AS_OF) -> dict[str, Any]:
     collector = Collector(RadarPaths.from_env())
-    return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).to_json()
+    return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).json_object()
 
 
 def snapshot(vault: Path) -> dict[str, bytes]:

@@ -126,7 +126,7 @@ def test_post_recovery_overdue_counts_what_stayed_overdue(
     code, collect, _ = radar_json(capsys, "collect", "--as-of", format_utc(t0))
     assert code == 2 and collect["failed"] == 1
 
-    snapshot = evidence_snapshot(RadarPaths.from_env(), t0 + timedelta(minutes=5))
+    snapshot = evidence_snapshot(RadarPaths.from_env(), t0 + timedelta(minutes=5)).json_object()
 
     recovery = snapshot["recovery"]
     assert (recovery["overdueBefore"], recovery["passed"], recovery["failed"]) == (2, 1, 1)

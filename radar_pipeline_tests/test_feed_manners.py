@@ -143,7 +143,7 @@ def _collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, 
     mode = "explicit" if sources else "all"
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
     with Collector(RadarPaths.from_env()) as collector:
-        return collector.run(spec).to_json()
+        return collector.run(spec).json_object()
 
 
 def _health(source_file: Path) -> dict[str, Any]:

@@ -125,7 +125,7 @@ def test_hostile_items_become_inert_signals_at_their_normal_paths(
     before = tree(vault)
 
     collector = Collector(RadarPaths.from_env())
-    report = collector.run(CollectionSpec(new_collection_id(), "all", AS_OF, ())).to_json()
+    report = collector.run(CollectionSpec(new_collection_id(), "all", AS_OF, ())).json_object()
     assert report["sources"][0]["outcome"] == "passed", report
     assert (report["created"], report["rejected"]) == (len(HOSTILE), 0)
 
@@ -173,6 +173,6 @@ def test_hostile_items_become_inert_signals_at_their_normal_paths(
     fence_body = by_link["https://example.com/fence"].read_text(encoding="utf-8")
     assert "dataviewjs" in fence_body and "&#96;&#96;&#96;dataviewjs" in fence_body
 
-    again = collector.run(CollectionSpec(new_collection_id(), "all", AS_OF, ())).to_json()
+    again = collector.run(CollectionSpec(new_collection_id(), "all", AS_OF, ())).json_object()
     assert (again["created"], again["rejected"]) == (0, 0)
     assert tree(vault).keys() == after.keys()

@@ -66,7 +66,7 @@ def regenerated(body: bytes) -> bytes:
 
 def collect(env: dict[str, Path], as_of: datetime = T) -> dict[str, Any]:
     with Collector(RadarPaths.from_env()) as collector:
-        return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).to_json()
+        return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).json_object()
 
 
 def source(report: dict[str, Any], source_id: str) -> dict[str, Any]:

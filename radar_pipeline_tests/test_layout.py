@@ -429,6 +429,9 @@ CORE_LAYERS: dict[str, frozenset[str]] = {
     "top": frozenset({"base", "store", "stage", "top"}),
 }
 CORE_PACKAGES = {
+    # The contract models (the JSON the CLI prints, the stored report) rest on the base
+    # modules only, so every layer above can build them.
+    "contract": "base",
     "store": "store",
     **dict.fromkeys(
         ("registry", "plan", "acquire", "parse", "identity", "extract", "vault"), "stage"
@@ -718,6 +721,84 @@ def test_run_tags_are_spelled_once() -> None:
         and not node.value.startswith(NOTE_TAG_PREFIXES)
     ]
     assert not offences, _report("run tags spelled outside defs/tags.py", offences)
+
+
+# --- the JSON contract ---------------------------------------------------------------------
+
+CONTRACT_DIR = PACKAGE_DIR / "core" / "contract"
+OUTCOMES_MODULE = CONTRACT_DIR / "outcomes.py"
+# A JSON shape is declared by a model of core/contract/ and written by pydantic: a method by
+# these names is a shape written by hand again.
+HAND_WRITTEN_JSON = re.compile(r"^(to|from)_json")
+# The spellings of the outcome vocabulary (report keys, `sources try` decisions, stored
+# observations, dedupe decisions). "updated", "rejected" and "deferred" are left out: they
+# also name a feed's date key, a legal assessment and a skipped fetch.
+OUTCOME_SPELLINGS = frozenset(
+    {
+        "created",
+        "reused",
+        "duplicate",
+        "duplicates",
+        "filtered",
+        "outsideWindow",
+        "outside-window",
+        "outside_window",
+        "create",
+        "reuse",
+        "update",
+        "reject",
+    }
+)
+
+
+def _functions(path: Path) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node
+
+
+def test_no_json_shape_is_written_by_hand() -> None:
+    offences = [
+        f"{_where(path, node)}: {node.name}() writes or reads a JSON shape by hand"
+        for path in _package_files()
+        for node in _functions(path)
+        if HAND_WRITTEN_JSON.match(node.name)
+    ]
+    assert not offences, _report("JSON shapes outside the contract models", offences)
+
+
+def _outcome_words(path: Path) -> list[ast.Constant]:
+    return [
+        node
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value in OUTCOME_SPELLINGS
+    ]
+
+
+def test_the_outcome_vocabulary_is_spelled_once() -> None:
+    offences = [
+        f"{_where(path, node)}: outcome {node.value!r} spelled outside contract/outcomes.py"
+        for path in _package_files()
+        if path != OUTCOMES_MODULE
+        for node in _outcome_words(path)
+    ]
+    assert not offences, _report("outcome words outside their module", offences)
+
+
+def test_the_contract_checks_see_what_they_look_for(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        'def to_json(x):\n    return {"outsideWindow": x}\n\ndef from_json_text(x): ...\n',
+        encoding="utf-8",
+    )
+    assert [n.name for n in _functions(sample) if HAND_WRITTEN_JSON.match(n.name)] == [
+        "to_json",
+        "from_json_text",
+    ]
+    assert [n.value for n in _outcome_words(sample)] == ["outsideWindow"]
+    assert _outcome_words(OUTCOMES_MODULE)  # the module that spells them is where they are
 
 
 # --- 6. the Dagster shell: one role per file, each area wires itself ----------------------

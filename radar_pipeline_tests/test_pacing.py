@@ -310,7 +310,7 @@ def test_sources_a_host_deferred_are_reported_skipped_with_the_reason_and_collec
     def collect(as_of: datetime) -> dict[str, tuple[str, str | None]]:
         spec = CollectionSpec(new_collection_id(), "all", as_of)
         with Collector(RadarPaths.from_env()) as collector:
-            report = collector.run(spec).to_json()
+            report = collector.run(spec).json_object()
         return {s["id"]: (s["outcome"], s["error"]) for s in report["sources"]}
 
     first = collect(NOW)

@@ -73,7 +73,7 @@ def _collect(
     collector = Collector(RadarPaths.from_env(), page_settings=FAST)
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
     with collector:
-        return collector.run(spec).to_json()
+        return collector.run(spec).json_object()
 
 
 def _source(report: dict[str, Any], source_id: str = "pages") -> dict[str, Any]:

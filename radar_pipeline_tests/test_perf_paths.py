@@ -696,7 +696,7 @@ def test_parse_workers_start_only_for_bodies_to_parse(
         caplog.clear()
         workers_log = caplog.at_level(logging.DEBUG, logger="radar_pipeline.core.collect.workers")
         with workers_log, Collector(RadarPaths.from_env(), parse_workers=2) as collector:
-            report = collector.run(CollectionSpec(str(uuid.uuid4()), "all", as_of)).to_json()
+            report = collector.run(CollectionSpec(str(uuid.uuid4()), "all", as_of)).json_object()
         starts = sum("parse workers started" in r.getMessage() for r in caplog.records)
         return starts, dict(Counter(s["outcome"] for s in report["sources"]))
 

@@ -76,7 +76,7 @@ def test_valid_file_beside_invalid_ones_is_still_active(vault: Path) -> None:
     _put(vault, "c-bad.md", _source_text(id="bad-one", role="blogger"))
     snapshot = load_registry(vault)
     assert [r.source.id for r in snapshot.sources] == ["good-one"]
-    assert snapshot.to_json()["sources"] == [
+    assert snapshot.validation().json_object()["sources"] == [
         {"id": "good-one", "path": "Radar/Sources/b-good.md", "active": True}
     ]
     assert [i.path for i in snapshot.issues] == [
@@ -85,11 +85,11 @@ def test_valid_file_beside_invalid_ones_is_still_active(vault: Path) -> None:
     ]
 
 
-def test_to_json_shape_and_inactive_source(vault: Path) -> None:
+def test_validation_shape_and_inactive_source(vault: Path) -> None:
     _put(vault, "a.md", _source_text(id="aa", legalAssessment="pending"))
     _put(vault, "b.md", _source_text(id="bb", enabled="false"))
     _put(vault, "z.md", _source_text(id="zz", url="ftp://x"))
-    assert load_registry(vault).to_json() == {
+    assert load_registry(vault).validation().json_object() == {
         "sources": [
             {"id": "aa", "path": "Radar/Sources/a.md", "active": False},
             {"id": "bb", "path": "Radar/Sources/b.md", "active": False},

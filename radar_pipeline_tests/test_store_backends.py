@@ -155,7 +155,7 @@ def _broken_vault_state(paths: RadarPaths, server: FeedServer) -> None:
     write_source(vault, "broken", "not a url")
     spec = CollectionSpec("same-collection", "all", VERDICT_AS_OF)
     with Collector(paths) as collector:
-        report = collector.run(spec).to_json()
+        report = collector.run(spec).json_object()
     assert (report["created"], report["failed"]) == (5, 1), report
     first, second, third, fourth = signal_files(vault)[:4]
     shutil.copyfile(first, first.with_name(f"{first.stem} 1.md"))

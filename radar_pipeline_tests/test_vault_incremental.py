@@ -53,7 +53,7 @@ def instance(radar_env: dict[str, Path]) -> Iterator[dg.DagsterInstance]:
 def collect_core(env: dict[str, Path], as_of: datetime = AS_OF) -> tuple[dict[str, Any], str]:
     """One collection with the real Collector; its report and how its dedupe found the folder."""
     with Collector(RadarPaths.from_env()) as collector:
-        report = collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).to_json()
+        report = collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).json_object()
         [verdict] = collector.folder_scans
     return report, verdict
 
@@ -61,7 +61,7 @@ def collect_core(env: dict[str, Path], as_of: datetime = AS_OF) -> tuple[dict[st
 def collect_dagster(instance: dg.DagsterInstance) -> dict[str, Any]:
     return launch_collection(
         defs, instance, RadarPaths.from_env(), "all", (), datetime.now(UTC), "test"
-    ).to_json()
+    ).json_object()
 
 
 def latest_check_metadata(

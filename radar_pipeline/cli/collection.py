@@ -22,12 +22,11 @@ from radar_pipeline.cli.shell import (
     emit,
     progress,
 )
-from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import RadarPaths
 
 if TYPE_CHECKING:
+    from radar_pipeline.core.contract.collection import CollectionReport
     from radar_pipeline.core.plan.collection import Mode
-    from radar_pipeline.core.reports import CollectionReport
 
 
 def add_parsers(sub: Any) -> None:
@@ -106,7 +105,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     text = _collect_text(report)
     if views:
         text += "\nnew Obsidian views: " + ", ".join(v.as_posix() for v in views)
-    emit(args, report.to_json(), text)
+    emit(args, report, text)
     return EXIT_SOURCE_FAILED if report.failed else EXIT_OK
 
 
@@ -150,18 +149,15 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
 
     as_of = as_of_arg(args.as_of)
     close = launch_cleanup(dagster_definitions(), dagster_instance(), as_of)
-    payload = {k: close[k] for k in ("deleted", "bytes", "retained")}
-    if args.json:
-        payload |= {k: close[k] for k in ("week", "closedAt", "refused", "dagsterRunId")}
     emit(
         args,
-        payload,
-        f"weekly close of {close['week']}: deleted {close['deleted']} files "
-        f"({close['bytes']} bytes), retained {close['retained']}",
+        close,
+        f"weekly close of {close.week}: deleted {close.deleted} files "
+        f"({close.bytes} bytes), retained {close.retained}",
     )
-    for refused in close["refused"]:
+    for refused in close.refused:
         print(f"radar: cleanup kept {refused}", file=sys.stderr)
-    return EXIT_ERROR if close["retained"] else EXIT_OK
+    return EXIT_ERROR if close.retained else EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -173,6 +169,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_index_rebuild(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.contract.operations import IndexRebuildOutput
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.heal import NOT_RESTORED, move_aside_if_unreadable
     from radar_pipeline.core.vault import index
@@ -186,21 +183,21 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
     with progress("index", "indexing Signal files"):
         repair = index.rebuild(store, paths.vault)
     rekey = repair.rekey
-    payload = {
-        "indexed": repair.indexed,
-        "unreadable": list(repair.unreadable),
-        "movedAside": str(moved.path) if moved else None,
-        "movedAsideReason": moved.reason if moved else None,
-        "notRestored": list(NOT_RESTORED) if moved else [],
-        "identityVersion": rekey.identity_version if rekey else None,
-        "rekeyed": rekey.rekeyed if rekey else 0,
-        "aliased": rekey.aliased if rekey else 0,
-        "rekeyConflicts": list(rekey.conflicts) if rekey else [],
-        "at": format_utc(now),
-    }
+    payload = IndexRebuildOutput(
+        indexed=repair.indexed,
+        unreadable=tuple(repair.unreadable),
+        moved_aside=str(moved.path) if moved else None,
+        moved_aside_reason=moved.reason if moved else None,
+        not_restored=tuple(NOT_RESTORED) if moved else (),
+        identity_version=rekey.identity_version if rekey else None,
+        rekeyed=rekey.rekeyed if rekey else 0,
+        aliased=rekey.aliased if rekey else 0,
+        rekey_conflicts=tuple(rekey.conflicts) if rekey else (),
+        at=now,
+    )
     text = (
         f"indexed {repair.indexed} Signals; unreadable {len(repair.unreadable)}; "
-        f"re-keyed {payload['rekeyed']} to identity version {payload['identityVersion']}"
+        f"re-keyed {payload.rekeyed} to identity version {payload.identity_version}"
     )
     text += "".join(f"\n  unreadable: {s}.md" for s in repair.unreadable)
     if moved:

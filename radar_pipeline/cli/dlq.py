@@ -20,8 +20,8 @@ from radar_pipeline.cli.shell import (
 from radar_pipeline.core.config import RadarPaths
 
 if TYPE_CHECKING:
-    from radar_pipeline.core.jsontypes import JsonObject
-    from radar_pipeline.core.reports import CollectionReport
+    from radar_pipeline.core.contract.collection import CollectionReport
+    from radar_pipeline.core.contract.operations import DeadLetter
 
 
 def add_parsers(sub: Any) -> None:
@@ -49,22 +49,25 @@ def add_parsers(sub: Any) -> None:
         action.set_defaults(handler=handler)
 
 
-def _dlq_line(letter: JsonObject) -> str:
-    decided = f"  {letter['decision']} {letter['decidedAt']}" if letter["decidedAt"] else ""
+def _dlq_line(letter: DeadLetter) -> str:
+    from radar_pipeline.core.clock import format_utc
+
+    decided = f"  {letter.decision} {format_utc(letter.decided_at)}" if letter.decided_at else ""
     return (
-        f"{letter['id']}  {letter['createdAt']}  {letter['status']:<9} {letter['sourceId']:<28} "
-        f"{letter['stage']}/{letter['errorClass']}: {letter['message']}{decided}"
+        f"{letter.id}  {format_utc(letter.created_at)}  {letter.status:<9} "
+        f"{letter.source_id:<28} {letter.stage}/{letter.error_class}: {letter.message}{decided}"
     )
 
 
 def cmd_dlq_list(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.contract.operations import DeadLetterList
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.dead_letters import list_dead_letters
 
-    letters = [d.to_json() for d in list_dead_letters(Store.of(RadarPaths.from_env()))]
-    opened = sum(1 for d in letters if d["status"] == "open")
+    letters = list_dead_letters(Store.of(RadarPaths.from_env()))
+    opened = sum(1 for d in letters if d.status == "open")
     text = "\n".join([*map(_dlq_line, letters), f"{len(letters)} dead letters, {opened} open"])
-    emit(args, {"deadLetters": letters}, text)
+    emit(args, DeadLetterList(dead_letters=tuple(letters)), text)
     return EXIT_OK
 
 
@@ -82,14 +85,12 @@ def cmd_dlq_replay(args: argparse.Namespace) -> int:
         )
 
     done = replay(Store.of(paths), args.id, now, run_check)
-    letter = done.dead_letter.to_json()
-    new = done.new_dead_letter.to_json() if done.new_dead_letter else None
-    payload = {"deadLetter": letter, "source": done.source_report, "newDeadLetter": new}
-    emit(args, payload, _dlq_line(letter))
+    new = done.new_dead_letter
+    emit(args, done.output(), _dlq_line(done.dead_letter))
     if done.source.outcome == "failed":
         print(
-            f"radar: dlq: {letter['sourceId']} failed again ({done.source.error})"
-            + (f"; new dead letter {new['id']}" if new else ""),
+            f"radar: dlq: {done.dead_letter.source_id} failed again ({done.source.error})"
+            + (f"; new dead letter {new.id}" if new else ""),
             file=sys.stderr,
         )
         return EXIT_ERROR
@@ -97,9 +98,10 @@ def cmd_dlq_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_dlq_dismiss(args: argparse.Namespace) -> int:
+    from radar_pipeline.core.contract.operations import DismissOutput
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.dead_letters import dismiss
 
-    letter = dismiss(Store.of(RadarPaths.from_env()), args.id, as_of_arg(args.as_of)).to_json()
-    emit(args, {"deadLetter": letter}, _dlq_line(letter))
+    letter = dismiss(Store.of(RadarPaths.from_env()), args.id, as_of_arg(args.as_of))
+    emit(args, DismissOutput(dead_letter=letter), _dlq_line(letter))
     return EXIT_OK

@@ -50,12 +50,13 @@ def cmd_history_prune(args: argparse.Namespace) -> int:
         retention_days() if args.keep_days is None else days_to_keep(args.keep_days, "--keep-days")
     )
     store = Store.of(RadarPaths.from_env())
-    result = prune_run_history(dagster_instance(), store, keep, as_of).to_json()
+    result = prune_run_history(dagster_instance(), store, keep, as_of).summary()
+    shown = result.json_object()  # the times as the JSON prints them
     emit(
         args,
         result,
-        f"run history before {result['cutoff']} ({keep} days before {result['asOf']}): deleted "
-        f"{result['deletedRuns']} runs ({result['bytesFreed']} bytes), kept {result['keptRuns']} "
-        f"({result['protectedRuns']} older ones still needed)",
+        f"run history before {shown['cutoff']} ({keep} days before {shown['asOf']}): deleted "
+        f"{result.deleted_runs} runs ({result.bytes_freed} bytes), kept {result.kept_runs} "
+        f"({result.protected_runs} older ones still needed)",
     )
     return EXIT_OK

@@ -19,7 +19,7 @@ from radar_pipeline.core.config import Settings, export_dagster_home
 if TYPE_CHECKING:
     import dagster as dg
 
-    from radar_pipeline.core.jsontypes import JsonObject
+    from radar_pipeline.core.contract.base import ContractModel
 
 EXIT_OK, EXIT_ERROR, EXIT_SOURCE_FAILED = 0, 1, 2
 FORMAT = argparse.RawDescriptionHelpFormatter
@@ -47,9 +47,10 @@ def as_of_arg(value: str | None) -> datetime:
         raise UsageError(f"--as-of {value!r} is not an ISO-8601 time: {exc}") from exc
 
 
-def emit(args: argparse.Namespace, payload: JsonObject, text: str) -> None:
+def emit(args: argparse.Namespace, payload: ContractModel, text: str) -> None:
+    """The command's output: its contract model as indented JSON with --json, else `text`."""
     if args.json:
-        print(json.dumps(payload, indent=2, sort_keys=False))
+        print(json.dumps(payload.json_object(), indent=2, sort_keys=False))
     else:
         print(text)
 

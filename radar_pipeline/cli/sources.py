@@ -83,16 +83,14 @@ def add_parsers(sub: Any) -> None:
 def cmd_sources_validate(args: argparse.Namespace) -> int:
     from radar_pipeline.core.registry.sources import load_registry
 
-    snapshot = load_registry(RadarPaths.from_env().vault)
-    payload = snapshot.to_json()
+    validation = load_registry(RadarPaths.from_env().vault).validation()
     lines = [
-        f"{s['id']:<28} {'active' if s['active'] else 'inactive':<9} {s['path']}"
-        for s in payload["sources"]
+        f"{s.id:<28} {'active' if s.active else 'inactive':<9} {s.path}" for s in validation.sources
     ]
-    lines += [f"ISSUE {i['code']}: {i['path']}: {i['message']}" for i in payload["issues"]]
-    lines.append(f"{len(payload['sources'])} valid Sources, {len(payload['issues'])} issues")
-    emit(args, payload, "\n".join(lines))
-    return EXIT_ERROR if payload["issues"] else EXIT_OK
+    lines += [f"ISSUE {i.code}: {i.path}: {i.message}" for i in validation.issues]
+    lines.append(f"{len(validation.sources)} valid Sources, {len(validation.issues)} issues")
+    emit(args, validation, "\n".join(lines))
+    return EXIT_ERROR if validation.issues else EXIT_OK
 
 
 def cmd_sources_import(args: argparse.Namespace) -> int:
@@ -112,13 +110,13 @@ def cmd_sources_import(args: argparse.Namespace) -> int:
     allowed = FetchSettings.from_env().allowed_private_hosts  # the fetch stage's own allow-list
     snapshot = load_registry(vault)
     result = import_opml(vault, data, snapshot, datetime.now(UTC), source.name, allowed)
-    lines = [f"imported {r['id']:<28} {r['path']}  {r['url']}" for r in result.imported]
-    lines += [f"skipped  {r['url']}: {r['reason']}" for r in result.skipped]
+    lines = [f"imported {r.id:<28} {r.path}  {r.url}" for r in result.imported]
+    lines += [f"skipped  {r.url}: {r.reason}" for r in result.skipped]
     lines.append(
         f"{len(result.imported)} Sources imported as legalAssessment: pending (not collected "
         f"until a person approves each one), {len(result.skipped)} skipped"
     )
-    emit(args, result.to_json(), "\n".join(lines))
+    emit(args, result, "\n".join(lines))
     return EXIT_OK
 
 
@@ -151,11 +149,11 @@ def cmd_sources_add(args: argparse.Namespace) -> int:
     ]
     if result.added:
         lines.append(
-            f"added {result.added['id']} ({result.added['kind']}) as {result.added['path']}, "
+            f"added {result.added.id} ({result.added.kind}) as {result.added.path}, "
             "legalAssessment: pending (not collected until a person approves it)"
         )
     if args.json or lines:
-        emit(args, result.to_json(), "\n".join(lines))
+        emit(args, result, "\n".join(lines))
     if result.problem:
         print(f"radar: sources add: {result.problem}", file=sys.stderr)
     return EXIT_OK if result.added else EXIT_ERROR
@@ -169,19 +167,18 @@ def cmd_sources_try(args: argparse.Namespace) -> int:
     paths = RadarPaths.from_env()
     record = source_to_try(paths.vault, args.source)
     tried = try_source(paths, record, as_of_arg(args.as_of), FetchSettings.from_env())
-    payload = tried.to_json()
     lines = [
-        f"{i['decision']:<13} {(i['title'] or '-')[:60]:<60} {i['canonicalUrl'] or '-'}"
-        + (f"\n{'':<14}{i['reason']}" if i["reason"] else "")
-        for i in payload["items"]
+        f"{i.decision:<13} {(i.title or '-')[:60]:<60} {i.canonical_url or '-'}"
+        + (f"\n{'':<14}{i.reason}" if i.reason else "")
+        for i in tried.items
     ]
     lines.append(
-        f"{tried.source_id}: {tried.outcome}, http {tried.http_status or '-'}, items "
+        f"{tried.id}: {tried.outcome}, http {tried.http_status or '-'}, items "
         f"{tried.items_parsed}"
         + (f": {tried.error}" if tried.error else "")
         + " (dry run: nothing was written)"
     )
-    emit(args, payload, "\n".join(lines))
+    emit(args, tried, "\n".join(lines))
     if tried.error:
-        print(f"radar: sources try: {tried.source_id}: {tried.error}", file=sys.stderr)
+        print(f"radar: sources try: {tried.id}: {tried.error}", file=sys.stderr)
     return EXIT_OK if tried.outcome == "passed" else EXIT_ERROR

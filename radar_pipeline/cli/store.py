@@ -30,7 +30,6 @@ def cmd_store_migrate(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env({**environment(), STORE_URL_ENV: args.to})
     done = move(Store(settings.db), Store(settings.db, url=settings.store_url))
-    payload = done.to_json()
-    lines = [f"{name}: {rows}" for name, rows in done.tables]
-    emit(args, payload, f"moved {payload['rows']} rows into {done.target}\n" + "\n".join(lines))
+    lines = [f"{name}: {rows}" for name, rows in done.tables.items()]
+    emit(args, done, f"moved {done.rows} rows into {done.to}\n" + "\n".join(lines))
     return EXIT_OK

@@ -1,6 +1,7 @@
 """Names for the untyped mappings at the package's edges, so each signature says which edge it
-stands at. Inside, values are frozen dataclasses (core/models.py, core/reports.py); a mapping
-of these types is built or read only where data leaves or enters the process."""
+stands at. Inside, values are frozen dataclasses (core/models.py); what leaves the process as
+JSON is a contract model (core/contract/). A mapping of these types is built or read only
+where data leaves or enters the process and no model describes it (a run config, a cursor)."""
 
 from __future__ import annotations
 

@@ -111,7 +111,9 @@ def test_hostile_corpus_over_http(
             n = int(sid[3:])
             write_source(vault, sid, feed_server.url(f"/fp/{n:04d}/{files[n].name}"))
         spec = CollectionSpec(new_collection_id(), "explicit", datetime.now(UTC), tuple(batch))
-        report = collector.run(spec).to_json()  # a crash here is the failure this test exists for
+        report = collector.run(
+            spec
+        ).json_object()  # a crash here is the failure this test exists for
         rows = db_rows(
             radar_env["db"],
             "SELECT outcome, signal_id, reason, source_id FROM item_observations "

@@ -96,7 +96,7 @@ class Deployment:
     def report(self, run_id: str) -> dict[str, Any]:
         report = report_for(Store(self.db), run_id)
         assert report is not None, f"run {run_id} recorded no collection"
-        return report.to_json()
+        return report.json_object()
 
     def _failure(self, run_id: str) -> str:
         logs = self.instance.all_logs(run_id)

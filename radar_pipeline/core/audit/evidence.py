@@ -17,11 +17,18 @@ from radar_pipeline.core.audit.source_audits import audit_overdue, overdue_sourc
 from radar_pipeline.core.audit.stream_audits import silent_sources
 from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.contract.collection import CollectionReport
+from radar_pipeline.core.contract.evidence import (
+    EvidenceSnapshot,
+    Inventory,
+    PossibleGap,
+    Production,
+    Recovery,
+    Temporary,
+)
 from radar_pipeline.core.errors import CleanupRefused
-from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.plan.schedule import RECOVERY_CAP
 from radar_pipeline.core.registry.sources import load_registry
-from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.closes import last_close
 from radar_pipeline.core.store.collections import last_launch_reports
 from radar_pipeline.core.store.connection import Connection, Store
@@ -32,7 +39,7 @@ from radar_pipeline.core.vault.cleanup import temporary_inventory
 from radar_pipeline.core.vault.signals import list_signal_ids
 
 
-def evidence_snapshot(paths: RadarPaths, now: datetime) -> JsonObject:
+def evidence_snapshot(paths: RadarPaths, now: datetime) -> EvidenceSnapshot:
     """What the Radar can show about itself at `now` (the contract's report keys and more).
 
     The registry, the feed states, the last close and Temporary Content are read once here
@@ -60,52 +67,50 @@ def evidence_snapshot(paths: RadarPaths, now: datetime) -> JsonObject:
     audits = run_audits(paths, now, inputs=AuditInputs(snapshot, states, close, temporary))
     signal_ids = list_signal_ids(paths.vault)
     by_source = dict(indexed)
-    return {
-        # ---- the contract's keys
-        "asOf": format_utc(now),
-        "productionSources": len(production),
-        "fixtureSources": sum(1 for r in eligible if r.source.is_fixture),
-        "signals": len(signal_ids),
-        "recoveryCapDays": RECOVERY_CAP.days,
-        "overdue": len(overdue),
-        "retainedTemporary": retained,
-        "lastCollection": last.to_json() if last is not None else None,
-        "openDeadLetters": open_dead,
-        "silentSources": silent,
-        # ---- what else the evidence shows
-        "possibleGaps": [
-            {"source": f.cells[0], "checkedAt": f.cells[1], "suggestion": f.cells[3]}
-            for f in audits["gaps"].findings
-        ],
-        "registryIssues": len(snapshot.issues),
-        "inventory": {
-            "sourceFiles": _source_files(paths),
-            "validSources": len(snapshot.sources),
-            "eligibleSources": len(eligible),
-            "inactiveSources": sorted(
-                r.source.id for r in snapshot.sources if not r.source.is_eligible
+    return EvidenceSnapshot(
+        as_of=format_utc(now),
+        production_sources=len(production),
+        fixture_sources=sum(1 for r in eligible if r.source.is_fixture),
+        signals=len(signal_ids),
+        recovery_cap_days=RECOVERY_CAP.days,
+        overdue=len(overdue),
+        retained_temporary=retained,
+        last_collection=last,
+        open_dead_letters=open_dead,
+        silent_sources=tuple(silent),
+        possible_gaps=tuple(
+            PossibleGap(
+                source=row["source"], checked_at=row["checked at"], suggestion=row["suggestion"]
+            )
+            for row in audits["gaps"].rows()
+        ),
+        registry_issues=len(snapshot.issues),
+        inventory=Inventory(
+            source_files=_source_files(paths),
+            valid_sources=len(snapshot.sources),
+            eligible_sources=len(eligible),
+            inactive_sources=tuple(
+                sorted(r.source.id for r in snapshot.sources if not r.source.is_eligible)
             ),
-            "registryIssues": [
-                {"path": i.path, "code": i.code, "message": i.message} for i in snapshot.issues
-            ],
-            "signalFiles": len(signal_ids),
-            "indexedSignals": sum(by_source.values()),
-            "indexedBySource": dict(sorted(by_source.items())),
-        },
-        "production": {
-            "sources": sorted(production),
-            "signals": sum(n for sid, n in by_source.items() if sid in production),
-            "overdueNow": sorted(o.source_id for o in overdue if o.source_id in production),
-        },
-        "recovery": _recovery(paths, last, snapshot, states),
-        "temporary": {
-            "retainedFiles": retained,
-            "retainedBytes": retained_bytes,
-            "error": temporary_error,
-            "lastClose": close.to_json() if close else None,
-        },
-        "checks": {name: audits[name].to_json() for name in AUDIT_NAMES},
-    }
+            registry_issues=snapshot.issues,
+            signal_files=len(signal_ids),
+            indexed_signals=sum(by_source.values()),
+            indexed_by_source=dict(sorted(by_source.items())),
+        ),
+        production=Production(
+            sources=tuple(sorted(production)),
+            signals=sum(n for sid, n in by_source.items() if sid in production),
+            overdue_now=tuple(sorted(o.source_id for o in overdue if o.source_id in production)),
+        ),
+        recovery=_recovery(last, snapshot, states),
+        temporary=Temporary(
+            retained_files=retained,
+            retained_bytes=retained_bytes,
+            error=temporary_error,
+            last_close=close,
+        ),
+        checks={name: audits[name].verdict() for name in AUDIT_NAMES},
+    )
 
 
 def _source_files(paths: RadarPaths) -> int:
@@ -115,9 +120,7 @@ def _source_files(paths: RadarPaths) -> int:
         return 0
 
 
-def _recovery(
-    paths: RadarPaths, last: CollectionReport | None, snapshot: Any, states: Any
-) -> JsonObject | None:
+def _recovery(last: CollectionReport | None, snapshot: Any, states: Any) -> Recovery | None:
     """The last collection's recovery: overdue before it, outcome, and overdue right after it
     (evaluated at that collection's own clock with the state it left)."""
     if last is None:
@@ -125,56 +128,55 @@ def _recovery(
     as_of = parse_utc(last.as_of)
     after = overdue_sources(snapshot, states, as_of)
     eligible = sum(1 for r in snapshot.sources if r.source.is_eligible)
-    return {
-        "asOf": last.as_of,
-        "mode": last.mode,
-        "downtimeFrom": last.downtime_from,
-        "overdueBefore": last.overdue,
-        "due": last.due,
-        "passed": last.passed,
-        "failed": last.failed,
-        "skipped": last.skipped,
-        "postRecoveryOverdue": audit_overdue(after, eligible, as_of).figures["overdue"],
-        "postRecoveryOverdueSources": [o.source_id for o in after],
-    }
+    return Recovery(
+        as_of=last.as_of,
+        mode=last.mode,
+        downtime_from=last.downtime_from,
+        overdue_before=last.overdue,
+        due=last.due,
+        passed=last.passed,
+        failed=last.failed,
+        skipped=last.skipped,
+        post_recovery_overdue=audit_overdue(after, eligible, as_of).figures["overdue"],
+        post_recovery_overdue_sources=tuple(o.source_id for o in after),
+    )
 
 
-def evidence_text(report: JsonObject) -> str:
+def evidence_text(report: EvidenceSnapshot) -> str:
     """The snapshot as a few readable lines for `radar report`."""
-    inv, prod, tmp = report["inventory"], report["production"], report["temporary"]
-    rec = report["recovery"]
+    inv, prod, tmp, rec = report.inventory, report.production, report.temporary, report.recovery
     lines = [
-        f"evidence as of {report['asOf']}",
-        f"inventory: {inv['sourceFiles']} Source files, {inv['validSources']} valid, "
-        f"{report['registryIssues']} registry issues; {inv['signalFiles']} Signal files, "
-        f"{inv['indexedSignals']} indexed",
-        f"production: {report['productionSources']} Sources, {prod['signals']} Signals; "
-        f"fixtures: {report['fixtureSources']}",
-        f"overdue now: {report['overdue']}; recovery cap: {report['recoveryCapDays']} days; "
-        f"open dead letters: {report['openDeadLetters']}",
-        "silent Sources: " + (", ".join(report["silentSources"]) or "none"),
+        f"evidence as of {report.as_of}",
+        f"inventory: {inv.source_files} Source files, {inv.valid_sources} valid, "
+        f"{report.registry_issues} registry issues; {inv.signal_files} Signal files, "
+        f"{inv.indexed_signals} indexed",
+        f"production: {report.production_sources} Sources, {prod.signals} Signals; "
+        f"fixtures: {report.fixture_sources}",
+        f"overdue now: {report.overdue}; recovery cap: {report.recovery_cap_days} days; "
+        f"open dead letters: {report.open_dead_letters}",
+        "silent Sources: " + (", ".join(report.silent_sources) or "none"),
     ]
-    for gap in report["possibleGaps"]:
-        lines.append(f"possible gap: {gap['source']} at {gap['checkedAt']}: {gap['suggestion']}")
+    for gap in report.possible_gaps:
+        lines.append(f"possible gap: {gap.source} at {gap.checked_at}: {gap.suggestion}")
     if rec is None:
         lines.append("last collection: none")
     else:
         lines.append(
-            f"last collection {rec['asOf']} ({rec['mode']}): overdue before {rec['overdueBefore']}"
-            f", passed {rec['passed']}, failed {rec['failed']}, skipped {rec['skipped']}; "
-            f"overdue after {rec['postRecoveryOverdue']}"
+            f"last collection {rec.as_of} ({rec.mode}): overdue before {rec.overdue_before}"
+            f", passed {rec.passed}, failed {rec.failed}, skipped {rec.skipped}; "
+            f"overdue after {rec.post_recovery_overdue}"
         )
-    close = tmp["lastClose"]
+    close = tmp.last_close
     lines.append(
-        f"temporary text retained: {tmp['retainedFiles']} files ({tmp['retainedBytes']} bytes); "
+        f"temporary text retained: {tmp.retained_files} files ({tmp.retained_bytes} bytes); "
         + (
-            f"last close {close['closedAt']} (week {close['week']}): deleted {close['deleted']}, "
-            f"retained {close['retained']}"
+            f"last close {format_utc(close.closed_at)} (week {close.week}): deleted "
+            f"{close.deleted}, retained {close.retained}"
             if close
             else "no weekly close yet"
         )
     )
-    for name, check in report["checks"].items():
-        verdict = "passed" if check["passed"] else f"FAILED {check['severity']}"
-        lines.append(f"check {name:<12} {verdict} ({check['findings']} findings)")
+    for name, check in report.checks.items():
+        verdict = "passed" if check.passed else f"FAILED {check.severity}"
+        lines.append(f"check {name:<12} {verdict} ({check.findings} findings)")
     return "\n".join(lines)

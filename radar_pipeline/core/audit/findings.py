@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from radar_pipeline.core.jsontypes import JsonObject
-
-Severity = Literal["ERROR", "WARN"]
+from radar_pipeline.core.contract.evidence import AuditVerdict, Severity
 
 MAX_TABLE_ROWS = 200
 HEADLINE_NAMES = 5  # findings named in a headline; the table names them all
@@ -38,6 +36,11 @@ class Finding:
 
     severity: Severity
     cells: tuple[str, ...]
+
+    @property
+    def subject(self) -> str:
+        """What the finding is about: its first cell names it (a Source, a Signal, a file)."""
+        return next(iter(self.cells), "")
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ class AuditResult:
             return self.claim[0].upper() + self.claim[1:]
         count = len(self.findings)
         singular, plural = FINDING_NOUNS.get(self.name, ("finding", "findings"))
-        named = [f.cells[0] for f in self.findings[:HEADLINE_NAMES] if f.cells]
+        named = [f.subject for f in self.findings[:HEADLINE_NAMES] if f.cells]
         more = ", …" if count > len(named) else ""
         return f"{count} {singular if count == 1 else plural}: {', '.join(named)}{more}"
 
@@ -89,13 +92,20 @@ class AuditResult:
             lines.append(f"\n… and {len(self.findings) - MAX_TABLE_ROWS} more findings")
         return head + "\n\n" + "\n".join(lines)
 
-    def to_json(self) -> JsonObject:
-        return {
-            "passed": self.passed,
-            "severity": None if self.passed else self.severity,
-            "findings": len(self.findings),
-            **dict(self.figures),
-        }
+    def rows(self) -> list[dict[str, str]]:
+        """Each finding's cells by column name."""
+        return [dict(zip(self.columns, f.cells, strict=True)) for f in self.findings]
+
+    def verdict(self) -> AuditVerdict:
+        """The verdict as `radar report` prints it, the audit's figures after it."""
+        return AuditVerdict.model_validate(
+            {
+                "passed": self.passed,
+                "severity": None if self.passed else self.severity,
+                "findings": len(self.findings),
+                **dict(self.figures),
+            }
+        )
 
 
 def _cell(value: str) -> str:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from radar_pipeline.core.audit.findings import AuditResult, Finding
 from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.contract.operations import CloseRecord
 from radar_pipeline.core.layout import TEMPORARY_DIR
-from radar_pipeline.core.store.closes import CloseRecord
 from radar_pipeline.core.vault.signals import SIGNAL_ID_RE
 
 TEMPORARY_MARKER = "entityType: temporary-content"

@@ -33,8 +33,9 @@ from radar_pipeline.core.audit.signal_audits import (
 from radar_pipeline.core.audit.source_audits import audit_overdue, audit_registry, overdue_sources
 from radar_pipeline.core.audit.stream_audits import audit_accounting, audit_gaps, audit_silence
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.contract.operations import CloseRecord
 from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
-from radar_pipeline.core.store.closes import CloseRecord, last_close
+from radar_pipeline.core.store.closes import last_close
 from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.feed_state import FeedState, load_states
 from radar_pipeline.core.vault.facts import gather_facts, open_facts

@@ -11,8 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from radar_pipeline.core.audit.findings import AuditResult, Finding, Severity
+from radar_pipeline.core.audit.findings import AuditResult, Finding
 from radar_pipeline.core.clock import format_utc, parse_cadence
+from radar_pipeline.core.contract.evidence import Severity
 from radar_pipeline.core.plan.schedule import is_overdue
 from radar_pipeline.core.registry.sources import RegistrySnapshot
 from radar_pipeline.core.store.feed_state import FeedState

@@ -15,24 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from radar_pipeline.core.collect.commit import SourceWrite, outcome_name
+from radar_pipeline.core.collect.commit import SourceWrite, item_outcome
 from radar_pipeline.core.collect.results import DedupedCheck
+from radar_pipeline.core.contract.outcomes import ItemOutcome
 from radar_pipeline.core.models import ItemCandidate, ParsedFeed
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.plan.schedule import window_from
 from radar_pipeline.core.store.accounting import PreviousCheck
-
-# The outcome counts that add up to itemsParsed, as the report spells them.
-OUTCOME_KEYS = (
-    "created",
-    "reused",
-    "updated",
-    "duplicates",
-    "rejected",
-    "deferred",
-    "outsideWindow",
-    "filtered",
-)
 
 
 @dataclass(frozen=True)
@@ -55,22 +44,14 @@ class CheckAccount:
     possible_gap: bool = False
     newest_observed_at: datetime | None = None
 
-    @property
-    def outcomes(self) -> dict[str, int]:
-        return {
-            "created": self.created,
-            "reused": self.reused,
-            "updated": self.updated,
-            "duplicates": self.duplicates,
-            "rejected": self.rejected,
-            "deferred": self.deferred,
-            "outsideWindow": self.outside_window,
-            "filtered": self.filtered,
-        }
+    def count(self, outcome: ItemOutcome) -> int:
+        """The number of items that ended in `outcome`."""
+        value: int = getattr(self, outcome.field)
+        return value
 
     @property
     def balanced(self) -> bool:
-        return self.items_parsed == sum(self.outcomes.values())
+        return self.items_parsed == sum(self.count(o) for o in ItemOutcome)
 
 
 def account(item: DedupedCheck, write: SourceWrite, previous: PreviousCheck | None) -> CheckAccount:
@@ -79,12 +60,12 @@ def account(item: DedupedCheck, write: SourceWrite, previous: PreviousCheck | No
     parsed = res.parsed
     if parsed is None or res.failed:
         return CheckAccount()
-    counts = Counter(outcome_name(d, write) for d in item.decisions)
+    counts = Counter(item_outcome(d, write) for d in item.decisions)
     coverage_from = res.check.coverage_from
     late = sum(
         1
         for d in item.decisions
-        if outcome_name(d, write) == "created"
+        if item_outcome(d, write) is ItemOutcome.CREATED
         and coverage_from is not None
         and d.candidate.observed_at is not None
         and d.candidate.observed_at < coverage_from
@@ -92,12 +73,12 @@ def account(item: DedupedCheck, write: SourceWrite, previous: PreviousCheck | No
     parsed_count = items_parsed(parsed)
     return CheckAccount(
         items_parsed=parsed_count,
-        created=counts["created"],
-        reused=counts["reused"],
-        updated=counts["updated"],
-        duplicates=counts["duplicate"],
+        created=counts[ItemOutcome.CREATED],
+        reused=counts[ItemOutcome.REUSED],
+        updated=counts[ItemOutcome.UPDATED],
+        duplicates=counts[ItemOutcome.DUPLICATES],
         rejected=len(parsed.rejections),
-        deferred=counts["deferred"],
+        deferred=counts[ItemOutcome.DEFERRED],
         outside_window=len(parsed.outside_window),
         filtered=len(parsed.filtered),
         late=late,

@@ -47,6 +47,8 @@ from radar_pipeline.core.collect.workers import (
     default_worker_count,
 )
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.contract.collection import CollectionReport
+from radar_pipeline.core.contract.outcomes import Decision, ItemOutcome
 from radar_pipeline.core.errors import Explanation, explain
 from radar_pipeline.core.extract.pages import PageSettings
 from radar_pipeline.core.identity.dedupe import resolve_pending
@@ -61,7 +63,6 @@ from radar_pipeline.core.plan.collection import (
 from radar_pipeline.core.plan.locks import LockBook
 from radar_pipeline.core.plan.schedule import window_from
 from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
-from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.accounting import previous_checks, record_accounts
 from radar_pipeline.core.store.collections import record_collection, record_metrics
 from radar_pipeline.core.store.connection import Connection, Store
@@ -273,7 +274,7 @@ class Collector:
                     f"{s.signal_id}.md"
                     for batch in written
                     for s in batch
-                    if s.outcome == "created"
+                    if s.outcome == ItemOutcome.CREATED
                 ]
 
                 def record(con: Connection) -> tuple[CollectionReport, dict[str, FeedState]]:
@@ -391,7 +392,7 @@ class Collector:
         keep_text = rec.source.full_text == "feed-content"
         writes: list[SignalWrite] = []
         for dec in item.decisions:
-            if dec.decision != "new":
+            if dec.decision != Decision.NEW:
                 continue
             cand = dec.candidate
             signal_id = make_signal_id(spec.as_of, cand.identity)

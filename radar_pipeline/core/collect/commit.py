@@ -18,6 +18,7 @@ from radar_pipeline.core.acquire.fetch import polite_delay_s
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
 from radar_pipeline.core.collect.signal_files import WrittenSignal
+from radar_pipeline.core.contract.outcomes import Decision, FileOutcome, ItemOutcome
 from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, ItemDecision, resolve_pending
 from radar_pipeline.core.identity.keys import IDENTITY_VERSION, distinguishing_fragment
 from radar_pipeline.core.layout import SIGNALS_DIR
@@ -42,7 +43,7 @@ from radar_pipeline.core.vault.health import manners_fields
 class SourceWrite:
     """What the file stage did for one Source: identity -> (Signal id, created | reused)."""
 
-    outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    outcomes: dict[str, tuple[str, FileOutcome]] = field(default_factory=dict)
     temporary_bytes: int = 0
     facts: list[tuple[str, FactsKey, SignalFile]] = field(default_factory=list)
 
@@ -109,7 +110,7 @@ def commit_source(
     _commit_rejections(spec, res, pending)
     # Deferred items are not persisted yet: the validators stay where they were, so the next
     # check fetches and parses the feed again instead of ending on a 304 (invariant 6).
-    holds_back = any(d.decision == "deferred" for d in item.decisions)
+    holds_back = any(d.decision == Decision.DEFERRED for d in item.decisions)
     pending.states.append(_state_after_success(spec.as_of, res, state, holds_back))
     pending.facts.extend(write.facts)
 
@@ -124,7 +125,7 @@ def _commit_items(
     resolved = {ident: sid for ident, (sid, _) in write.outcomes.items()}
     for dec in item.decisions:
         cand = dec.candidate
-        if dec.decision == "new":
+        if dec.decision == Decision.NEW:
             signal_id, _ = write.outcomes[cand.identity]
             flag = resolve_pending(dec.duplicate_candidate_of, now)
             pending.signals.append(index_row(source_id, signal_id, cand, now, flag))
@@ -132,17 +133,17 @@ def _commit_items(
             signal_id = dec.signal_id or ""
             if signal_id.startswith(PENDING_PREFIX):  # a new item of this same collection
                 signal_id = resolved.get(signal_id[len(PENDING_PREFIX) :], signal_id)
-        if dec.decision == "updated":
+        if dec.decision == Decision.UPDATED:
             pending.revisions.append(_revision(spec, signal_id, cand))
         if dec.by_legacy_identity and not signal_id.startswith(PENDING_PREFIX):
             # Found under the rule before ids were read as written: its identity now is an
             # alias of that Signal, whatever URL the feed moves to ("Faithful to the bytes").
             pending.aliases.append((cand.identity, signal_id, source_id, cand.canonical_url, now))
-        if dec.decision == "duplicate" and not signal_id.startswith(PENDING_PREFIX):
+        if dec.decision == Decision.DUPLICATE and not signal_id.startswith(PENDING_PREFIX):
             pending.duplicates.append(
                 (cand.identity, signal_id, source_id, cand.canonical_url, now)
             )
-        outcome = outcome_name(dec, write)
+        outcome = item_outcome(dec, write).observation
         recorded = signal_id or None  # a deferred item has no Signal yet
         pending.observations.append(_observation(spec, source_id, cand, outcome, recorded))
         pending.source_items.append((cand.identity, source_id, cand.observed_at, now))
@@ -155,7 +156,8 @@ def _commit_outside_window(spec: CollectionSpec, res: CheckResult, pending: Pend
         return
     source_id, floor = res.check.source_id, format_utc(window_from(spec.as_of))
     for cand in res.parsed.outside_window:
-        row = _observation(spec, source_id, cand, "outside-window", None)
+        outside = ItemOutcome.OUTSIDE_WINDOW.observation
+        row = _observation(spec, source_id, cand, outside, None)
         seen = format_utc(cand.observed_at) if cand.observed_at else "?"
         reason = f"observed {seen} before the recovery cap {floor}"
         pending.observations.append((*row[:7], None, *row[8:10], reason))
@@ -169,7 +171,8 @@ def _commit_filtered(spec: CollectionSpec, res: CheckResult, pending: PendingRow
         return
     source_id = res.check.source_id
     for dropped in res.parsed.filtered:
-        row = _observation(spec, source_id, dropped.candidate, "filtered", None)
+        filtered = ItemOutcome.FILTERED.observation
+        row = _observation(spec, source_id, dropped.candidate, filtered, None)
         pending.observations.append((*row[:10], dropped.rule[:500]))
         pending.source_items.append(
             (dropped.candidate.identity, source_id, dropped.candidate.observed_at, spec.as_of)
@@ -311,12 +314,12 @@ def later(recorded: datetime | None, now: datetime) -> datetime:
     return now if recorded is None or recorded <= now else recorded
 
 
-def outcome_name(dec: ItemDecision, write: SourceWrite) -> str:
-    """created | reused | updated | duplicate | deferred (a `new` item is created, or reused if
-    its file appeared meanwhile)."""
-    if dec.decision == "new":
+def item_outcome(dec: ItemDecision, write: SourceWrite) -> ItemOutcome:
+    """What became of an eligible item: its decision's outcome, except that a `new` item's
+    Signal file was created, or reused if it appeared meanwhile (the file stage says which)."""
+    if dec.decision == Decision.NEW:
         return write.outcomes[dec.candidate.identity][1]
-    return dec.decision
+    return dec.decision.outcome
 
 
 def _observation(

@@ -12,10 +12,8 @@ work; nothing of it shows in the Dagster UI).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings
 from radar_pipeline.core.clock import format_utc
@@ -25,6 +23,8 @@ from radar_pipeline.core.collect.commit import SourceWrite
 from radar_pipeline.core.collect.decisions import by_identity, decide_checks, signal_ids_on_disk
 from radar_pipeline.core.collect.results import DedupedCheck, FetchedChecks
 from radar_pipeline.core.config import RadarPaths, environment
+from radar_pipeline.core.contract.outcomes import Decision, ItemOutcome
+from radar_pipeline.core.contract.sources import FieldEvidence, TriedItem, TryAccounting, TryOutput
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import split_frontmatter
 from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, ItemDecision, resolve_pending
@@ -44,73 +44,12 @@ from radar_pipeline.core.store.connection import Connection
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.core.store.read_only import reading
 
-# The dedupe decision of a check, as `radar sources try` names it.
-DECISION_NAMES = {
-    "new": "create",
-    "reused": "reuse",
-    "updated": "update",
-    "duplicate": "duplicate",
-    "deferred": "deferred",
-}
 DRY_RUN_ID = "dry-run"  # the collection id of the plan a dry run builds (never recorded)
-
-
-@dataclass(frozen=True)
-class TriedItem:
-    """One item of the feed and what a check would do with it, with the evidence."""
-
-    decision: str  # create | reuse | update | duplicate | reject | filtered | deferred | ...
-    title: str | None
-    canonical_url: str | None
-    source_item_id: str | None
-    observed_at: datetime | None
-    reason: str | None
-    evidence: tuple[dict[str, str], ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "decision": self.decision,
-            "title": self.title,
-            "canonicalUrl": self.canonical_url,
-            "sourceItemId": self.source_item_id,
-            "observedAt": format_utc(self.observed_at) if self.observed_at else None,
-            "reason": self.reason,
-            "evidence": list(self.evidence),
-        }
-
-
-@dataclass(frozen=True)
-class TryReport:
-    """The `radar sources try --json` object."""
-
-    source_id: str
-    outcome: str  # passed | failed
-    http_status: int | None
-    items_parsed: int
-    items: tuple[TriedItem, ...] = ()
-    error: str | None = None
-    account: CheckAccount = field(default_factory=CheckAccount)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.source_id,
-            "outcome": self.outcome,
-            "httpStatus": self.http_status,
-            "itemsParsed": self.items_parsed,
-            "items": [i.to_json() for i in self.items],
-            "error": self.error,
-            "accounting": {
-                "itemsParsed": self.account.items_parsed,
-                **self.account.outcomes,
-                "late": self.account.late,
-                "possibleGap": self.account.possible_gap,
-            },
-        }
 
 
 def try_source(
     paths: RadarPaths, record: SourceRecord, now: datetime, settings: FetchSettings
-) -> TryReport:
+) -> TryOutput:
     """One unconditional fetch of `record`'s Source, then the decisions of a check at `now`."""
     state = reading(paths.db, paths.store_url, load_states).get(record.source.id)
     check = PlannedCheck(
@@ -126,7 +65,13 @@ def try_source(
     with Collector(paths, fetch_settings=settings, parse_workers=0) as collector:
         [result] = collector.parse(plan, FetchedChecks((fetched,)))
     if result.failed or result.parsed is None:
-        return TryReport(record.source.id, "failed", fetched.status, 0, (), result.error_message)
+        return TryOutput(
+            id=record.source.id,
+            outcome="failed",
+            http_status=fetched.status,
+            items_parsed=0,
+            error=result.error_message,
+        )
     on_disk = by_identity(signal_ids_on_disk(paths.vault))
 
     def decide(con: Connection) -> tuple[DedupedCheck, PreviousCheck | None]:
@@ -136,7 +81,30 @@ def try_source(
     deduped, previous = reading(paths.db, paths.store_url, decide)
     acc = account(deduped, _would_write(deduped, now), previous)
     items = _items(deduped, record.source.collection_method, now)
-    return TryReport(record.source.id, "passed", fetched.status, acc.items_parsed, items, None, acc)
+    return TryOutput(
+        id=record.source.id,
+        outcome="passed",
+        http_status=fetched.status,
+        items_parsed=acc.items_parsed,
+        items=items,
+        accounting=_accounting(acc),
+    )
+
+
+def _accounting(acc: CheckAccount) -> TryAccounting:
+    return TryAccounting(
+        items_parsed=acc.items_parsed,
+        created=acc.created,
+        reused=acc.reused,
+        updated=acc.updated,
+        duplicates=acc.duplicates,
+        rejected=acc.rejected,
+        deferred=acc.deferred,
+        outside_window=acc.outside_window,
+        filtered=acc.filtered,
+        late=acc.late,
+        possible_gap=acc.possible_gap,
+    )
 
 
 def _request(record: SourceRecord) -> FetchRequest:
@@ -157,9 +125,9 @@ def _would_write(deduped: DedupedCheck, now: datetime) -> SourceWrite:
     """What the file stage would report: every `new` item created under its future id."""
     write = SourceWrite()
     for dec in deduped.decisions:
-        if dec.decision == "new":
+        if dec.decision == Decision.NEW:
             ident = dec.candidate.identity
-            write.outcomes[ident] = (make_signal_id(now, ident), "created")
+            write.outcomes[ident] = (make_signal_id(now, ident), ItemOutcome.CREATED)
     return write
 
 
@@ -170,20 +138,25 @@ def _items(deduped: DedupedCheck, method: str, now: datetime) -> tuple[TriedItem
     floor = format_utc(window_from(now))
     tried: list[tuple[int, TriedItem]] = []
     for dec in deduped.decisions:
-        name = DECISION_NAMES[dec.decision]
-        tried.append(
-            (dec.candidate.position, _tried(dec.candidate, name, _reason(dec, now), method))
-        )
+        item = _tried(dec.candidate, dec.decision.outcome, _reason(dec, now), method)
+        tried.append((dec.candidate.position, item))
     for dropped in parsed.filtered:
         cand = dropped.candidate
-        tried.append((cand.position, _tried(cand, "filtered", dropped.rule, method)))
+        tried.append((cand.position, _tried(cand, ItemOutcome.FILTERED, dropped.rule, method)))
     for cand in parsed.outside_window:
         seen = format_utc(cand.observed_at) if cand.observed_at else "?"
         reason = f"observed {seen} before the recovery cap {floor}"
-        tried.append((cand.position, _tried(cand, "outsideWindow", reason, method)))
+        tried.append((cand.position, _tried(cand, ItemOutcome.OUTSIDE_WINDOW, reason, method)))
     for rej in parsed.rejections:
         reason = f"{rej.reason}: {rej.detail}"
-        item = TriedItem("reject", None, None, rej.source_item_id, None, reason)
+        item = TriedItem(
+            decision=ItemOutcome.REJECTED.decision,
+            title=None,
+            canonical_url=None,
+            source_item_id=rej.source_item_id,
+            observed_at=None,
+            reason=reason,
+        )
         tried.append((rej.position if rej.position is not None else -1, item))
     return tuple(item for _, item in sorted(tried, key=lambda pair: pair[0]))
 
@@ -193,37 +166,36 @@ def _reason(dec: ItemDecision, now: datetime) -> str | None:
     target = dec.signal_id
     if target is not None and target.startswith(PENDING_PREFIX):
         target = f"an earlier item of this feed ({target[len(PENDING_PREFIX) :]})"
-    if dec.decision == "reused":
+    if dec.decision == Decision.REUSED:
         return f"known: Signal {target}"
-    if dec.decision == "updated":
+    if dec.decision == Decision.UPDATED:
         return f"known, content changed: a revision of Signal {target}"
-    if dec.decision == "duplicate":
+    if dec.decision == Decision.DUPLICATE:
         return f"a re-publication of {target}"
-    if dec.decision == "deferred":
+    if dec.decision == Decision.DEFERRED:
         return "beyond this check's cap of unknown items; the next check takes it"
     flag = resolve_pending(dec.duplicate_candidate_of, now)
     created = make_signal_id(now, dec.candidate.identity)
     return f"new Signal {created}" + (f", flagged duplicateCandidateOf {flag}" if flag else "")
 
 
-def _tried(cand: ItemCandidate, decision: str, reason: str | None, method: str) -> TriedItem:
+def _tried(cand: ItemCandidate, outcome: ItemOutcome, reason: str | None, method: str) -> TriedItem:
     return TriedItem(
-        decision,
-        cand.title or None,
-        cand.canonical_url,
-        cand.source_item_id,
-        cand.observed_at,
-        reason,
-        _evidence(cand, method),
+        decision=outcome.decision,
+        title=cand.title or None,
+        canonical_url=cand.canonical_url,
+        source_item_id=cand.source_item_id,
+        observed_at=cand.observed_at,
+        reason=reason,
+        evidence=_evidence(cand, method),
     )
 
 
-def _evidence(cand: ItemCandidate, method: str) -> tuple[dict[str, str], ...]:
+def _evidence(cand: ItemCandidate, method: str) -> tuple[FieldEvidence, ...]:
     """Which selector, path or key produced each field (feeds: feedparser's entry keys, and
     how a feed's date text was read, with the text as written)."""
     recorded = tuple(
-        {"field": e.field, "expression": e.expression, "origin": e.origin}
-        | ({"raw": e.raw} if e.raw is not None else {})
+        FieldEvidence(field=e.field, expression=e.expression, origin=e.origin, raw=e.raw)
         for e in cand.evidence
     )
     if method == "html" or method == "json" or method == "jsonfeed":
@@ -236,7 +208,7 @@ def _evidence(cand: ItemCandidate, method: str) -> tuple[dict[str, str], ...]:
     dated = any(e.field == "date" for e in cand.evidence)
     if cand.observed_field and not dated:
         fields.append(("date", cand.observed_field))
-    entry = tuple({"field": f, "expression": key, "origin": "feed entry"} for f, key in fields)
+    entry = tuple(FieldEvidence(field=f, expression=key, origin="feed entry") for f, key in fields)
     return entry + recorded
 
 

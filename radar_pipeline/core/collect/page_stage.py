@@ -22,6 +22,8 @@ from radar_pipeline.core.acquire.response import deferred
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.commit import SourceWrite
 from radar_pipeline.core.collect.results import DedupedCheck
+from radar_pipeline.core.contract.collection import CollectionReport, PageFigures
+from radar_pipeline.core.contract.outcomes import Decision, ItemOutcome
 from radar_pipeline.core.errors import PAGE_BLOCKED
 from radar_pipeline.core.extract.pages import HostPacer, PageSettings, SourcePages, page_pass
 from radar_pipeline.core.extract.robots import RobotsBook, RobotsVerdict
@@ -29,9 +31,8 @@ from radar_pipeline.core.models import FetchPurpose, FetchRequest, FetchResult
 from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec
 from radar_pipeline.core.plan.schedule import next_backoff, window_from
 from radar_pipeline.core.registry.sources import SourceRecord
-from radar_pipeline.core.reports import CollectionReport, PageFigures
 from radar_pipeline.core.store.collections import replace_report
-from radar_pipeline.core.store.connection import Connection, Store, to_json_text
+from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.feed_state import FeedState, load_states, save_state
 from radar_pipeline.core.store.pages import (
     PageRow,
@@ -68,10 +69,12 @@ def enqueue_new_pages(
         if rec is None or not _extracts_pages(rec) or item.result.failed:
             continue
         for dec in item.decisions:
-            if dec.decision != "new" or not dec.candidate.link.startswith(("http://", "https://")):
+            if dec.decision != Decision.NEW or not dec.candidate.link.startswith(
+                ("http://", "https://")
+            ):
                 continue
             signal_id, outcome = write.outcomes[dec.candidate.identity]
-            if outcome == "created":
+            if outcome == ItemOutcome.CREATED:
                 cand = dec.candidate
                 rows.append(
                     PageRow(
@@ -185,10 +188,13 @@ def _record(
             if blocked is not None:
                 state = _blocked_state(states.get(sid) or FeedState(sid), blocked, spec.as_of)
                 save_state(con, state)
-                src = replace(
-                    src,
-                    consecutive_failures=state.consecutive_failures,
-                    backoff_until=format_utc(state.backoff_until) if state.backoff_until else None,
+                src = src.model_copy(
+                    update={
+                        "consecutive_failures": state.consecutive_failures,
+                        "backoff_until": (
+                            format_utc(state.backoff_until) if state.backoff_until else None
+                        ),
+                    }
                 )
                 health.append(
                     HealthUpdate(sid, rec.path, rec.record_path, {"errorState": PAGE_BLOCKED})
@@ -205,9 +211,11 @@ def _record(
                 robots_fetched=robots_fetched.get(sid, 0),
                 blocked=blocked.error_message if blocked is not None else None,
             )
-            by_id[sid] = replace(src, pages=pages)
-        recorded = replace(report, sources=tuple(by_id[src.id] for src in report.sources))
-        replace_report(con, spec.collection_id, to_json_text(recorded.to_json()))
+            by_id[sid] = src.model_copy(update={"pages": pages})
+        recorded = report.model_copy(
+            update={"sources": tuple(by_id[src.id] for src in report.sources)}
+        )
+        replace_report(con, spec.collection_id, recorded)
         return recorded
 
     report = store.atomically(record)

@@ -1,5 +1,5 @@
-"""The collection report (core/reports.py), built from the stages' results after the commit,
-with the per-Source extras for the Dagster metadata and DuckDB."""
+"""The collection report (core/contract/collection.py), built from the stages' results after
+the commit, with the per-Source extras for the Dagster metadata and DuckDB."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.accounting import CheckAccount
 from radar_pipeline.core.collect.commit import SourceWrite
 from radar_pipeline.core.collect.results import DedupedCheck
+from radar_pipeline.core.contract.collection import CollectionReport, Counts, Scopes, SourceReport
+from radar_pipeline.core.contract.outcomes import Decision, SourceOutcome
 from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.plan.collection import CollectionPlan, PlannedCheck
-from radar_pipeline.core.reports import CollectionReport, Counts, Outcome, Scopes, SourceReport
 from radar_pipeline.core.store.feed_state import FeedState
 from radar_pipeline.core.store.fetch_attempts import validators_changed
 
@@ -36,7 +37,8 @@ def build_report(
     fixture = [src for src, fx in zip(sources, is_fixture, strict=True) if fx]
     production = [src for src, fx in zip(sources, is_fixture, strict=True) if not fx]
     spec = plan.spec
-    return CollectionReport(
+    return CollectionReport.counted(
+        Counts.of(sources),
         collection_id=spec.collection_id,
         launch_id=spec.launch_id or spec.collection_id,
         as_of=format_utc(spec.as_of),
@@ -44,7 +46,6 @@ def build_report(
         downtime_from=format_utc(plan.downtime_from) if plan.downtime_from else None,
         overdue=plan.overdue,
         due=len(plan.checks),
-        totals=Counts.of(sources),
         scopes=Scopes(production=Counts.of(production), fixture=Counts.of(fixture)),
         sources=tuple(sources),
         clock_behind=format_utc(plan.clock_behind) if plan.clock_behind else None,
@@ -55,7 +56,7 @@ def _source_report(
     item: DedupedCheck, write: SourceWrite, acc: CheckAccount, state: FeedState | None = None
 ) -> SourceReport:
     res, check = item.result, item.result.check
-    outcome: Outcome
+    outcome: SourceOutcome
     if check.skip_reason is not None:
         outcome = "skipped"
     elif res.failed:
@@ -69,7 +70,7 @@ def _source_report(
         id=check.source_id,
         outcome=outcome,
         http_status=fetch.status if fetch else None,
-        # itemsParsed = created + ... + outsideWindow + filtered; late; gap
+        # itemsParsed = the sum of the item outcomes (contract/outcomes.py); late; gap
         items_parsed=acc.items_parsed,
         created=acc.created,
         reused=acc.reused,
@@ -94,7 +95,7 @@ def _source_report(
         error_stage=res.error_stage,
         body_sha256=fetch.body_sha256 if fetch else None,
         validators_changed=_report_validators_changed(check, fetch),
-        items_new=sum(1 for d in item.decisions if d.decision == "new"),
+        items_new=sum(1 for d in item.decisions if d.decision == Decision.NEW),
         consecutive_failures=state.consecutive_failures if state else 0,
         backoff_until=format_utc(state.backoff_until) if state and state.backoff_until else None,
     )

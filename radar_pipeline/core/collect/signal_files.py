@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult
+from radar_pipeline.core.contract.outcomes import ItemOutcome
 from radar_pipeline.core.files import BatchSync, link_staged, stage_once
 from radar_pipeline.core.identity.keys import IDENTITY_VERSION
 from radar_pipeline.core.jsontypes import Frontmatter
@@ -139,14 +140,14 @@ def _remove_temps(futures: list[Future[_Staged]]) -> None:
 def _link_one(vault: Path, staged: _Staged) -> WrittenSignal:
     item, doc = staged.item, staged.item.document
     if staged.temp is None or not link_staged(staged.temp, staged.target):
-        return WrittenSignal(item.identity, doc.signal_id, "reused")
+        return WrittenSignal(item.identity, doc.signal_id, ItemOutcome.REUSED)
     # What the evidence checks will need of this file, from the bytes just written (they then
     # skip reading it back).
     name = staged.target.name
     info = os.stat(staged.target)
     facts = (name, facts_key(info), facts_of_written(name, doc.fields(), staged.text))
     written = write_temporary_text(vault, doc.signal_id, *item.temporary) if item.temporary else 0
-    return WrittenSignal(item.identity, doc.signal_id, "created", facts, written)
+    return WrittenSignal(item.identity, doc.signal_id, ItemOutcome.CREATED, facts, written)
 
 
 # What kind of reading produced an item's observedAt (docs/architecture.md, invariant 9): a feed

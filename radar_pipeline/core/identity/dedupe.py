@@ -38,8 +38,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Literal
+from typing import Any
 
+from radar_pipeline.core.contract.outcomes import Decision
 from radar_pipeline.core.identity.keys import (
     distinguishing_fragment,
     hamming64,
@@ -54,8 +55,6 @@ from radar_pipeline.core.store.signals import BANDS, simhash_band_keys
 SIMHASH_DISTANCE = 3  # the bands assume <= 3: 4 bands, so one band is always equal
 assert SIMHASH_DISTANCE < BANDS
 PENDING_PREFIX = "pending:"
-
-Decision = Literal["new", "reused", "updated", "duplicate", "deferred"]
 
 
 @dataclass(frozen=True)
@@ -278,12 +277,12 @@ def _decide_one(
             changed = content_hash != cand.content_hash and _covered(cand, covered_from)
             decided[i] = ItemDecision(
                 cand,
-                "updated" if changed else "reused",
+                Decision.UPDATED if changed else Decision.REUSED,
                 signal_id,
                 by_legacy_identity=cand.identity in known.by_legacy,
             )
         elif cand.identity in known.duplicates:
-            decided[i] = ItemDecision(cand, "duplicate", known.duplicates[cand.identity])
+            decided[i] = ItemDecision(cand, Decision.DUPLICATE, known.duplicates[cand.identity])
         else:
             unknown.append(i)
     unknown.sort(key=lambda i: _newest_first(candidates[i]))
@@ -295,13 +294,13 @@ def _decide_one(
             source_id, cand, templates
         )
         if twin is not None:
-            decided[i] = ItemDecision(cand, "duplicate", twin)
+            decided[i] = ItemDecision(cand, Decision.DUPLICATE, twin)
             continue
         flag = index.near(cand) or batch.near(cand)
         batch.add(source_id, cand, flag)
-        decided[i] = ItemDecision(cand, "new", None, flag)
+        decided[i] = ItemDecision(cand, Decision.NEW, None, flag)
     for i in unknown[len(taken) :]:
-        decided[i] = ItemDecision(candidates[i], "deferred")
+        decided[i] = ItemDecision(candidates[i], Decision.DEFERRED)
     return tuple(decided[i] for i in range(len(candidates)))
 
 

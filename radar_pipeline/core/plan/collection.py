@@ -38,7 +38,8 @@ class CollectionSpec:
     trigger: str = "cli"
     dagster_run_id: str | None = None
     # One command's collection may take several runs (one per block of partitions it checks);
-    # they share this id, and their reports read as one (CollectionReport.merge, core/reports.py).
+    # they share this id, and their reports read as one (CollectionReport.merge in
+    # core/contract/collection.py).
     launch_id: str | None = None
     # The `sources` partition keys in their order: it places each Source's due grid in its
     # wave (core/plan/waves). None: every Source on its own sha256 offset.

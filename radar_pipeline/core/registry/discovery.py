@@ -23,18 +23,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from html.parser import HTMLParser
-from typing import Literal
 from urllib.parse import urljoin, urlsplit
 
 from radar_pipeline.core.acquire.fetch import Fetcher
 from radar_pipeline.core.acquire.response import feed_root
+from radar_pipeline.core.contract.sources import FeedCandidate as Candidate
+from radar_pipeline.core.contract.sources import FeedKind as Kind
 from radar_pipeline.core.errors import ParseError
 from radar_pipeline.core.models import FetchRequest, FetchResult, ParsedFeed
 from radar_pipeline.core.parse.dispatch import parse_body
 from radar_pipeline.core.parse.spec import JsonSpec
 from radar_pipeline.core.text import one_line
 
-Kind = Literal["rss", "atom", "jsonfeed", "json"]
 # Requests for candidate URLs after the URL itself: a handful, never a crawl.
 MAX_CANDIDATE_FETCHES = 6
 HEAD_MAX_BYTES = 512 * 1024  # a head past this is not read (its links would be too)
@@ -63,19 +63,6 @@ WORDPRESS_SPEC = JsonSpec(
     date_path="date_gmt",
     summary_path="excerpt.rendered",
 )
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A feed a URL offers, verified: it was fetched and its Source's parser read it."""
-
-    url: str
-    kind: Kind
-    title: str
-    items: int
-
-    def to_json(self) -> dict[str, object]:
-        return {"url": self.url, "kind": self.kind, "title": self.title, "items": self.items}
 
 
 @dataclass(frozen=True)
@@ -157,7 +144,7 @@ def _verified(
     except (ParseError, ValueError):
         return None
     title = one_line(parsed.feed_title or fallback_title or "", 200, html=False)
-    return Candidate(result.requested_url, kind, title, _count(parsed))
+    return Candidate(url=result.requested_url, kind=kind, title=title, items=_count(parsed))
 
 
 def _count(parsed: ParsedFeed) -> int:

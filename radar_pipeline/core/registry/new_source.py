@@ -6,23 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from radar_pipeline.core.acquire.fetch import Fetcher
 from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.contract.sources import AddedSource, AddOutput, FeedCandidate
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.files import create_once
 from radar_pipeline.core.frontmatter import split_frontmatter
 from radar_pipeline.core.layout import SOURCES_DIR
-from radar_pipeline.core.registry.discovery import (
-    COMMON_PATHS,
-    WORDPRESS_SPEC,
-    Candidate,
-    discover,
-)
+from radar_pipeline.core.registry.discovery import COMMON_PATHS, WORDPRESS_SPEC, discover
 from radar_pipeline.core.registry.issues import http_url_problem
 from radar_pipeline.core.registry.opml import unique_id, url_key
 from radar_pipeline.core.registry.pending import pending_note
@@ -41,37 +35,24 @@ WORDPRESS_KEYS = {
 }
 
 
-@dataclass(frozen=True)
-class AddResult:
-    """The `radar sources add --json` object, and why nothing was added when so."""
-
-    added: dict[str, str] | None
-    candidates: tuple[Candidate, ...] = ()
-    problem: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"added": self.added, "candidates": [c.to_json() for c in self.candidates]}
-
-
 def add_source(
     vault: Path, url: str, requested_id: str | None, fetcher: Fetcher, now: datetime
-) -> AddResult:
+) -> AddOutput:
     """Find the feeds `url` offers and write the first as a pending Source note."""
     problem = http_url_problem(url)
     if problem:
-        return AddResult(None, (), f"{url} is not a usable URL: it {problem}")
+        return _nothing_added((), f"{url} is not a usable URL: it {problem}")
     if requested_id is not None and not _ID_RE.fullmatch(requested_id):
-        return AddResult(None, (), f"--id {requested_id!r} must be 2-63 of a-z, 0-9 and '-'")
+        return _nothing_added((), f"--id {requested_id!r} must be 2-63 of a-z, 0-9 and '-'")
     registered = registered_urls(vault)
     if url_key(url) in registered:
-        return AddResult(None, (), f"{url} is {registered[url_key(url)]}")
+        return _nothing_added((), f"{url} is {registered[url_key(url)]}")
     found = discover(fetcher, url, now)
     if found.problem:
-        return AddResult(None, (), f"cannot read {url}: {found.problem}")
+        return _nothing_added((), f"cannot read {url}: {found.problem}")
     if not found.candidates:
         paths = ", ".join(p for p, _ in COMMON_PATHS)
-        return AddResult(
-            None,
+        return _nothing_added(
             (),
             f"no feed found at {url}: its head advertises no RSS, Atom or JSON Feed and no "
             f"WordPress REST API, and none of {paths} answered with a feed",
@@ -79,30 +60,31 @@ def add_source(
     chosen = found.candidates[0]
     if url_key(chosen.url) in registered:
         reason = registered[url_key(chosen.url)]
-        return AddResult(None, found.candidates, f"its feed {chosen.url} is {reason}")
+        return _nothing_added(found.candidates, f"its feed {chosen.url} is {reason}")
     taken = _taken_ids(vault)
     if requested_id and requested_id.lower() in taken:
         # Another file may declare the id under another name: a second declaration would make
         # both Sources inactive (a duplicate id), so it is refused like an existing file.
-        return AddResult(None, found.candidates, f"a Source with id {requested_id} already exists")
+        return _nothing_added(found.candidates, f"a Source with id {requested_id} already exists")
     source_id = requested_id or unique_id(chosen.title, chosen.url, taken)
     path = vault / SOURCES_DIR / f"{source_id}.md"
     text = source_note(source_id, chosen, url, now)
     _, problems = validate_source(split_frontmatter(text)[0])
     if problems:  # a guard: what we write must be a valid Source
         listed = "; ".join(f"{code}: {message}" for code, message in problems)
-        return AddResult(None, found.candidates, f"the note would be invalid: {listed}")
+        return _nothing_added(found.candidates, f"the note would be invalid: {listed}")
     if not create_once(path, text):
-        return AddResult(
-            None, found.candidates, f"{SOURCES_DIR.as_posix()}/{path.name} already exists"
+        return _nothing_added(
+            found.candidates, f"{SOURCES_DIR.as_posix()}/{path.name} already exists"
         )
-    added = {
-        "id": source_id,
-        "path": (SOURCES_DIR / path.name).as_posix(),
-        "url": chosen.url,
-        "kind": chosen.kind,
-    }
-    return AddResult(added, found.candidates)
+    added = AddedSource(
+        id=source_id, path=(SOURCES_DIR / path.name).as_posix(), url=chosen.url, kind=chosen.kind
+    )
+    return AddOutput(added=added, candidates=found.candidates)
+
+
+def _nothing_added(candidates: tuple[FeedCandidate, ...], problem: str) -> AddOutput:
+    return AddOutput(added=None, candidates=candidates, problem=problem)
 
 
 def registered_urls(vault: Path) -> dict[str, str]:
@@ -126,7 +108,7 @@ def _taken_ids(vault: Path) -> set[str]:
     return taken | {r.source.id for r in load_registry(vault).sources}
 
 
-def source_note(source_id: str, candidate: Candidate, asked: str, now: datetime) -> str:
+def source_note(source_id: str, candidate: FeedCandidate, asked: str, now: datetime) -> str:
     """A pending Source note for one discovered feed: the contract's keys, then a body."""
     name = inert_property(candidate.title) or source_id
     lines = [

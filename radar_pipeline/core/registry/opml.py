@@ -26,7 +26,6 @@ import re
 import unicodedata
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import format_datetime
 from pathlib import Path
@@ -35,10 +34,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from radar_pipeline.core.acquire.address_policy import check_addresses, check_url, normalise_host
 from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.contract.sources import ImportedSource, ImportOutput, SkippedFeed
 from radar_pipeline.core.errors import FetchError, RegistryError
 from radar_pipeline.core.files import create_once
 from radar_pipeline.core.frontmatter import split_frontmatter
-from radar_pipeline.core.jsontypes import Frontmatter, JsonObject
+from radar_pipeline.core.jsontypes import Frontmatter
 from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.registry.opml_read import FeedOutline, feed_outlines, parse_opml
 from radar_pipeline.core.registry.pending import pending_note
@@ -79,17 +79,6 @@ def _merged(outlines: Iterable[FeedOutline]) -> dict[str, FeedOutline]:
     return merged
 
 
-@dataclass
-class ImportResult:
-    """The `radar sources import --json` object: what was created and what was skipped."""
-
-    imported: list[dict[str, str]] = field(default_factory=list)
-    skipped: list[dict[str, str]] = field(default_factory=list)
-
-    def to_json(self) -> JsonObject:
-        return {"imported": self.imported, "skipped": self.skipped}
-
-
 def import_opml(
     vault: Path,
     data: bytes,
@@ -97,7 +86,7 @@ def import_opml(
     now: datetime,
     origin: str,
     allowed_private_hosts: Iterable[str] = (),
-) -> ImportResult:
+) -> ImportOutput:
     """One new pending Source note per new, valid feed of `data` (see the module).
 
     `allowed_private_hosts`: RADAR_ALLOWED_PRIVATE_HOSTS, the hosts the fetch stage may reach
@@ -108,8 +97,8 @@ def import_opml(
     folder.mkdir(parents=True, exist_ok=True)
     known_urls, taken_ids = _registered(vault, snapshot)
     allowed = frozenset(allowed_private_hosts)
-    result = ImportResult()
-    result.skipped += [{"url": b.url, "reason": b.reason} for b in broken]
+    imported: list[ImportedSource] = []
+    skipped = [SkippedFeed(url=b.url, reason=b.reason) for b in broken]
     outlines = list(feed_outlines(root))
     feeds = _merged(outlines)
     for listed in outlines:
@@ -117,10 +106,10 @@ def import_opml(
         outline = feeds[key]
         problem = _url_problem(listed.url, allowed)
         if problem:
-            result.skipped.append({"url": listed.url, "reason": problem})
+            skipped.append(SkippedFeed(url=listed.url, reason=problem))
             continue
         if key in known_urls:
-            result.skipped.append({"url": listed.url, "reason": known_urls[key]})
+            skipped.append(SkippedFeed(url=listed.url, reason=known_urls[key]))
             continue
         source_id = unique_id(outline.title, outline.url, taken_ids)
         text = source_note(source_id, outline, now, origin)
@@ -128,12 +117,12 @@ def import_opml(
         _, problems = validate_source(fm)
         if problems:  # a guard: what we write must be a valid Source
             reason = "; ".join(f"{k}: {m}" for k, m in problems)
-            result.skipped.append({"url": listed.url, "reason": f"invalid Source: {reason}"})
+            skipped.append(SkippedFeed(url=listed.url, reason=f"invalid Source: {reason}"))
             continue
         path = folder / f"{source_id}.md"
         if not create_once(path, text):
             taken_ids.add(source_id)
-            result.skipped.append({"url": listed.url, "reason": f"{path.name} already exists"})
+            skipped.append(SkippedFeed(url=listed.url, reason=f"{path.name} already exists"))
             continue
         taken_ids.add(source_id)
         known_urls[key] = (
@@ -141,8 +130,8 @@ def import_opml(
             "is a tag of that Source)"
         )
         relative = (SOURCES_DIR / path.name).as_posix()
-        result.imported.append({"id": source_id, "path": relative, "url": outline.url})
-    return result
+        imported.append(ImportedSource(id=source_id, path=relative, url=outline.url))
+    return ImportOutput(imported=tuple(imported), skipped=tuple(skipped))
 
 
 def _url_problem(url: str, allowed: frozenset[str]) -> str | None:

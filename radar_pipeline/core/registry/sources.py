@@ -28,9 +28,10 @@ from pydantic.alias_generators import to_camel, to_snake
 from pydantic_core import PydanticCustomError
 
 from radar_pipeline.core.clock import parse_cadence
+from radar_pipeline.core.contract.sources import RegisteredSource, RegistryIssue, ValidateOutput
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import split_frontmatter
-from radar_pipeline.core.jsontypes import Frontmatter, JsonObject
+from radar_pipeline.core.jsontypes import Frontmatter
 from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.parse.spec import ExtractionSpec, HtmlSpec, JsonSpec
 from radar_pipeline.core.registry.extraction import EXTRACTION_KEYS, extraction_issues
@@ -253,15 +254,6 @@ class Source(BaseModel):
 
 
 @dataclass(frozen=True)
-class RegistryIssue:
-    """Why one Source file is not (or not only) an active Source."""
-
-    path: str  # vault-relative POSIX path
-    code: str
-    message: str
-
-
-@dataclass(frozen=True)
 class SourceRecord:
     """A valid Source and the file it came from."""
 
@@ -281,15 +273,15 @@ class RegistrySnapshot:
         """The valid Source with this id, or None."""
         return next((r for r in self.sources if r.source.id == source_id), None)
 
-    def to_json(self) -> JsonObject:
-        """The `radar sources validate --json` object."""
-        return {
-            "sources": [
-                {"id": r.source.id, "path": r.record_path, "active": r.source.is_eligible}
+    def validation(self) -> ValidateOutput:
+        """What `radar sources validate` shows of it: each valid Source and every issue."""
+        return ValidateOutput(
+            sources=tuple(
+                RegisteredSource(id=r.source.id, path=r.record_path, active=r.source.is_eligible)
                 for r in self.sources
-            ],
-            "issues": [{"path": i.path, "code": i.code, "message": i.message} for i in self.issues],
-        }
+            ),
+            issues=self.issues,
+        )
 
 
 def validate_source(data: Frontmatter) -> tuple[Source | None, list[tuple[str, str]]]:
@@ -369,10 +361,17 @@ def _parse_file(entry: Path, vault: Path, issues: list[RegistryIssue]) -> _Parse
     try:
         real, text = _read_source_file(entry, vault)
     except RegistryError as exc:
-        issues.append(RegistryIssue(record_path, "unreadable", f"{record_path} {exc.message}"))
+        issues.append(
+            RegistryIssue(
+                path=record_path, code="unreadable", message=f"{record_path} {exc.message}"
+            )
+        )
         return parsed
     reading = _kept_reading(text) if len(text) <= READING_KEPT_CHARS else _read_text(text)
-    issues.extend(RegistryIssue(record_path, code, message) for code, message in reading.problems)
+    issues.extend(
+        RegistryIssue(path=record_path, code=code, message=message)
+        for code, message in reading.problems
+    )
     if reading.unparsed:
         return parsed
     return _Parsed(record_path, real, reading.declared_id, reading.source)
@@ -428,17 +427,17 @@ def _duplicate_issues(parsed: Iterable[_Parsed]) -> tuple[set[str], list[Registr
         others = ", ".join(later)
         issues.append(
             RegistryIssue(
-                first,
-                "duplicate-id",
-                f"`id` {source_id!r} is also declared in {others}; give each Source its own "
-                "id (none of them is active until then)",
+                path=first,
+                code="duplicate-id",
+                message=f"`id` {source_id!r} is also declared in {others}; give each Source its "
+                "own id (none of them is active until then)",
             )
         )
         issues.extend(
             RegistryIssue(
-                path,
-                "duplicate-id",
-                f"`id` {source_id!r} is already declared in {first}; give this Source "
+                path=path,
+                code="duplicate-id",
+                message=f"`id` {source_id!r} is already declared in {first}; give this Source "
                 "its own id or remove one file",
             )
             for path in later
@@ -455,7 +454,7 @@ def load_registry(vault_root: Path) -> RegistrySnapshot:
         entries = sorted(p for p in folder.iterdir() if p.name.endswith(".md"))
     except OSError as exc:
         message = f"{SOURCES_DIR.as_posix()} cannot be listed ({exc.strerror}); create the folder"
-        issue = RegistryIssue(SOURCES_DIR.as_posix(), "unreadable", message)
+        issue = RegistryIssue(path=SOURCES_DIR.as_posix(), code="unreadable", message=message)
         return RegistrySnapshot((), (issue,))
     # Our own atomic writes use `.<name>.<random>.tmp`, so a half-written file never matches.
     parsed = [_parse_file(e, vault, issues) for e in entries]

@@ -3,34 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 
-from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.contract.operations import CloseRecord
 from radar_pipeline.core.models import CleanupResult
 from radar_pipeline.core.store.connection import Store
-
-
-@dataclass(frozen=True)
-class CloseRecord:
-    """One weekly close: when (the run's clock), which week, what it deleted, what was left."""
-
-    cleanup_id: str
-    closed_at: datetime
-    week: str | None
-    deleted: int
-    bytes: int
-    retained: int
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "cleanupId": self.cleanup_id,
-            "closedAt": format_utc(self.closed_at),
-            "week": self.week,
-            "deleted": self.deleted,
-            "bytes": self.bytes,
-            "retained": self.retained,
-        }
 
 
 def record_close(
@@ -38,7 +15,12 @@ def record_close(
 ) -> CloseRecord:
     """Insert one `cleanup_runs` row for a finished close and return it."""
     record = CloseRecord(
-        uuid.uuid4().hex, closed_at, week, result.deleted, result.bytes, result.retained
+        cleanup_id=uuid.uuid4().hex,
+        closed_at=closed_at,
+        week=week,
+        deleted=result.deleted,
+        bytes=result.bytes,
+        retained=result.retained,
     )
     with store.transaction() as con:
         con.execute(
@@ -58,4 +40,12 @@ def last_close(store: Store) -> CloseRecord | None:
         ).fetchone()
     if row is None:
         return None
-    return CloseRecord(str(row[0]), row[1], row[2], int(row[3]), int(row[4]), int(row[5]))
+    cleanup_id, closed_at, week, deleted, freed, retained = row
+    return CloseRecord(
+        cleanup_id=str(cleanup_id),
+        closed_at=closed_at,
+        week=week,
+        deleted=int(deleted),
+        bytes=int(freed),
+        retained=int(retained),
+    )

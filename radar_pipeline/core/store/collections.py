@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from radar_pipeline.core.reports import CollectionReport, SourceReport
-from radar_pipeline.core.store.connection import Connection, Store, to_json_text, unnested
+from radar_pipeline.core.contract.collection import CollectionReport, SourceReport
+from radar_pipeline.core.store.connection import Connection, Store, unnested
 
 
 def record_metrics(con: Connection, collection_id: str, sources: tuple[SourceReport, ...]) -> None:
@@ -47,7 +47,7 @@ def record_collection(
     report: CollectionReport,
 ) -> None:
     """The collection's row; `report_json` holds the `radar collect --json` object (with its
-    id), as `to_json` spells it."""
+    id), as `report_text` writes it."""
     totals = report.totals
     con.execute(
         "INSERT INTO collections VALUES ($1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10, $11, "
@@ -69,7 +69,7 @@ def record_collection(
             totals.updated,
             totals.duplicates,
             totals.rejected,
-            to_json_text(report.to_json()),
+            report_text(report),
         ],
     )
 
@@ -86,7 +86,7 @@ def last_launch_reports(store: Store) -> list[CollectionReport]:
             "WHERE report_json::JSON ->> 'launchId' = $1 ORDER BY finished_at",
             [last.launch_id],
         ).fetchall()
-    return [CollectionReport.from_json(json.loads(row[0])) for row in rows]
+    return [CollectionReport.model_validate_json(row[0]) for row in rows]
 
 
 def report_for(store: Store, collection_id: str) -> CollectionReport | None:
@@ -97,7 +97,7 @@ def report_for(store: Store, collection_id: str) -> CollectionReport | None:
 def _stored_report(store: Store, clause: str, params: list[object]) -> CollectionReport | None:
     with store.transaction() as con:
         row = con.execute(f"SELECT report_json FROM collections {clause}", params).fetchone()
-    return CollectionReport.from_json(json.loads(row[0])) if row and row[0] else None
+    return CollectionReport.model_validate_json(row[0]) if row and row[0] else None
 
 
 def last_as_of(con: Connection) -> datetime | None:
@@ -106,9 +106,15 @@ def last_as_of(con: Connection) -> datetime | None:
     return row[0] if row else None
 
 
-def replace_report(con: Connection, collection_id: str, report_json: str) -> None:
+def replace_report(con: Connection, collection_id: str, report: CollectionReport) -> None:
     """Store the collection's report again (the page stage adds its figures after the commit)."""
     con.execute(
         "UPDATE collections SET report_json = $1 WHERE collection_id = $2",
-        [report_json, collection_id],
+        [report_text(report), collection_id],
     )
+
+
+def report_text(report: CollectionReport) -> str:
+    """The stored form of a report: its JSON object with sorted keys, the order every recorded
+    report is printed in (core/contract/collection.py)."""
+    return json.dumps(report.json_object(), sort_keys=True)

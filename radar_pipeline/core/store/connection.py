@@ -14,7 +14,6 @@ order at first connection.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
@@ -22,7 +21,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -329,15 +327,3 @@ def rows_as_dicts(con: Connection, sql: str, params: Sequence[Any] = ()) -> list
     cur = con.execute(sql, list(params))
     names = [d[0] for d in cur.description or ()]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-
-def to_json_text(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=_json_default)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

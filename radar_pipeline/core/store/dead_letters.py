@@ -20,9 +20,9 @@ from datetime import datetime
 from typing import Any
 
 from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.contract.collection import CollectionReport, SourceReport
+from radar_pipeline.core.contract.operations import DeadLetter, ReplayOutput
 from radar_pipeline.core.errors import RadarError
-from radar_pipeline.core.jsontypes import JsonObject
-from radar_pipeline.core.reports import CollectionReport, SourceReport
 from radar_pipeline.core.store.connection import Connection, Store, rows_as_dicts
 
 STATUSES = ("open", "replayed", "dismissed")
@@ -42,42 +42,6 @@ class DeadLetterError(RadarError):
 
 
 @dataclass(frozen=True)
-class DeadLetter:
-    """One failed check and the decision taken on it."""
-
-    id: str
-    collection_id: str | None
-    source_id: str
-    stage: str
-    error_class: str
-    message: str
-    attempt: int
-    status: str
-    created_at: datetime
-    decided_at: datetime | None = None
-    decision: str | None = None
-    replay_collection_id: str | None = None
-
-    def to_json(self) -> JsonObject:
-        """The contract's keys (id, sourceId, stage, errorClass, message, status, createdAt)
-        plus the decision's."""
-        return {
-            "id": self.id,
-            "sourceId": self.source_id,
-            "stage": self.stage,
-            "errorClass": self.error_class,
-            "message": self.message,
-            "status": self.status,
-            "createdAt": format_utc(self.created_at),
-            "attempt": self.attempt,
-            "collectionId": self.collection_id,
-            "decidedAt": format_utc(self.decided_at) if self.decided_at else None,
-            "decision": self.decision,
-            "replayCollectionId": self.replay_collection_id,
-        }
-
-
-@dataclass(frozen=True)
 class Replay:
     """A replayed dead letter, the Source's entry in the replay's collection report, and the
     dead letter the replay itself opened if its check failed again."""
@@ -86,10 +50,11 @@ class Replay:
     source: SourceReport
     new_dead_letter: DeadLetter | None
 
-    @property
-    def source_report(self) -> JsonObject:
-        """The Source's entry as the report's JSON spells it (what `radar dlq replay` prints)."""
-        return self.source.to_json()
+    def output(self) -> ReplayOutput:
+        """What `radar dlq replay --json` prints of it."""
+        return ReplayOutput(
+            dead_letter=self.dead_letter, source=self.source, new_dead_letter=self.new_dead_letter
+        )
 
 
 def _from_row(row: Mapping[str, Any]) -> DeadLetter:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from radar_pipeline.core.contract.outcomes import ItemOutcome
 from radar_pipeline.core.store.connection import Connection, insert_rows
 
 # item_observations columns in order (migration 1).
@@ -62,7 +63,7 @@ def rejection_row(
         None,
         None,
         None,
-        "rejected",
+        ItemOutcome.REJECTED.observation,
         None,
         reason,
     )
@@ -80,5 +81,5 @@ def record_rejection(
     con.execute(
         "INSERT INTO item_observations "
         "VALUES ($1, $2, $3, NULL, $4, NULL, NULL, NULL, $5, NULL, $6)",
-        [collection_id, source_id, as_of, source_item_id, "rejected", reason],
+        [collection_id, source_id, as_of, source_item_id, ItemOutcome.REJECTED.observation, reason],
     )

@@ -9,28 +9,12 @@ it stays as it was, so the move can be checked and repeated into a fresh schema.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from radar_pipeline.core.contract.operations import Transfer
 from radar_pipeline.core.errors import StoreError
 from radar_pipeline.core.store.connection import Store
 
 _CHUNK = 5_000  # rows per batch: bounded memory for large stores
 _VERSION_TABLE = "schema_migrations"  # each store keeps its own (both at the same version)
-
-
-@dataclass(frozen=True)
-class Transfer:
-    """What was moved: rows per table, in the order copied."""
-
-    tables: tuple[tuple[str, int], ...]
-    target: str  # where to (without password)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "to": self.target,
-            "tables": dict(self.tables),
-            "rows": sum(n for _, n in self.tables),
-        }
 
 
 def _tables(source: Store) -> list[str]:
@@ -74,4 +58,4 @@ def move(source: Store, target: Store) -> Transfer:
                     dst.executemany(insert, batch)
                     count += len(batch)
                 moved.append((table, count))
-    return Transfer(tuple(moved), target.where)
+    return Transfer(to=target.where, tables=dict(moved), rows=sum(n for _, n in moved))

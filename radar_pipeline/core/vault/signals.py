@@ -14,11 +14,12 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 
+from radar_pipeline.core.contract.outcomes import FileOutcome
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.files import fsync_dir, read_temp_name
 from radar_pipeline.core.layout import SIGNALS_DIR, WRITTEN_DIRS
@@ -56,7 +57,7 @@ _ONE_LINK = re.compile(r"\[\[([^\[\]]+)\]\]")
 # title, the summary and the trailer, however long the address.
 ORIGINAL_LINK_LABEL = "original"
 
-CreateOutcome = Literal["created", "reused"]
+CreateOutcome = FileOutcome  # what became of one Signal file: created, or reused
 
 
 @dataclass(frozen=True)

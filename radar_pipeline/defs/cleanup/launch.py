@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.contract.operations import CleanupOutput
 from radar_pipeline.core.errors import CleanupRefused, RadarError
-from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.cleanup.jobs import WEEKLY_CLEANUP_JOB_NAME
 from radar_pipeline.defs.cleanup.partitions import add_week, week_of
@@ -20,11 +20,11 @@ class CleanupFailed(RadarError):
 
 def launch_cleanup(
     defs: dg.Definitions, instance: dg.DagsterInstance, as_of: datetime
-) -> JsonObject:
+) -> CleanupOutput:
     """Materialize the week of `as_of` in this process (one Dagster run, its retention check
     after it) on the vault and DuckDB of the environment (`RADAR_VAULT`, `RADAR_DB`).
 
-    Returns `{"deleted", "bytes", "retained"}` plus the week, clock, kept entries and run id.
+    Returns what was deleted and retained, with the week, clock, kept entries and run id.
     The week becomes a partition of `weekly_cleanup` first (the partitions are the weeks a
     close was launched for). Raises CleanupRefused (nothing deleted) when the close refuses
     the layout, or when the week is after the running week.
@@ -55,15 +55,15 @@ def launch_cleanup(
         raise _run_failure(result)
     [mat] = result.asset_materializations_for_node("weekly_cleanup")
     meta = mat.metadata
-    return {
-        "deleted": int(meta["deleted"].value),  # type: ignore[arg-type]
-        "bytes": int(meta["bytes"].value),  # type: ignore[arg-type]
-        "retained": int(meta["retained"].value),  # type: ignore[arg-type]
-        "week": week,
-        "closedAt": format_utc(as_of),
-        "refused": list(meta["refused"].value),  # type: ignore[arg-type]
-        "dagsterRunId": result.run_id,
-    }
+    return CleanupOutput(
+        deleted=int(meta["deleted"].value),  # type: ignore[arg-type]
+        bytes=int(meta["bytes"].value),  # type: ignore[arg-type]
+        retained=int(meta["retained"].value),  # type: ignore[arg-type]
+        week=week,
+        closed_at=format_utc(as_of),
+        refused=tuple(meta["refused"].value),  # type: ignore[arg-type]
+        dagster_run_id=result.run_id,
+    )
 
 
 def _run_failure(result: dg.ExecuteInProcessResult) -> RadarError:

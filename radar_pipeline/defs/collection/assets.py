@@ -13,10 +13,11 @@ import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult, DedupedCheck, FetchedChecks
+from radar_pipeline.core.contract.collection import CollectionReport
+from radar_pipeline.core.contract.outcomes import ItemOutcome
 from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, source_timings
 from radar_pipeline.core.plan.schedule import next_due_at
 from radar_pipeline.core.registry.sources import RegistrySnapshot
-from radar_pipeline.core.reports import CollectionReport
 from radar_pipeline.core.store.accounting import read_undated_counts
 from radar_pipeline.core.store.feed_state import FeedState, read_states
 from radar_pipeline.defs.collection.config import FAILED_SOURCES, SIGNALS_KEY, CollectConfig
@@ -158,7 +159,7 @@ def signal_materialize(
                 "passed": report.totals.passed,
                 "failed": report.totals.failed,
                 "skipped": report.totals.skipped,
-                "created": report.totals.created,
+                ItemOutcome.CREATED.field: report.totals.created,
             },
         )
         record = partition_record(

@@ -9,13 +9,13 @@ so nothing here imports the module that assembles them.
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 from datetime import datetime
 
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.contract.collection import CollectionReport, Counts
 from radar_pipeline.core.errors import CollectionError
 from radar_pipeline.core.plan.collection import (
     CollectionSpec,
@@ -24,7 +24,6 @@ from radar_pipeline.core.plan.collection import (
     preview_collection,
 )
 from radar_pipeline.core.registry.sources import load_registry
-from radar_pipeline.core.reports import CollectionReport, Counts
 from radar_pipeline.core.store.collections import report_for
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.feed_state import read_states
@@ -86,12 +85,13 @@ def launch_collection(
         )
     ]
     merged = CollectionReport.merge([_recorded_report(store, result) for result in runs])
-    return replace(
-        merged,
-        dagster_run_status="SUCCESS" if all(r.success for r in runs) else "FAILURE",
-        dagster_run_id=runs[0].run_id,
-        dagster_run_ids=tuple(r.run_id for r in runs),
-        checks=_run_checks(defs, instance, runs[-1].run_id, as_of),
+    return merged.model_copy(
+        update={
+            "dagster_run_status": "SUCCESS" if all(r.success for r in runs) else "FAILURE",
+            "dagster_run_id": runs[0].run_id,
+            "dagster_run_ids": tuple(r.run_id for r in runs),
+            "checks": _run_checks(defs, instance, runs[-1].run_id, as_of),
+        }
     )
 
 
@@ -150,6 +150,6 @@ def _run_checks(
 
 def _empty_report(as_of: datetime, mode: str) -> CollectionReport:
     """A command that found no Source to collect: no run, so no ids, scopes or checks."""
-    return CollectionReport(
-        as_of=format_utc(as_of), mode=mode, downtime_from=None, overdue=0, due=0, totals=Counts()
+    return CollectionReport.counted(
+        Counts(), as_of=format_utc(as_of), mode=mode, downtime_from=None, overdue=0, due=0
     )

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import dagster as dg
 
-from radar_pipeline.core.reports import CollectionReport, PageFigures, SourceReport
+from radar_pipeline.core.contract.collection import CollectionReport, PageFigures, SourceReport
+from radar_pipeline.core.contract.outcomes import OUTCOME_KEYS, ItemOutcome
 
-
-def _columns() -> tuple[str, ...]:
-    # Imported here: the accounting module pulls in the commit and the fetcher (httpx), which
-    # only a collection run needs, not every process that loads the definitions.
-    from radar_pipeline.core.collect.accounting import OUTCOME_KEYS
-
-    return ("id", "outcome", "httpStatus", *OUTCOME_KEYS, "error")
+# The columns of the Sources table: each entry's keys as the report's JSON spells them.
+COLUMNS = ("id", "outcome", "httpStatus", *OUTCOME_KEYS, "error")
 
 
 # Values a Dagster metadata entry can hold as they are (the rest go through MetadataValue).
@@ -35,12 +31,11 @@ def collection_markdown(report: CollectionReport) -> str:
         f"reused {t.reused} · updated {t.updated} · duplicates "
         f"{t.duplicates} · rejected {t.rejected}\n\n"
     )
-    columns = _columns()
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for src in report.sources:
-        entry = src.to_json()  # the table shows the entry as the JSON spells it
+        entry = src.json_object()  # the table shows the entry as the JSON spells it
         cells = [
-            str(entry[c] if entry[c] is not None else "–").replace("|", "\\|") for c in columns
+            str(entry[c] if entry[c] is not None else "–").replace("|", "\\|") for c in COLUMNS
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return head + "\n".join(lines)
@@ -58,17 +53,10 @@ def source_metadata(
         "outcome": src.outcome,
         # No entry without an answer (a DNS or connect failure): -1 would plot as a status.
         **({"http_status": src.http_status} if src.http_status is not None else {}),
-        "created": src.created,
-        "reused": src.reused,
-        "updated": src.updated,
-        "duplicates": src.duplicates,
-        "rejected": src.rejected,
-        # The accounting (invariant 14): items_parsed = created + reused + updated +
-        # duplicates + rejected + deferred + outside_window + filtered (items the Source's
-        # include/exclude rules dropped; each rule is in DuckDB's item_observations).
-        "deferred": src.deferred,
-        "outside_window": src.outside_window,
-        "filtered": src.filtered,
+        # The accounting (invariant 14): items_parsed = the sum of the item outcomes, each under
+        # its field's name (filtered: items the Source's include/exclude rules dropped; each
+        # rule is in DuckDB's item_observations).
+        **{o.field: src.count(o) for o in ItemOutcome},
         "late": src.late,
         "undated": undated,
         "possible_gap": src.possible_gap,

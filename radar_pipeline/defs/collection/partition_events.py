@@ -29,7 +29,7 @@ from typing import Any
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.reports import SourceReport
+from radar_pipeline.core.contract.collection import SourceReport
 from radar_pipeline.core.store.feed_state import FeedState
 from radar_pipeline.defs.collection.config import SIGNALS_KEY
 from radar_pipeline.defs.collection.metadata import (

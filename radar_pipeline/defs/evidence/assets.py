@@ -1,6 +1,5 @@
 """The `evidence_snapshot` asset: what the Radar can show about itself, as `radar report`."""
 
-import json
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -24,18 +23,17 @@ def evidence_snapshot(radar: RadarResource) -> dg.MaterializeResult:  # type: ig
     from radar_pipeline.core.audit.evidence import evidence_text
 
     report = build_snapshot(radar.paths(), datetime.now(UTC))
-    checks = report["checks"]
     return dg.MaterializeResult(
         metadata={
-            "production_sources": report["productionSources"],
-            "fixture_sources": report["fixtureSources"],
-            "signals": report["signals"],
-            "overdue": report["overdue"],
-            "retained_temporary": report["retainedTemporary"],
-            "open_dead_letters": report["openDeadLetters"],
-            "registry_issues": report["registryIssues"],
-            "failed_checks": sum(1 for c in checks.values() if not c["passed"]),
+            "production_sources": report.production_sources,
+            "fixture_sources": report.fixture_sources,
+            "signals": report.signals,
+            "overdue": report.overdue,
+            "retained_temporary": report.retained_temporary,
+            "open_dead_letters": report.open_dead_letters,
+            "registry_issues": report.registry_issues,
+            "failed_checks": sum(1 for c in report.checks.values() if not c.passed),
             "summary": dg.MetadataValue.md("```\n" + evidence_text(report) + "\n```"),
-            "report": dg.MetadataValue.json(json.loads(json.dumps(report, default=str))),
+            "report": dg.MetadataValue.json(report.json_object()),
         }
     )

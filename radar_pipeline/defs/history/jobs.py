@@ -34,7 +34,7 @@ def prune_run_history_op(
     as_of = parse_utc(config.as_of) if config.as_of else datetime.now(UTC)
     keep = config.keep_days if config.keep_days >= 0 else retention_days()
     result = prune_run_history(context.instance, radar.store(), keep, as_of)
-    context.log.info(f"run history pruned: {result.to_json()}")
+    context.log.info(f"run history pruned: {result.summary().json_object()}")
 
 
 @dg.job(

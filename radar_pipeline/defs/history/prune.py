@@ -21,7 +21,8 @@ from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.clock import parse_utc
+from radar_pipeline.core.contract.operations import PruneSummary
 from radar_pipeline.core.run_history import PrunePlan, RunEntry, cutoff_of, old_ended, plan_prune
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.dead_letters import open_dead_letter_runs
@@ -41,23 +42,24 @@ SHARD_SUFFIXES = (".db", ".db-wal", ".db-shm")
 
 @dataclass(frozen=True)
 class PruneResult:
-    """What one prune did; `to_json` is the contract's shape plus the clock it judged by."""
+    """What one prune did (`summary()`: what `radar history prune` prints of it)."""
 
     plan: PrunePlan
     bytes_freed: int
     keep_days: int
     as_of: datetime
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "deletedRuns": len(self.plan.delete),
-            "keptRuns": len(self.plan.keep),
-            "bytesFreed": self.bytes_freed,
-            "protectedRuns": len(self.plan.protected),
-            "keepDays": self.keep_days,
-            "asOf": format_utc(self.as_of),
-            "cutoff": format_utc(self.plan.cutoff),
-        }
+    def summary(self) -> PruneSummary:
+        """The contract's counts plus the clock it judged by."""
+        return PruneSummary(
+            deleted_runs=len(self.plan.delete),
+            kept_runs=len(self.plan.keep),
+            bytes_freed=self.bytes_freed,
+            protected_runs=len(self.plan.protected),
+            keep_days=self.keep_days,
+            as_of=self.as_of,
+            cutoff=self.plan.cutoff,
+        )
 
 
 def run_clock(run_config: Mapping[str, Any]) -> datetime | None:

@@ -33,7 +33,7 @@ SOURCE_REGISTRY_KEY = source_registry.key
 
 def registry_version(snapshot: RegistrySnapshot) -> str:
     """The digest of what the registry decides (`radar sources validate --json`)."""
-    text = json.dumps(snapshot.to_json(), sort_keys=True)
+    text = json.dumps(snapshot.validation().json_object(), sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
