@@ -35,7 +35,7 @@ from radar_pipeline.defs.history.schedules import prune_run_history_job, run_his
 from radar_pipeline.defs.registry.assets import source_registry
 from radar_pipeline.defs.registry.checks import registry_check
 from radar_pipeline.defs.registry.sensors import source_registry_sensor
-from radar_pipeline.defs.resources import CollectionResource, RadarResource
+from radar_pipeline.defs.resources import ClockResource, CollectionResource, RadarResource
 
 defs = dg.Definitions(
     assets=[source_registry, with_freshness(signals), weekly_cleanup, evidence_snapshot],
@@ -71,6 +71,7 @@ defs = dg.Definitions(
     ],
     resources={
         "radar": RadarResource(),
+        "clock": ClockResource(),
         "collection": CollectionResource(),
         MEM_IO: dg.mem_io_manager,
     },

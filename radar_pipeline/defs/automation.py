@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import dagster as dg
 
-from radar_pipeline.core.config import Settings
+from radar_pipeline.defs.resources import environment_settings
 
 # The sensors that watch the vault, the store and the run history look once a minute.
 TICK_SECONDS = 60
 
 
 def schedule_status() -> dg.DefaultScheduleStatus:
-    """The default status of every schedule: RUNNING unless `RADAR_AUTOMATION=stopped`."""
-    running = Settings.from_env().automation_running
+    """The default status of every schedule: RUNNING unless `RADAR_AUTOMATION=stopped` (read
+    when the definitions load: a default status is part of the definition, not of a run)."""
+    running = environment_settings().automation_running
     return dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED
 
 
 def sensor_status() -> dg.DefaultSensorStatus:
     """The default status of every sensor: RUNNING unless `RADAR_AUTOMATION=stopped`."""
-    running = Settings.from_env().automation_running
+    running = environment_settings().automation_running
     return dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED

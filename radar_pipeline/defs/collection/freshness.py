@@ -28,7 +28,6 @@ from typing import Any
 import dagster as dg
 
 from radar_pipeline.core.clock import as_of_or_now, format_utc
-from radar_pipeline.core.config import Settings
 from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.plan.collection import SourceTiming, source_timings
 from radar_pipeline.core.registry.sources import load_registry
@@ -36,9 +35,8 @@ from radar_pipeline.core.store.feed_state import read_states
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.automation import TICK_SECONDS, sensor_status
 from radar_pipeline.defs.collection.config import SIGNALS_KEY, config_of
-from radar_pipeline.defs.collection.sensors import evaluation_time
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
-from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.resources import ClockResource, RadarResource
 
 ON_CADENCE = "on_cadence"
 CADENCE_CHECK_OP = f"{SIGNALS_KEY.path[-1]}_{ON_CADENCE}"  # the check's op: `<asset>_<check>`
@@ -76,8 +74,8 @@ def _timings(radar: RadarResource, now: datetime) -> tuple[SourceTiming, ...]:
 
 
 class CadenceClock(dg.Config):
-    """The clock the freshness sensor decided with (`as_of`, its `RADAR_AS_OF`); empty: the
-    collection's clock when the check runs in one, else the sensors' clock."""
+    """The clock the freshness sensor decided with (`as_of`: its `clock` resource); empty:
+    the collection's clock when the check runs in one, else the `clock` resource's."""
 
     as_of: str = ""
 
@@ -88,23 +86,28 @@ def cadence_run_config(as_of: str) -> dict[str, object]:
     return {"ops": {CADENCE_CHECK_OP: {"config": {"as_of": as_of}}}}
 
 
-def _run_clock(clock: CadenceClock, run_config: Mapping[str, Any]) -> datetime:
-    """The tick's clock, else that of the collection this check runs in, else the sensors'."""
-    if clock.as_of:
-        return as_of_or_now(clock.as_of)
+def _run_clock(
+    given: CadenceClock, run_config: Mapping[str, Any], clock: ClockResource
+) -> datetime:
+    """The tick's clock, else that of the collection this check runs in, else the resource's."""
+    if given.as_of:
+        return as_of_or_now(given.as_of)
     config = config_of(run_config)
-    return config.clock() if config is not None and config.as_of else evaluation_time()
+    return config.clock() if config is not None and config.as_of else clock.now()
 
 
 @dg.asset_check(asset=SIGNALS_KEY, name=ON_CADENCE, blocking=False)
 def on_cadence_check(
-    context: dg.AssetCheckExecutionContext, config: CadenceClock, radar: RadarResource
+    context: dg.AssetCheckExecutionContext,
+    config: CadenceClock,
+    radar: RadarResource,
+    clock: ClockResource,
 ) -> dg.AssetCheckResult:
     """Every Source is on cadence: each succeeded less than one cadence (plus `LATE_GRACE`)
     ago; `manual` and ineligible Sources are never late. WARN, not ERROR: a failing publisher
     keeps its Source late, which is recorded, not broken. `overdue` counts the late ones; the
     table lists every Source."""
-    now = _run_clock(config, context.run.run_config or {})
+    now = _run_clock(config, context.run.run_config or {}, clock)
     timings = list(_timings(radar, now))
     late = [t for t in timings if is_late(t, now)]
     return dg.AssetCheckResult(
@@ -148,13 +151,13 @@ def is_late(timing: SourceTiming, now: datetime) -> bool:
     ),
 )
 def source_freshness_sensor(
-    context: dg.SensorEvaluationContext, radar: RadarResource
+    context: dg.SensorEvaluationContext, radar: RadarResource, clock: ClockResource
 ) -> dg.SensorResult:
     """One check-only `on_cadence` run in a tick in which some Source partition's verdict
     flipped since the last tick (the first tick: when some Source is late), whatever the
     number of Sources that flipped. The run key names the verdicts it is about, so the same
     state never runs twice."""
-    now = evaluation_time()
+    now = clock.now()
     partitions = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     by_id = {t.source_id: t for t in _timings(radar, now)}
     try:
@@ -173,7 +176,7 @@ def source_freshness_sensor(
     digest = hashlib.sha256(cursor.encode("utf-8")).hexdigest()[:16]
     request = dg.RunRequest(
         run_key=f"on_cadence:{format_utc(now)}:{digest}",
-        run_config=cadence_run_config(Settings.from_env().as_of_text),
+        run_config=cadence_run_config(clock.given()),
         tags={
             tags.TRIGGER: "freshness",
             tags.VERDICT: f"{late} late, {len(flipped)} changed",

@@ -1,17 +1,14 @@
 """Sensors of collection: a run that died leaves a dead letter per Source it covered.
 
 Due Sources are requested by `due_sources_schedule` (schedules.py), which reads the same
-clock variable (`RADAR_AS_OF`) as `evaluation_time` here.
+clock (the `clock` resource) as the sensors here.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core.clock import as_of_or_now
-from radar_pipeline.core.config import Settings
 from radar_pipeline.core.store.dead_letters import record_run_failure
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.automation import TICK_SECONDS, sensor_status
@@ -22,16 +19,7 @@ from radar_pipeline.defs.collection.config import (
     failed_sources_of,
 )
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
-from radar_pipeline.defs.resources import RadarResource
-
-
-def evaluation_time(environ: Mapping[str, str] | None = None) -> datetime:
-    """The sensors' clock: `RADAR_AS_OF` (ISO-8601; simulations and tests), else now (UTC).
-
-    The same variable is passed on to the runs a sensor requests, so the run decides with the
-    clock the sensor decided with (as `radar collect --as-of` does for one command).
-    """
-    return as_of_or_now(Settings.from_env(environ).as_of_text)
+from radar_pipeline.defs.resources import ClockResource, RadarResource
 
 
 def run_sources(
@@ -76,7 +64,7 @@ def collects_signals(job_name: str, asset_selection: Iterable[dg.AssetKey] | Non
     ),
 )
 def run_failure_dead_letter_sensor(
-    context: dg.RunFailureSensorContext, radar: RadarResource
+    context: dg.RunFailureSensorContext, radar: RadarResource, clock: ClockResource
 ) -> dg.SkipReason | None:
     """A failed run leaves one open dead letter, stage `dagster-run`, per Source it covered,
     when it failed as a whole (a crash, a killed process, an op error before the commit); the
@@ -97,6 +85,6 @@ def run_failure_dead_letter_sensor(
     if not sources:
         return dg.SkipReason(f"run {run.run_id} failed but covered no Source partition")
     message = context.failure_event.message or f"Dagster run {run.run_id} failed"
-    added = record_run_failure(radar.store(), run.run_id, sources, message, evaluation_time())
+    added = record_run_failure(radar.store(), run.run_id, sources, message, clock.now())
     context.log.info(f"run {run.run_id} failed: {added} dead letters for {', '.join(sources)}")
     return None

@@ -1,10 +1,11 @@
 """The daily prune of the run history: its op, job and schedule (listed under Automation).
 
 The schedule ticks once a day, at `PRUNE_CRON` (00:30 UTC), and its run prunes by the tick's
-clock: the scheduled time, or `RADAR_AS_OF` when set (the clock of every schedule and sensor
-here, for simulations). A simulation that needs a prune per simulated day evaluates this
-schedule itself with that day's clock (`dg.build_schedule_context(scheduled_execution_time=
-...)`, as benchmarks/soak.py does); the production cadence is never bent for it. The run key
+clock: the scheduled time, or the `clock` resource's time when one is set (the clock of every
+schedule and sensor here, for simulations). A simulation that needs a prune per simulated day
+evaluates this schedule itself with that day's clock (`dg.build_schedule_context(
+scheduled_execution_time=...)`, as benchmarks/soak.py does); the production cadence is never
+bent for it. The run key
 `prune-history:<day>` keeps one prune per day of the clock however often it is evaluated.
 """
 
@@ -13,12 +14,11 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc, parse_utc
-from radar_pipeline.core.config import Settings
-from radar_pipeline.core.run_history import retention_days
+from radar_pipeline.core.store.connection import Store
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.automation import schedule_status
 from radar_pipeline.defs.history.prune import prune_run_history
-from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.resources import ClockResource, RadarResource
 
 PRUNE_JOB_NAME = "prune_run_history"
 PRUNE_OP = "prune_runs"
@@ -26,7 +26,7 @@ PRUNE_CRON = "30 0 * * *"
 
 
 class PruneConfig(dg.Config):
-    """The prune's clock (empty: now) and how many days it keeps (-1: the environment's
+    """The prune's clock (empty: now) and how many days it keeps (-1: the `radar` resource's
     `RADAR_RUN_RETENTION_DAYS`, default 30)."""
 
     as_of: str = ""
@@ -44,8 +44,9 @@ def prune_run_history_op(
     """Delete the Dagster runs (and their event logs) older than the retention, except those
     a partition, a check or an open dead letter still needs (core/run_history.py)."""
     as_of = parse_utc(config.as_of) if config.as_of else datetime.now(UTC)
-    keep = config.keep_days if config.keep_days >= 0 else retention_days()
-    result = prune_run_history(context.instance, radar.store(), keep, as_of)
+    settings = radar.settings()
+    keep = config.keep_days if config.keep_days >= 0 else settings.run_retention_days
+    result = prune_run_history(context.instance, Store.of(settings.paths), keep, as_of)
     context.log.info(f"run history pruned: {result.to_json()}")
 
 
@@ -74,11 +75,13 @@ def prune_run_history_job() -> None:
         "latest result, or an open dead letter. One run per day of its clock."
     ),
 )
-def run_history_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-    """One prune per day of the tick's clock (`RADAR_AS_OF`, else the scheduled time); a day
-    that has its prune run is skipped."""
+def run_history_schedule(
+    context: dg.ScheduleEvaluationContext, clock: ClockResource
+) -> dg.RunRequest | dg.SkipReason:
+    """One prune per day of the tick's clock (the `clock` resource's when set, else the
+    scheduled time); a day that has its prune run is skipped."""
     scheduled = context.scheduled_execution_time
-    now = Settings.from_env().as_of or (scheduled.astimezone(UTC) if scheduled else None)
+    now = clock.fixed() or (scheduled.astimezone(UTC) if scheduled else None)
     now = now or datetime.now(UTC)
     key = f"prune-history:{now.date().isoformat()}"
     if context.instance.get_run_ids(dg.RunsFilter(tags={tags.RUN_KEY: key}), limit=1):
