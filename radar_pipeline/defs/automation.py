@@ -1,4 +1,5 @@
-"""How the schedules and sensors start, and how often the sensors tick: said once.
+"""How the schedules and sensors start and how often the sensors tick: said once (the clock
+they read is the `clock` resource, defs/resources.py).
 
 Every schedule and sensor starts RUNNING when a Dagster instance first sees it, unless
 `RADAR_AUTOMATION=stopped` (`make ui-paused`): then each starts STOPPED, and a person starts
@@ -15,6 +16,9 @@ from radar_pipeline.defs.resources import environment_settings
 
 # The sensors that watch the vault, the store and the run history look once a minute.
 TICK_SECONDS = 60
+# The run status sensors that request the checks after a collection look every 30 s: the
+# checks judge the vault within that interval of a collection's end (docs/operations.md).
+CHECKS_AFTER_TICK_SECONDS = 30
 
 
 def schedule_status() -> dg.DefaultScheduleStatus:

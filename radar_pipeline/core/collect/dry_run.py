@@ -23,7 +23,7 @@ from radar_pipeline.core.collect.accounting import CheckAccount, account
 from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.collect.commit import SourceWrite
 from radar_pipeline.core.collect.decisions import by_identity, decide_checks, signal_ids_on_disk
-from radar_pipeline.core.collect.results import DedupedCheck
+from radar_pipeline.core.collect.results import DedupedCheck, FetchedChecks
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import split_frontmatter
@@ -123,7 +123,7 @@ def try_source(settings: Settings, record: SourceRecord, now: datetime) -> TryRe
     with Fetcher(fetch_settings, paths.vault) as fetcher:
         fetched = fetcher.fetch(check.request, now)
     with Collector(settings, fetch_settings=fetch_settings, parse_workers=0) as collector:
-        [result] = collector.parse(plan, (fetched,))
+        [result] = collector.parse(plan, FetchedChecks((fetched,)))
     if result.failed or result.parsed is None:
         return TryReport(record.source.id, "failed", fetched.status, 0, (), result.error_message)
     on_disk = by_identity(signal_ids_on_disk(paths.vault))
