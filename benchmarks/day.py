@@ -12,8 +12,8 @@ the scheduler's clock only:
   the daemon's scheduler never evaluates it; the other schedules keep running on the daemon;
 - at each simulated minute T the harness evaluates the real `due_sources_schedule` with
   Dagster's public test API (`build_schedule_context(instance=..., scheduled_execution_time=T,
-  repository_def=...)`, `evaluate_tick`), `RADAR_AS_OF=T` in its own environment for that
-  evaluation only. A SkipReason costs only the evaluation;
+  repository_def=...)`, `evaluate_tick`) with its `clock` resource set to T
+  (`ClockResource(as_of=T)`). A SkipReason costs only the evaluation;
 - each RunRequest is submitted unchanged (run config and tags, plus the `dagster/run_key` and
   `dagster/schedule_name` tags the daemon's scheduler adds) to the instance's queue through
   `dagster_graphql.DagsterGraphQLClient.submit_job_execution` against a `dagster-webserver`
@@ -46,13 +46,11 @@ here minutes.
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -80,7 +78,7 @@ from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, config_of
 from radar_pipeline.defs.collection.jobs import SIGNAL_CHECKS_JOB_NAME
 from radar_pipeline.defs.collection.schedules import IN_FLIGHT, due_sources_schedule
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
-from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.resources import ClockResource, RadarResource
 from radar_pipeline_tests.daemonkit import free_port
 
 CADENCES = ("PT1H", "PT6H", "P1D")
@@ -218,21 +216,6 @@ def _simulate(
             )
 
 
-@contextlib.contextmanager
-def _clock(when: datetime) -> Iterator[None]:
-    """`RADAR_AS_OF` in the harness's own environment for one evaluation of the schedule
-    (`schedule_clock` reads it through Settings.from_env)."""
-    before = os.environ.get(AS_OF_ENV)
-    os.environ[AS_OF_ENV] = format_utc(when)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(AS_OF_ENV, None)
-        else:
-            os.environ[AS_OF_ENV] = before
-
-
 def _evaluate(
     instance: dg.DagsterInstance,
     repository: dg.RepositoryDefinition,
@@ -242,14 +225,14 @@ def _evaluate(
 ) -> list[dg.RunRequest]:
     """The real schedule's tick at the simulated minute `when` (its CPU: this thread's)."""
     cpu, wall = time.thread_time(), time.perf_counter()
-    with _clock(when):
-        context = dg.build_schedule_context(
-            instance=instance,
-            scheduled_execution_time=when,
-            repository_def=repository,
-            resources={"radar": radar},
-        )
-        data = due_sources_schedule.evaluate_tick(context)
+    # The simulation sets the clock: the schedule's `clock` resource, at the simulated minute.
+    context = dg.build_schedule_context(
+        instance=instance,
+        scheduled_execution_time=when,
+        repository_def=repository,
+        resources={"radar": radar, "clock": ClockResource(as_of=format_utc(when))},
+    )
+    data = due_sources_schedule.evaluate_tick(context)
     tally.eval_cpu_s += time.thread_time() - cpu
     tally.eval_wall_s += time.perf_counter() - wall
     return list(data.run_requests or [])

@@ -73,6 +73,7 @@ from radar_pipeline.defs.history.jobs import PRUNE_JOB_NAME
 from radar_pipeline.defs.history.schedules import run_history_schedule
 from radar_pipeline.defs.instance import open_instance
 from radar_pipeline.defs.partitions import sources_partitions, sync_partitions
+from radar_pipeline.defs.resources import ClockResource
 from radar_pipeline_tests.daemonkit import group_alive, read_db, write_instance_yaml
 from radar_pipeline_tests.feedserver import FeedServer, RequestHandler
 from radar_pipeline_tests.vaultkit import write_source
@@ -341,6 +342,7 @@ class Soak:
                     instance=instance,
                     scheduled_execution_time=tick,
                     repository_def=defs.get_repository_def(),
+                    resources={"clock": ClockResource()},
                 )
                 requests = run_history_schedule.evaluate_tick(context).run_requests or []
                 for request in requests:

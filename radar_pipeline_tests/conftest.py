@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import socket
 import urllib.parse
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.store.connection import Store, rows_as_dicts
 from radar_pipeline_tests.feedserver import FeedServer
 
@@ -106,7 +107,7 @@ def radar_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
 @pytest.fixture
 def store(radar_env: dict[str, Path]) -> Store:
     """The store of `radar_env` (DuckDB, or PostgreSQL under RADAR_TEST_STORE_URL)."""
-    return Store.of(RadarPaths.from_env())
+    return Store.of(Settings.from_env().paths)
 
 
 def refused_store_url() -> str:
@@ -118,12 +119,18 @@ def refused_store_url() -> str:
     return f"postgresql://radar:pw@127.0.0.1:{port}/radar"
 
 
+def new_collection_id() -> str:
+    """A fresh collection id for a test that runs the Collector itself (a Dagster run's id
+    is its run id)."""
+    return uuid.uuid4().hex
+
+
 def env_store() -> Store:
     """The store the environment names, as `radar_env` exported it: the DuckDB file at
     RADAR_DB, or the PostgreSQL store at RADAR_STORE_URL. Tests read and change provenance
     through it with the store's own SQL, which runs on both (PostgreSQL has the same tables,
     in schema `radar`)."""
-    return Store.of(RadarPaths.from_env())
+    return Store.of(Settings.from_env().paths)
 
 
 def store_rows(sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -141,7 +148,7 @@ def store_dicts(sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
 def assert_not_stored(needle: str) -> None:
     """`needle` is in no text column of `env_store()`, and not in the bytes of a DuckDB file at
     RADAR_DB (DuckDB may compress strings on disk, so the byte grep alone could miss one)."""
-    db = RadarPaths.from_env().db
+    db = Settings.from_env().paths.db
     for path in db.parent.glob(db.name + "*"):
         assert needle.encode() not in path.read_bytes(), path
     # The store's own schema on either backend: `main` in DuckDB, `radar` in PostgreSQL.

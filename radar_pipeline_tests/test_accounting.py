@@ -21,8 +21,8 @@ import feedparser
 import pytest
 
 from radar_pipeline.core.audit.run import run_audit
-from radar_pipeline.core.collect.collector import Collector, new_collection_id
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.collect.collector import Collector
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.parse.dispatch import is_json_body
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
@@ -34,7 +34,7 @@ from radar_pipeline.defs.collection.checks import (
     silent_sources_check,
 )
 from radar_pipeline.defs.resources import CollectionResource, RadarResource
-from radar_pipeline_tests.conftest import CORPUS_REAL
+from radar_pipeline_tests.conftest import CORPUS_REAL, new_collection_id
 from radar_pipeline_tests.faults.test_hostile_corpus import corpus_files, declared_headers
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, write_source
@@ -51,7 +51,7 @@ RESOURCES = {
 
 def collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, Any]:
     mode = "explicit" if sources else "all"
-    with Collector(RadarPaths.from_env()) as collector:
+    with Collector(Settings.from_env()) as collector:
         return collector.run(
             CollectionSpec(new_collection_id(), mode, as_of, sources)
         ).json_object()
@@ -156,10 +156,10 @@ def test_accounting_identity_over_every_corpus_feed(
         assert report["deferred"] == sum(s["deferred"] for s in report["sources"])
         assert report["outsideWindow"] == sum(s["outsideWindow"] for s in report["sources"])
     assert checked == len(ids)
-    audit = run_audit("accounting", RadarPaths.from_env(), T)
+    audit = run_audit("accounting", Settings.from_env().paths, T)
     assert audit.passed, audit.markdown()
     assert dict(audit.figures) == {"checks": len(ids), "unbalanced": 0}
-    with Store.of(RadarPaths.from_env()).transaction() as con:
+    with Store.of(Settings.from_env().paths).transaction() as con:
         [(parsed, observed)] = con.execute(
             "SELECT (SELECT sum(items_parsed) FROM check_accounting), "
             "(SELECT count(*) FROM item_observations)"
@@ -181,7 +181,7 @@ def test_accounting_check_fails_on_a_row_altered_on_purpose(
     found = run_checks(instance, *STREAM_CHECKS)
     assert found["accounting"].passed, table(found["accounting"])
 
-    with Store.of(RadarPaths.from_env()).transaction() as con:
+    with Store.of(Settings.from_env().paths).transaction() as con:
         con.execute("UPDATE check_accounting SET created = created - 1 WHERE source_id = 'acct'")
     evaluation = run_checks(instance, accounting_check)["accounting"]
     assert not evaluation.passed
@@ -192,10 +192,10 @@ def test_accounting_check_fails_on_a_row_altered_on_purpose(
     assert "| 5 | 4 | 5 |" in row  # parsed 5, outcomes now 4, observations 5
 
     # A lost observation row is caught too, although the counts add up.
-    with Store.of(RadarPaths.from_env()).transaction() as con:
+    with Store.of(Settings.from_env().paths).transaction() as con:
         con.execute("UPDATE check_accounting SET created = created + 1 WHERE source_id = 'acct'")
         con.execute("DELETE FROM item_observations WHERE outcome = 'outside-window'")
-    audit = run_audit("accounting", RadarPaths.from_env(), T)
+    audit = run_audit("accounting", Settings.from_env().paths, T)
     assert [f.cells[3:] for f in audit.findings] == [("5", "5", "4")]
 
 
@@ -223,7 +223,7 @@ def test_scrolled_past_feed_is_a_possible_gap_and_an_overlapping_one_is_not(
     second = by_id(report)
     assert (second["scroll"]["possibleGap"], second["scroll"]["created"]) == (True, 10)
     assert (second["overlap"]["possibleGap"], second["overlap"]["created"]) == (False, 5)
-    with Store.of(RadarPaths.from_env()).transaction() as con:
+    with Store.of(Settings.from_env().paths).transaction() as con:
         rows = con.execute(
             "SELECT source_id, possible_gap FROM check_accounting WHERE as_of = $1 "
             "ORDER BY source_id",

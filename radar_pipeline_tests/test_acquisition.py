@@ -25,13 +25,18 @@ import pytest
 
 from radar_pipeline.cli import dagster_instance
 from radar_pipeline.core.acquire.fetch import FetchSettings
-from radar_pipeline.core.collect.collector import Collector, new_collection_id
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.collect.collector import Collector
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.frontmatter import split_frontmatter
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.core.vault.signals import read_signal_frontmatter
-from radar_pipeline_tests.conftest import assert_not_stored, env_store, store_dicts
+from radar_pipeline_tests.conftest import (
+    assert_not_stored,
+    env_store,
+    new_collection_id,
+    store_dicts,
+)
 from radar_pipeline_tests.feedserver import (
     FeedServer,
     RequestHandler,
@@ -69,9 +74,12 @@ HEALTHY = rss([{"title": "Healthy", "guid": "h-1", "link": "https://example.com/
 
 def make_collector(env: dict[str, Path], deadline_s: float = DEADLINE_S) -> Collector:
     settings = replace(
-        FetchSettings.from_env(), connect_timeout_s=1.0, read_timeout_s=2.0, deadline_s=deadline_s
+        FetchSettings.of(Settings.from_env()),
+        connect_timeout_s=1.0,
+        read_timeout_s=2.0,
+        deadline_s=deadline_s,
     )
-    return Collector(RadarPaths.from_env(), fetch_settings=settings)  # the store of `env`
+    return Collector(Settings.from_env(), fetch_settings=settings)  # the store of `env`
 
 
 def collect(
@@ -612,7 +620,7 @@ def test_two_processes_one_fetch_one_signal(
     }
     # Two first-ever processes on an empty DAGSTER_HOME race on creating Dagster's SQLite
     # tables ("table secondary_indexes already exists"): create the instance once first.
-    with dagster_instance():
+    with dagster_instance(Settings.from_env()):
         pass
     command = [RADAR, "collect", "--source", "slow", "--json"]
     procs = [
@@ -654,7 +662,7 @@ def test_attempt_metrics_in_duckdb_and_dagster_metadata(
     write_source(vault, "down", feed_server.add("/down", b"oops", 503, HTML_TYPE))
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
         report = launch_collection(
-            defs, instance, RadarPaths.from_env(), "explicit", ("news", "down"), AS_OF, "test"
+            defs, instance, Settings.from_env().paths, "explicit", ("news", "down"), AS_OF, "test"
         ).json_object()
         [news] = instance.fetch_materializations(dg.AssetKey("signals"), limit=10).records
         # The failed Source's own observation (the run also observes the whole collection).

@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.definitions import defs
 from radar_pipeline.defs.cleanup.assets import weekly_cleanup
@@ -57,7 +57,7 @@ def collect(
     instance: dg.DagsterInstance, as_of: datetime | None = None, mode: str = "all"
 ) -> dict[str, Any]:
     return launch_collection(
-        defs, instance, RadarPaths.from_env(), mode, (), as_of or datetime.now(UTC), "test"
+        defs, instance, Settings.from_env().paths, mode, (), as_of or datetime.now(UTC), "test"
     ).json_object()
 
 
@@ -311,7 +311,7 @@ def test_index_row_without_a_file_fails_agreement_and_idempotency(
     healthy_vault(vault, feed_server, instance)
     gone, unindexed = signal_files(vault)[:2]
     gone.unlink()
-    with Store.of(RadarPaths.from_env()).transaction() as con:
+    with Store.of(Settings.from_env().paths).transaction() as con:
         con.execute("DELETE FROM signals WHERE signal_id = $1", [unindexed.stem])
 
     found = run_checks(instance, agreement_check, idempotency_check)
@@ -331,7 +331,7 @@ def test_only_a_file_without_index_row_is_a_warning(
     vault = radar_env["vault"]
     healthy_vault(vault, feed_server, instance)
     unindexed = signal_files(vault)[0]
-    with Store.of(RadarPaths.from_env()).transaction() as con:
+    with Store.of(Settings.from_env().paths).transaction() as con:
         con.execute("DELETE FROM signals WHERE signal_id = $1", [unindexed.stem])
     found = run_checks(instance, agreement_check, idempotency_check)
     for evaluation in found.values():

@@ -8,14 +8,14 @@ from pathlib import Path
 import feedparser
 import pytest
 
-from radar_pipeline.core.collect.collector import Collector, new_collection_id
+from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.collect.results import FetchedChecks
 from radar_pipeline.core.collect.workers import MIN_PARALLEL_BODIES
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault.signals import PROVENANCE_FIELDS, read_signal_frontmatter
-from radar_pipeline_tests.conftest import CORPUS_REAL
+from radar_pipeline_tests.conftest import CORPUS_REAL, new_collection_id
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
 
@@ -30,7 +30,7 @@ REAL_FEEDS = {
 def collect(
     env: dict[str, Path], mode: str = "all", as_of: datetime = AS_OF, sources: tuple[str, ...] = ()
 ) -> dict:
-    collector = Collector(RadarPaths.from_env())  # the vault and store of `env`
+    collector = Collector(Settings.from_env())  # the vault and store of `env`
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
     return collector.run(spec).json_object()
 
@@ -100,7 +100,7 @@ def test_real_feed_over_http_every_item_one_signal(
     files = signal_files(vault)
     assert report["created"] == len(files) == inside > 0
     assert report["rejected"] == 0
-    store = Store.of(RadarPaths.from_env())
+    store = Store.of(Settings.from_env().paths)
     with store.transaction() as con:
         row = con.execute("SELECT count(*) FROM signals").fetchone()
     assert row is not None and row[0] == len(files)
@@ -137,7 +137,7 @@ def test_failing_source_does_not_stop_others(
         "unresolvable": ("failed", "network"),
     }
     assert (report["passed"], report["failed"], report["created"]) == (1, 2, 1)
-    store = Store.of(RadarPaths.from_env())
+    store = Store.of(Settings.from_env().paths)
     with store.transaction() as con:
         rows = con.execute(
             "SELECT source_id, error_class FROM dead_letters ORDER BY source_id"
@@ -155,7 +155,7 @@ def test_crash_between_file_and_record_is_repaired(radar_env: dict[str, Path]) -
         vault, "fixture", rss([{"title": "x", "guid": "1", "link": "https://example.com/1"}])
     )
     collect(radar_env)
-    store = Store.of(RadarPaths.from_env())
+    store = Store.of(Settings.from_env().paths)
     with store.transaction() as con:
         con.execute("DELETE FROM signals")
     again = collect(radar_env)
@@ -173,9 +173,12 @@ def test_the_fetch_stage_hands_its_started_parses_on_in_its_value(
     for sid in ids:
         item = {"title": sid, "guid": sid, "link": f"https://example.com/{sid}"}
         write_source(radar_env["vault"], sid, feed_server.add(f"/{sid}.xml", rss([item])))
-    paths = RadarPaths.from_env()
+    settings = Settings.from_env()
     spec = CollectionSpec(new_collection_id(), "all", AS_OF, ())
-    with Collector(paths, parse_workers=2) as fetching, Collector(paths, parse_workers=0) as other:
+    with (
+        Collector(settings, parse_workers=2) as fetching,
+        Collector(settings, parse_workers=0) as other,
+    ):
         plan = fetching.plan(spec)
         fetched = fetching.fetch(plan)
         assert sorted(fetched.parsing) == ids

@@ -17,12 +17,12 @@ import dagster as dg
 import pytest
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.collect.collector import Collector, new_collection_id
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.collect.collector import Collector
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.identity.keys import identity_hash
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
-from radar_pipeline_tests.conftest import store_rows, store_url_under_test
+from radar_pipeline_tests.conftest import new_collection_id, store_rows, store_url_under_test
 from radar_pipeline_tests.feedserver import FeedServer, RequestHandler
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
 
@@ -36,7 +36,7 @@ BODY = (
 
 def collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, Any]:
     mode = "explicit" if sources else "all"
-    with Collector(RadarPaths.from_env()) as collector:
+    with Collector(Settings.from_env()) as collector:
         return collector.run(
             CollectionSpec(new_collection_id(), mode, as_of, sources)
         ).json_object()

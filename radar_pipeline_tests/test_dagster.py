@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from radar_pipeline.core.config import REPO_ROOT
+from radar_pipeline.core.config import REPO_ROOT, Settings
 from radar_pipeline.defs.collection.assets import signals
 from radar_pipeline.defs.collection.config import SIGNALS_KEY
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
@@ -102,7 +102,6 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
     """A collection's runs cover only the partitions they check: a Source between the
     selected ones keeps its own status (here materialized by an earlier run) although a
     Source of the collection fails; a failing Source gets an observation and FAILED."""
-    from radar_pipeline.core.config import RadarPaths
     from radar_pipeline.definitions import defs
     from radar_pipeline.defs.collection.launch import launch_collection
 
@@ -118,7 +117,13 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
 
         def launch(*ids: str) -> dict[str, Any]:
             return launch_collection(
-                defs, instance, RadarPaths.from_env(), "explicit", ids, datetime.now(UTC), "test"
+                defs,
+                instance,
+                Settings.from_env().paths,
+                "explicit",
+                ids,
+                datetime.now(UTC),
+                "test",
             ).json_object()
 
         assert launch("b-fix")["passed"] == 1
@@ -203,7 +208,6 @@ def test_skipped_and_ineligible_sources_stay_out_of_a_failed_runs_range(
     from datetime import UTC, datetime, timedelta
 
     from radar_pipeline.core.audit.evidence import evidence_snapshot
-    from radar_pipeline.core.config import RadarPaths
     from radar_pipeline.definitions import defs
     from radar_pipeline.defs.collection.launch import launch_collection
 
@@ -214,7 +218,7 @@ def test_skipped_and_ineligible_sources_stay_out_of_a_failed_runs_range(
     write_source(vault, "c-down", "http://127.0.0.1:9/feed.xml")
     write_fixture_source(vault, "d-fix", rss(item))
     write_source(vault, "e-down", "http://127.0.0.1:9/feed.xml")
-    paths = RadarPaths.from_env()
+    paths = Settings.from_env().paths
     now = datetime.now(UTC)
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
         first = launch_collection(defs, instance, paths, "all", (), now, "test").json_object()

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from radar_pipeline.core.collect.collector import Collector, new_collection_id
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.collect.collector import Collector
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.dead_letters import (
@@ -24,6 +24,7 @@ from radar_pipeline.core.store.dead_letters import (
     list_dead_letters,
     replay,
 )
+from radar_pipeline_tests.conftest import new_collection_id
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.test_cli import radar
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
@@ -35,7 +36,7 @@ FEED = rss([{"title": "Back", "guid": "b-1", "link": "https://example.com/back"}
 
 def run_check(env: dict[str, Path], now: datetime) -> Any:
     """What `radar dlq replay` does, without Dagster: one explicit collection of a Source."""
-    collector = Collector(RadarPaths.from_env())
+    collector = Collector(Settings.from_env())
 
     def check(source_id: str) -> dict[str, Any]:
         return collector.run(CollectionSpec(new_collection_id(), "explicit", now, (source_id,)))
@@ -47,7 +48,7 @@ def failing_collection(env: dict[str, Path], server: FeedServer) -> dict[str, An
     write_source(env["vault"], "flaky", server.add("/flaky", b"oops", 500, BROKEN))
     write_source(env["vault"], "moved", server.add("/moved", b"no", 404, BROKEN))
     return (
-        Collector(RadarPaths.from_env())
+        Collector(Settings.from_env())
         .run(CollectionSpec(new_collection_id(), "all", AS_OF))
         .json_object()
     )
@@ -62,7 +63,7 @@ def test_failed_check_opens_a_dead_letter_with_its_class(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
     report = failing_collection(radar_env, feed_server)
-    letters = {d.source_id: d for d in list_dead_letters(Store.of(RadarPaths.from_env()))}
+    letters = {d.source_id: d for d in list_dead_letters(Store.of(Settings.from_env().paths))}
     assert {k: (d.status, d.stage, d.error_class) for k, d in letters.items()} == {
         "flaky": ("open", "fetch", "http-5xx"),
         "moved": ("open", "fetch", "gone"),
@@ -77,7 +78,7 @@ def test_replay_after_fix_creates_the_signal_and_keeps_the_letter(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
     failing_collection(radar_env, feed_server)
-    store = Store.of(RadarPaths.from_env())
+    store = Store.of(Settings.from_env().paths)
     letter_id = letter_for(store, "flaky")
     feed_server.add("/flaky", FEED)
     later = AS_OF + timedelta(minutes=5)
@@ -102,7 +103,7 @@ def test_replay_that_fails_again_opens_a_new_letter(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
     failing_collection(radar_env, feed_server)
-    store = Store.of(RadarPaths.from_env())
+    store = Store.of(Settings.from_env().paths)
     letter_id = letter_for(store, "flaky")
     later = AS_OF + timedelta(minutes=5)
     done = replay(store, letter_id, later, run_check(radar_env, later))
@@ -122,8 +123,8 @@ def test_replay_that_cannot_run_leaves_the_letter_open(
         feed_server.add("/p", b"oops", 500, BROKEN),
         minIntervalSeconds=3600,
     )
-    Collector(RadarPaths.from_env()).run(CollectionSpec(new_collection_id(), "all", AS_OF))
-    store = Store.of(RadarPaths.from_env())
+    Collector(Settings.from_env()).run(CollectionSpec(new_collection_id(), "all", AS_OF))
+    store = Store.of(Settings.from_env().paths)
     letter_id = letter_for(store, "polite")
     later = AS_OF + timedelta(minutes=5)
     with pytest.raises(DeadLetterError, match=r"minIntervalSeconds.*stays open"):
@@ -136,7 +137,7 @@ def test_dismiss_records_decision_and_time(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
     failing_collection(radar_env, feed_server)
-    store = Store.of(RadarPaths.from_env())
+    store = Store.of(Settings.from_env().paths)
     letter_id = letter_for(store, "moved")
     when = AS_OF + timedelta(hours=1)
     letter = dismiss(store, letter_id, when)

@@ -18,14 +18,14 @@ import pytest
 
 from radar_pipeline.core.collect import commit as commit_module
 from radar_pipeline.core.collect import signal_files as signal_files_module
-from radar_pipeline.core.collect.collector import Collector, new_collection_id
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.collect.collector import Collector
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.identity import keys as identity
 from radar_pipeline.core.identity.keys import hamming64, simhash64
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.vault import index
 from radar_pipeline.core.vault.signals import link_target, read_signal_frontmatter
-from radar_pipeline_tests.conftest import CORPUS_REAL, env_store, store_rows
+from radar_pipeline_tests.conftest import CORPUS_REAL, env_store, new_collection_id, store_rows
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
 
@@ -37,7 +37,7 @@ LATER = AS_OF + timedelta(minutes=10)
 
 
 def collect(env: dict[str, Path], as_of: datetime = AS_OF) -> dict[str, Any]:
-    collector = Collector(RadarPaths.from_env())
+    collector = Collector(Settings.from_env())
     return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).json_object()
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from radar_pipeline.core.audit.evidence import evidence_snapshot
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.defs.evidence.assets import evidence_snapshot as evidence_asset
 from radar_pipeline.defs.resources import RadarResource
@@ -126,7 +126,7 @@ def test_post_recovery_overdue_counts_what_stayed_overdue(
     code, collect, _ = radar_json(capsys, "collect", "--as-of", format_utc(t0))
     assert code == 2 and collect["failed"] == 1
 
-    snapshot = evidence_snapshot(RadarPaths.from_env(), t0 + timedelta(minutes=5)).json_object()
+    snapshot = evidence_snapshot(Settings.from_env().paths, t0 + timedelta(minutes=5)).json_object()
 
     recovery = snapshot["recovery"]
     assert (recovery["overdueBefore"], recovery["passed"], recovery["failed"]) == (2, 1, 1)
@@ -210,7 +210,7 @@ def test_evidence_follows_every_run_that_evaluated_checks(
 
 
 def _index_rows(db: Path) -> list[tuple[Any, ...]]:
-    with Store.of(RadarPaths.from_env()).transaction() as con:
+    with Store.of(Settings.from_env().paths).transaction() as con:
         return con.execute("SELECT * FROM signals ORDER BY signal_id").fetchall()
 
 

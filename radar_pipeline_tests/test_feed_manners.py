@@ -21,6 +21,7 @@ from radar_pipeline.core.acquire.fetch import (
     polite_delay_s,
     user_agent,
 )
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.models import FetchRequest, FetchResult
 from radar_pipeline.core.vault.health import GONE_REASON, manners_fields
 from radar_pipeline_tests.evidencekit import radar_process
@@ -34,7 +35,7 @@ FEED = rss([{"title": "t", "guid": "1", "link": "https://example.com/1"}])
 
 @pytest.fixture
 def fetcher(allow_loopback: None, tmp_path: Path) -> Iterator[Fetcher]:
-    with Fetcher(FetchSettings.from_env(), tmp_path / "vault") as f:
+    with Fetcher(FetchSettings.of(Settings.from_env()), tmp_path / "vault") as f:
         yield f
 
 
@@ -136,13 +137,13 @@ def test_the_publishers_delay_holds_the_next_check_back() -> None:
 
 
 def _collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, Any]:
-    from radar_pipeline.core.collect.collector import Collector, new_collection_id
-    from radar_pipeline.core.config import RadarPaths
+    from radar_pipeline.core.collect.collector import Collector
     from radar_pipeline.core.plan.collection import CollectionSpec
+    from radar_pipeline_tests.conftest import new_collection_id
 
     mode = "explicit" if sources else "all"
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
-    with Collector(RadarPaths.from_env()) as collector:
+    with Collector(Settings.from_env()) as collector:
         return collector.run(spec).json_object()
 
 

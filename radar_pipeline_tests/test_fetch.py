@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings, fetch_many, looks_like_feed
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.models import FetchRequest, FetchResult
 from radar_pipeline_tests.conftest import CORPUS_REAL
 from radar_pipeline_tests.feedserver import (
@@ -37,7 +38,10 @@ TOKEN = "s3cr3t-T0ken-value-42"
 @pytest.fixture
 def settings(allow_loopback: None) -> FetchSettings:
     return replace(
-        FetchSettings.from_env(), connect_timeout_s=1.0, read_timeout_s=2.0, deadline_s=DEADLINE_S
+        FetchSettings.of(Settings.from_env()),
+        connect_timeout_s=1.0,
+        read_timeout_s=2.0,
+        deadline_s=DEADLINE_S,
     )
 
 
@@ -337,7 +341,7 @@ def test_userinfo_url_refused_without_request(feed_server: FeedServer, fetcher: 
 
 
 def test_loopback_refused_when_allow_list_empty(feed_server: FeedServer, tmp_path: Path) -> None:
-    settings = FetchSettings.from_env({"RADAR_ALLOWED_PRIVATE_HOSTS": ""})
+    settings = FetchSettings.of(Settings.from_env({"RADAR_ALLOWED_PRIVATE_HOSTS": ""}))
     assert settings.allowed_private_hosts == frozenset()
     with Fetcher(settings, tmp_path) as fetcher:
         result = run(fetcher, feed_server.add("/feed", RSS))

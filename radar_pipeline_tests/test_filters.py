@@ -18,7 +18,7 @@ import pytest
 from radar_pipeline.core.audit.run import run_audit
 from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.core.collect.filtering import filter_parsed
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.parse.json_feed import parse_json_feed
 from radar_pipeline.core.registry.filters import ItemFilter, compile_rule
@@ -176,7 +176,7 @@ def test_filtered_items_are_counted_with_their_rule_everywhere(
         ("https://example.com/p/4", "exclude: /^sponsor/"),
     ]
     assert filtered == 3
-    audit = run_audit("accounting", RadarPaths.from_env(), parse_utc(AS_OF))
+    audit = run_audit("accounting", Settings.from_env().paths, parse_utc(AS_OF))
     assert audit.findings == () and audit.figures["checks"] == 2
 
     with dg.DagsterInstance.from_config(str(radar_env["home"])) as instance:

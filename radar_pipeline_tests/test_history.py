@@ -18,9 +18,9 @@ import dagster as dg
 import pytest
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.config import RadarPaths, days_to_keep
+from radar_pipeline.core.config import Settings, days_to_keep
 from radar_pipeline.core.errors import ConfigError
-from radar_pipeline.core.run_history import RunEntry, plan_prune, retention_days
+from radar_pipeline.core.run_history import RunEntry, plan_prune
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.dead_letters import list_dead_letters
 from radar_pipeline.defs.collection.config import SIGNALS_KEY
@@ -29,6 +29,7 @@ from radar_pipeline.defs.history.prune import prune_run_history, run_clock, run_
 from radar_pipeline.defs.history.schedules import run_history_schedule
 from radar_pipeline.defs.instance import open_instance
 from radar_pipeline.defs.partitions import sources_partitions
+from radar_pipeline.defs.resources import ClockResource
 from radar_pipeline_tests.feedserver import FeedServer, RequestHandler
 from radar_pipeline_tests.vaultkit import rss, write_source
 
@@ -50,6 +51,10 @@ def test_the_rule_keeps_young_unended_and_protected_runs() -> None:
     assert plan.delete == ("old",)
     assert set(plan.keep) == {"old-running", "old-needed", "young"}
     assert plan.protected == ("old-needed",)
+
+
+def retention_days(environ: dict[str, str]) -> int:
+    return Settings.from_env(environ).run_retention_days
 
 
 def test_retention_days_from_the_environment() -> None:
@@ -126,7 +131,7 @@ def test_a_simulated_fortnight_is_pruned_and_every_partition_shows_the_same(
 ) -> None:
     from radar_pipeline.definitions import defs
 
-    paths = RadarPaths.from_env()
+    paths = Settings.from_env().paths
     farm = Farm(feed_server, radar_env["vault"])
     for day in range(DAYS):
         farm.day = day
@@ -189,7 +194,10 @@ def test_the_daily_schedule_prunes_once_per_day_of_its_clock(
     defs.get_repository_def().load_all_definitions()  # what the daemon's code server loads
     tick = datetime(2026, 3, 5, 0, 30, tzinfo=UTC)
     context = dg.build_schedule_context(
-        instance=instance, scheduled_execution_time=tick, repository_def=defs.get_repository_def()
+        instance=instance,
+        scheduled_execution_time=tick,
+        repository_def=defs.get_repository_def(),
+        resources={"clock": ClockResource()},
     )
     [request] = run_history_schedule.evaluate_tick(context).run_requests or []
     assert request.run_key == "prune-history:2026-03-05"
@@ -206,6 +214,7 @@ def test_the_daily_schedule_prunes_once_per_day_of_its_clock(
         instance=instance,
         scheduled_execution_time=tick + timedelta(days=1),
         repository_def=defs.get_repository_def(),
+        resources={"clock": ClockResource()},
     )
     [later] = run_history_schedule.evaluate_tick(next_day).run_requests or []
     assert later.run_key == "prune-history:2026-03-06"

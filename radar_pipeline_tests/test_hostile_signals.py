@@ -11,10 +11,11 @@ from xml.sax.saxutils import escape
 
 import yaml
 
-from radar_pipeline.core.collect.collector import Collector, new_collection_id
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.collect.collector import Collector
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.vault.signals import SIGNAL_ID_RE, read_signal_frontmatter
+from radar_pipeline_tests.conftest import new_collection_id
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import signal_files, write_source
 
@@ -124,7 +125,7 @@ def test_hostile_items_become_inert_signals_at_their_normal_paths(
     write_source(vault, "hostile", url)
     before = tree(vault)
 
-    collector = Collector(RadarPaths.from_env())
+    collector = Collector(Settings.from_env())
     report = collector.run(CollectionSpec(new_collection_id(), "all", AS_OF, ())).json_object()
     assert report["sources"][0]["outcome"] == "passed", report
     assert (report["created"], report["rejected"]) == (len(HOSTILE), 0)

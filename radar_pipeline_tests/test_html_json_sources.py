@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from radar_pipeline.core.collect.collector import Collector, new_collection_id
+from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.collect.workers import ParseJob, ParseWorkers, parse_job
-from radar_pipeline.core.config import REPO_ROOT, RadarPaths
+from radar_pipeline.core.config import REPO_ROOT, Settings
 from radar_pipeline.core.frontmatter import split_frontmatter
 from radar_pipeline.core.parse.spec import HtmlSpec, JsonSpec
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.registry.sources import load_registry
-from radar_pipeline_tests.conftest import CORPUS, store_rows
+from radar_pipeline_tests.conftest import CORPUS, new_collection_id, store_rows
 from radar_pipeline_tests.evidencekit import radar_json
 from radar_pipeline_tests.feedserver import FeedServer, conditional
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
@@ -65,7 +65,7 @@ def regenerated(body: bytes) -> bytes:
 
 
 def collect(env: dict[str, Path], as_of: datetime = T) -> dict[str, Any]:
-    with Collector(RadarPaths.from_env()) as collector:
+    with Collector(Settings.from_env()) as collector:
         return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).json_object()
 
 

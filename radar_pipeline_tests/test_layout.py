@@ -557,6 +557,77 @@ def test_only_the_settings_module_reads_the_environment() -> None:
     assert not offences, _report("environment reads outside the settings module", offences)
 
 
+# The settings are built at the edge and handed down (core/config.py): `from_env` is called
+# once by the `radar` command for all its work, and once on the Dagster side, where the
+# resources (and the definitions' default automation status) read the environment; every
+# other module takes the settings, or what it needs of them, as a parameter.
+SETTINGS_READS = frozenset({"from_env", "environment"})
+SETTINGS_READERS = {
+    Path("radar_pipeline/cli/__init__.py"): 1,  # `main`: one Settings per command
+    Path("radar_pipeline/defs/resources.py"): 1,  # `environment_settings`: runs, ticks, load
+}
+MAX_SETTINGS_READS = 3
+DEFS_DIR = PACKAGE_DIR / "defs"
+# The one module in defs/ that knows the variables' names: the resources are their fields.
+DEFS_SETTINGS_MODULE = DEFS_DIR / "resources.py"
+
+
+def _settings_reads(tree: ast.AST) -> list[ast.Call]:
+    """The calls of `from_env(...)` / `environment(...)` (any receiver) in `tree`."""
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (
+            node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        )
+        in SETTINGS_READS
+    ]
+
+
+def test_the_settings_are_read_at_the_edge() -> None:
+    """At most three places build the settings from the environment, each named above."""
+    found: dict[Path, list[str]] = {}
+    for path in _package_files():
+        if path == SETTINGS_MODULE:
+            continue
+        calls = _settings_reads(ast.parse(path.read_text(), str(path)))
+        if calls:
+            found[path.relative_to(REPO_ROOT)] = [_where(path, c) for c in calls]
+    offences = [
+        f"{where}: builds the settings from the environment (take them as a parameter)"
+        for path, wheres in found.items()
+        if len(wheres) > SETTINGS_READERS.get(path, 0)
+        for where in wheres
+    ]
+    total = sum(len(w) for w in found.values())
+    assert total <= MAX_SETTINGS_READS, f"{total} reads of the settings: {found}"
+    assert not offences, _report("settings read away from the edge", offences)
+
+
+def test_the_settings_read_check_sees_reads() -> None:
+    """The check above is not vacuous: it finds both spellings of a read."""
+    tree = ast.parse("Settings.from_env()\nenvironment({})\nSettings.paths\n")
+    assert len(_settings_reads(tree)) == 2
+
+
+def test_no_definition_reads_a_variable_but_the_resources() -> None:
+    """defs/ gets the vault, the store, the limits and the clock (`RADAR_AS_OF`) from the
+    resources: no other module there imports a variable's name or reads the environment."""
+    offences = []
+    for path in sorted(DEFS_DIR.rglob("*.py")):
+        if path == DEFS_SETTINGS_MODULE:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "radar_pipeline.core.config":
+                named = [a.name for a in node.names if a.name.endswith("_ENV")]
+                offences += [f"{_where(path, node)}: imports {n} in defs/" for n in named]
+            elif isinstance(node, ast.Constant) and node.value == "RADAR_AS_OF":
+                offences.append(f"{_where(path, node)}: names RADAR_AS_OF in code")
+    assert not offences, _report("settings read in defs/ outside the resources", offences)
+
+
 def _readme_variables() -> dict[str, int]:
     """The variables of README's environment table, with their line numbers."""
     lines = (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines()

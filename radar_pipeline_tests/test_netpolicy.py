@@ -13,6 +13,7 @@ from radar_pipeline.core.acquire.address_policy import (
     resolve_checked,
 )
 from radar_pipeline.core.acquire.fetch import FetchSettings
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.errors import FetchError
 
 
@@ -72,9 +73,11 @@ def test_resolve_checked_every_address_must_pass() -> None:
 
 
 def test_allowed_hosts_from_env_are_trimmed_and_lowered() -> None:
-    settings = FetchSettings.from_env({"RADAR_ALLOWED_PRIVATE_HOSTS": " Mirror.LAN , 10.0.0.5,,"})
+    settings = FetchSettings.of(
+        Settings.from_env({"RADAR_ALLOWED_PRIVATE_HOSTS": " Mirror.LAN , 10.0.0.5,,"})
+    )
     assert settings.allowed_private_hosts == frozenset({"mirror.lan", "10.0.0.5"})
-    assert FetchSettings.from_env({}).allowed_private_hosts == frozenset()
+    assert FetchSettings.of(Settings.from_env({})).allowed_private_hosts == frozenset()
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from radar_pipeline.core.acquire.pacing import (
     origin_of,
     paced_origin,
 )
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.errors import ConfigError
 from radar_pipeline.core.models import FetchRequest, FetchResult
 from radar_pipeline_tests.feedserver import FeedServer, RequestHandler, conditional
@@ -193,7 +194,7 @@ def test_a_prompt_origin_is_sent_up_to_its_ceiling_and_no_further(
     allow_loopback: None, origins: Origins, tmp_path: Path
 ) -> None:
     origins.behaviour = flat(0.1)
-    settings = replace(FetchSettings.from_env(), host_ceilings=HostCeilings(4))
+    settings = replace(FetchSettings.of(Settings.from_env()), host_ceilings=HostCeilings(4))
     assert _outcomes(_fetch(settings, tmp_path, origins.requests([30, 3]))) == ["ok"] * 33
     # 32 threads, yet at most 4 at a time; and the limit grew from 2 to reach 4.
     # Origin 1's third request waited for one of its first two: every origin starts at two.
@@ -206,7 +207,7 @@ def test_a_hosts_own_ceiling_from_the_environment(
 ) -> None:
     origins.behaviour = flat(0.05)
     monkeypatch.setenv("RADAR_HOST_MAX_IN_FLIGHT", "5,127.0.0.1=1")
-    settings = FetchSettings.from_env()
+    settings = FetchSettings.of(Settings.from_env())
     assert settings.host_ceilings == HostCeilings(5, (("127.0.0.1", 1),))
     assert _outcomes(_fetch(settings, tmp_path, origins.requests([6, 0]))) == ["ok"] * 6
     assert origins.most[0] == 1  # one at a time: as a sequential client, never slower
@@ -217,7 +218,7 @@ def test_an_origin_whose_latency_grows_with_load_is_not_pushed_past_it(
 ) -> None:
     # Each request more in flight triples the wait: 20 ms alone, 60 ms for two, 180 ms for three.
     origins.behaviour = lambda n, busy: (0.02 * 3 ** (busy - 1), 200, {})
-    settings = replace(FetchSettings.from_env(), host_ceilings=HostCeilings(8))
+    settings = replace(FetchSettings.of(Settings.from_env()), host_ceilings=HostCeilings(8))
     assert _outcomes(_fetch(settings, tmp_path, origins.requests([40, 0]))) == ["ok"] * 40
     seen = origins.busy_seen[0]
     # A flat origin reaches its ceiling (test above); this one is held near two or three:
@@ -231,7 +232,7 @@ def test_429s_without_retry_after_bring_an_origin_down_to_one_request_at_a_time(
     allow_loopback: None, origins: Origins, tmp_path: Path
 ) -> None:
     origins.behaviour = lambda n, busy: (0.05, 429, {})
-    results = _fetch(FetchSettings.from_env(), tmp_path, origins.requests([8, 0]))
+    results = _fetch(FetchSettings.of(Settings.from_env()), tmp_path, origins.requests([8, 0]))
     assert _outcomes(results) == ["failed"] * 8  # each its own failure, none deferred
     assert {r.error_class for r in results} == {"rate-limited"}
     seen = origins.busy_seen[0]
@@ -247,7 +248,7 @@ def test_a_retry_after_defers_the_rest_of_the_origin_within_the_run(
         return (0.05, 200, {}) if n < k else (0.05, 429, {"Retry-After": "120"})
 
     origins.behaviour = behaviour
-    settings = replace(FetchSettings.from_env(), host_ceilings=HostCeilings(2))
+    settings = replace(FetchSettings.of(Settings.from_env()), host_ceilings=HostCeilings(2))
     results = _fetch(settings, tmp_path, origins.requests([20, 3]))
     # Origin 0 saw its K answered requests, the first 429, and at most one more that was
     # in flight when the 429 came back; nothing after.
@@ -272,7 +273,7 @@ def test_a_url_httpx_cannot_read_fails_its_own_check_only(
     assert len({origin_of(url) for url in odd}) == len(odd)
     requests = [FetchRequest(f"odd-{n}", url, "rss") for n, url in enumerate(odd)]
     requests += origins.requests([2, 0])
-    outcomes = _outcomes(_fetch(FetchSettings.from_env(), tmp_path, requests))
+    outcomes = _outcomes(_fetch(FetchSettings.of(Settings.from_env()), tmp_path, requests))
     assert outcomes == ["failed"] * len(odd) + ["ok"] * 2
 
 
@@ -282,9 +283,9 @@ def test_sources_a_host_deferred_are_reported_skipped_with_the_reason_and_collec
     """Through the collection: the Sources of a host that said Retry-After are skipped, each
     with the reason in `error`, nothing recorded as their attempt or failure; the next
     collection checks them, and every item arrives."""
-    from radar_pipeline.core.collect.collector import Collector, new_collection_id
-    from radar_pipeline.core.config import RadarPaths
+    from radar_pipeline.core.collect.collector import Collector
     from radar_pipeline.core.plan.collection import CollectionSpec
+    from radar_pipeline_tests.conftest import new_collection_id
 
     monkeypatch.setenv("RADAR_HOST_MAX_IN_FLIGHT", "2")
     limit = {"answered": 3}  # the host answers this many, then asks for a minute of quiet
@@ -309,7 +310,7 @@ def test_sources_a_host_deferred_are_reported_skipped_with_the_reason_and_collec
 
     def collect(as_of: datetime) -> dict[str, tuple[str, str | None]]:
         spec = CollectionSpec(new_collection_id(), "all", as_of)
-        with Collector(RadarPaths.from_env()) as collector:
+        with Collector(Settings.from_env()) as collector:
             report = collector.run(spec).json_object()
         return {s["id"]: (s["outcome"], s["error"]) for s in report["sources"]}
 
@@ -331,7 +332,9 @@ def test_sources_a_host_deferred_are_reported_skipped_with_the_reason_and_collec
 
 def test_host_ceilings_from_the_environment_and_a_bad_value_named() -> None:
     def ceilings(value: str) -> HostCeilings:
-        return FetchSettings.from_env({"RADAR_HOST_MAX_IN_FLIGHT": value}).host_ceilings
+        return FetchSettings.of(
+            Settings.from_env({"RADAR_HOST_MAX_IN_FLIGHT": value})
+        ).host_ceilings
 
     assert ceilings("") == HostCeilings(8)
     assert ceilings("GitHub.com=4") == HostCeilings(8, (("github.com", 4),))
@@ -363,7 +366,7 @@ def test_connections_to_a_host_are_kept_for_200s_and_304s_alike(
         server.add("/feed.xml", handler=handle)
         first = [FetchRequest(f"s{n}", server.url(f"/feed.xml?n={n}"), "rss") for n in range(6)]
         again = [replace(r, etag='"v1"') for r in first]
-        settings = replace(FetchSettings.from_env(), host_ceilings=HostCeilings(1))
+        settings = replace(FetchSettings.of(Settings.from_env()), host_ceilings=HostCeilings(1))
         assert _outcomes(_fetch(settings, tmp_path, first)) == ["ok"] * 6
         assert _outcomes(_fetch(settings, tmp_path, again)) == ["not-modified"] * 6
         # One connection a fetch_many (each has its own client), not one a request.

@@ -13,14 +13,20 @@ import pytest
 
 from radar_pipeline.core.acquire.challenge import is_challenge
 from radar_pipeline.core.audit.run import run_audit
-from radar_pipeline.core.collect.collector import Collector, new_collection_id
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.collect.collector import Collector
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.extract.pages import PageSettings
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.closes import record_close
 from radar_pipeline.core.vault.cleanup import CleanupResult, close_temporary_content
-from radar_pipeline_tests.conftest import CORPUS, assert_not_stored, env_store, store_rows
+from radar_pipeline_tests.conftest import (
+    CORPUS,
+    assert_not_stored,
+    env_store,
+    new_collection_id,
+    store_rows,
+)
 from radar_pipeline_tests.evidencekit import radar_json
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
@@ -70,7 +76,7 @@ def _serve(
 def _collect(
     env: dict[str, Path], as_of: datetime = AS_OF, mode: str = "all", sources: tuple[str, ...] = ()
 ) -> dict[str, Any]:
-    collector = Collector(RadarPaths.from_env(), page_settings=FAST)
+    collector = Collector(Settings.from_env(), page_settings=FAST)
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
     with collector:
         return collector.run(spec).json_object()
@@ -267,7 +273,7 @@ def test_per_host_interval_spaces_requests(
 ) -> None:
     url, _ = _serve(feed_server, 3)
     write_source(radar_env["vault"], "pages", url, fullText="page-extraction")
-    collector = Collector(RadarPaths.from_env(), page_settings=PageSettings(0.3))
+    collector = Collector(Settings.from_env(), page_settings=PageSettings(0.3))
     with collector:
         collector.run(CollectionSpec(new_collection_id(), "all", AS_OF))
 
@@ -468,7 +474,7 @@ def test_a_page_fetched_after_a_close_waits_for_the_next_one(
     """A Signal from before a weekly close whose page comes later is not a survivor of that
     close: the retention audit dates the file by its `fetchedAt`, not by its Signal id."""
     vault = radar_env["vault"]
-    paths = RadarPaths.from_env()
+    paths = Settings.from_env().paths
     url, _ = _serve(feed_server, 1)
     write_source(vault, "pages", url, fullText="page-extraction", pageBudget=0)
     _collect(radar_env)

@@ -34,7 +34,7 @@ from radar_pipeline.core.collect.workers import (
     ParseWorkers,
     parse_job,
 )
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import RadarPaths, Settings
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.identity.dedupe import PENDING_PREFIX, SIMHASH_DISTANCE, DedupeBatch
 from radar_pipeline.core.identity.keys import (
@@ -228,7 +228,7 @@ def test_facts_written_by_the_collection_equal_a_fresh_read_and_follow_edits(
     for path in files:  # what the collection recorded is what reading the file finds
         assert known[path.name] == _read_one(path, path.name)
 
-    paths = RadarPaths.from_env()
+    paths = Settings.from_env().paths
     assert run_audit("provenance", paths, NOW).passed
     # A person breaks one file's provenance: its stat changes, so it is read again.
     edited = files[0]
@@ -563,7 +563,7 @@ def test_names_that_are_not_utf8_are_audited_with_their_bytes_escaped(
         handle.write(b"no frontmatter\n")
     # A name that is UTF-8 and reads like the copy's escaped one: still a file of its own.
     (signal.parent / "copy\\xff.md").write_text("no frontmatter either\n", encoding="utf-8")
-    paths = RadarPaths.from_env()
+    paths = Settings.from_env().paths
     for _ in range(2):  # reading the files, then from the stored facts
         audits = run_audits(paths, NOW, ("idempotency", "provenance", "agreement"))
         idempotency = [f.cells for f in audits["idempotency"].findings]
@@ -634,7 +634,7 @@ def test_a_row_removed_after_the_listing_is_read_again_in_the_checks_transaction
     copy.write_text(first.read_text(encoding="utf-8"), encoding="utf-8")
     second.write_text("no frontmatter\n", encoding="utf-8")
     store = env_store()
-    run_audits(RadarPaths.from_env(), NOW)  # every file's facts are stored
+    run_audits(Settings.from_env().paths, NOW)  # every file's facts are stored
     update = gather_facts(vault, store)  # the check lists the folder ...
     assert [name for name, _, _ in update.fresh] == [second.name]  # unreadable: read each time
     index.rebuild(store, vault)  # ... a rebuild keeps only what it indexes ...
@@ -695,7 +695,7 @@ def test_parse_workers_start_only_for_bodies_to_parse(
     def started(as_of: datetime) -> tuple[int, dict[str, int]]:
         caplog.clear()
         workers_log = caplog.at_level(logging.DEBUG, logger="radar_pipeline.core.collect.workers")
-        with workers_log, Collector(RadarPaths.from_env(), parse_workers=2) as collector:
+        with workers_log, Collector(Settings.from_env(), parse_workers=2) as collector:
             report = collector.run(CollectionSpec(str(uuid.uuid4()), "all", as_of)).json_object()
         starts = sum("parse workers started" in r.getMessage() for r in caplog.records)
         return starts, dict(Counter(s["outcome"] for s in report["sources"]))

@@ -17,7 +17,7 @@ import filelock
 import pytest
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.schedule import next_check_at
 from radar_pipeline.core.plan.waves import place
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME
@@ -172,7 +172,7 @@ def test_single_run_backfill_keeps_sources_isolated_and_locked(
         )
         write_source(vault, sid, feed_server.url(f"/{sid}.xml"))
     feed_server.add("/bf-c.xml", b"boom", status=500, headers={"Content-Type": "text/plain"})
-    locks = RadarPaths.from_env().locks_dir
+    locks = Settings.from_env().paths.locks_dir
     locks.mkdir(parents=True, exist_ok=True)
     held = filelock.FileLock(locks / "bf-b.lock", timeout=0, thread_local=False)
     held.acquire()  # another process is collecting bf-b right now

@@ -26,7 +26,7 @@ from radar_pipeline.defs.collection.sensors import (
 from radar_pipeline.defs.history.prune import run_clock
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.registry.sensors import source_registry_sensor
-from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.resources import ClockResource, RadarResource
 from radar_pipeline_tests.conftest import refused_store_url, store_rows, store_url_under_test
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, write_source
@@ -69,7 +69,7 @@ def tick(
             instance_ref=instance.get_ref(),
             cursor=cursor,
             definitions=defs,
-            resources={"radar": RadarResource()},
+            resources={"radar": RadarResource(), "clock": ClockResource()},
         )
     )
 
@@ -82,7 +82,7 @@ def due_tick(instance: dg.DagsterInstance) -> list[dg.RunRequest]:
         instance=instance,
         scheduled_execution_time=datetime.now(UTC),
         repository_def=defs.get_repository_def(),
-        resources={"radar": RadarResource()},
+        resources={"radar": RadarResource(), "clock": ClockResource()},
     )
     data = due_sources_schedule.evaluate_tick(context)
     return list(data.run_requests or [])
@@ -398,7 +398,7 @@ def test_run_failure_sensor_records_a_dead_letter(
             dagster_event=failure.dagster_event,
             dagster_instance=instance,
             dagster_run=run,
-            resources={"radar": RadarResource()},
+            resources={"radar": RadarResource(), "clock": ClockResource()},
         ).for_run_failure()
         run_failure_dead_letter_sensor(context)
     rows = store_rows(
@@ -476,7 +476,7 @@ def test_a_run_failed_by_its_sources_gets_no_second_dead_letter_and_still_its_ch
         dagster_event=failure.dagster_event,
         dagster_instance=instance,
         dagster_run=run,
-        resources={"radar": RadarResource()},
+        resources={"radar": RadarResource(), "clock": ClockResource()},
     )
     run_failure_dead_letter_sensor(context.for_run_failure())
     rows = store_rows("SELECT source_id, collection_id, stage FROM dead_letters")

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 
 from radar_pipeline.core.audit.run import run_audits
 from radar_pipeline.core.collect.collector import Collector
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import RadarPaths, Settings
 from radar_pipeline.core.errors import StoreError
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
@@ -154,7 +155,11 @@ def _broken_vault_state(paths: RadarPaths, server: FeedServer) -> None:
     write_source(vault, "down", server.add("/down.xml", b"no", status=503, headers={}))
     write_source(vault, "broken", "not a url")
     spec = CollectionSpec("same-collection", "all", VERDICT_AS_OF)
-    with Collector(paths) as collector:
+    # The environment's settings (the loopback allowed), on the vault and store of `paths`.
+    settings = replace(
+        Settings.from_env(), vault=paths.vault, db=paths.db, store_url=paths.store_url
+    )
+    with Collector(settings) as collector:
         report = collector.run(spec).json_object()
     assert (report["created"], report["failed"]) == (5, 1), report
     first, second, third, fourth = signal_files(vault)[:4]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline_tests.conftest import store_url_under_test
 from radar_pipeline_tests.evidencekit import radar_process
@@ -75,5 +75,5 @@ def test_an_embedded_store_moved_into_postgresql_reads_the_same(
     proc = radar_process("store", "migrate", "--to", url, env=radar_env)
     assert proc.returncode == 1
     assert "already holds rows" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    with Store(RadarPaths.from_env().db, url=url).transaction() as con:
+    with Store(Settings.from_env().paths.db, url=url).transaction() as con:
         assert con.execute("SELECT count(*) FROM signals").fetchone() == (5,)

@@ -9,6 +9,7 @@ the checks' `folder_scan` / `files_stat` metadata), never on time.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -21,8 +22,9 @@ import dagster as dg
 import pytest
 
 from radar_pipeline.core.audit.run import run_audits
-from radar_pipeline.core.collect.collector import Collector, new_collection_id
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.collect import collector as collector_module
+from radar_pipeline.core.collect.collector import Collector
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.vault import folder_state
 from radar_pipeline.definitions import defs
@@ -30,7 +32,7 @@ from radar_pipeline.defs.collection.checks import SIGNAL_CHECKS
 from radar_pipeline.defs.collection.jobs import SIGNAL_AUDIT_JOB_NAME, SIGNAL_CHECKS_JOB_NAME
 from radar_pipeline.defs.collection.launch import launch_collection
 from radar_pipeline.defs.collection.schedules import SIGNAL_AUDIT_CRON, signal_audit_schedule
-from radar_pipeline_tests.conftest import env_store
+from radar_pipeline_tests.conftest import env_store, new_collection_id
 from radar_pipeline_tests.evidencekit import content_rss
 from radar_pipeline_tests.vaultkit import signal_files, write_fixture_source
 
@@ -50,17 +52,39 @@ def instance(radar_env: dict[str, Path]) -> Iterator[dg.DagsterInstance]:
         yield inst
 
 
+class FolderScans(logging.Handler):
+    """The dedupe's verdicts on the Signals folder, as the collector logs them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.verdicts: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        verdict = getattr(record, "radar_folder_scan", None)
+        if verdict is not None:
+            self.verdicts.append(verdict)
+
+
 def collect_core(env: dict[str, Path], as_of: datetime = AS_OF) -> tuple[dict[str, Any], str]:
     """One collection with the real Collector; its report and how its dedupe found the folder."""
-    with Collector(RadarPaths.from_env()) as collector:
-        report = collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).json_object()
-        [verdict] = collector.folder_scans
+    logger, scans = logging.getLogger(collector_module.__name__), FolderScans()
+    level = logger.level
+    logger.addHandler(scans)
+    logger.setLevel(logging.INFO)
+    try:
+        with Collector(Settings.from_env()) as collector:
+            spec = CollectionSpec(new_collection_id(), "all", as_of, ())
+            report = collector.run(spec).json_object()
+    finally:
+        logger.removeHandler(scans)
+        logger.setLevel(level)
+    [verdict] = scans.verdicts
     return report, verdict
 
 
 def collect_dagster(instance: dg.DagsterInstance) -> dict[str, Any]:
     return launch_collection(
-        defs, instance, RadarPaths.from_env(), "all", (), datetime.now(UTC), "test"
+        defs, instance, Settings.from_env().paths, "all", (), datetime.now(UTC), "test"
     ).json_object()
 
 
@@ -82,7 +106,7 @@ def meta(evaluation: dg.AssetCheckEvaluation, key: str) -> Any:
 
 
 def incremental(env: dict[str, Path]) -> dict[str, Any]:
-    return run_audits(RadarPaths.from_env(), datetime.now(UTC), FOLDER_CHECKS, full=False)
+    return run_audits(Settings.from_env().paths, datetime.now(UTC), FOLDER_CHECKS, full=False)
 
 
 def stored_state(env: dict[str, Path]) -> folder_state.FolderState | None:
@@ -96,7 +120,7 @@ def seeded(env: dict[str, Path], count: int = 4) -> list[Path]:
     report, _ = collect_core(env)
     assert report["created"] == count
     time.sleep(SETTLE_S)
-    audits = run_audits(RadarPaths.from_env(), datetime.now(UTC), FOLDER_CHECKS)
+    audits = run_audits(Settings.from_env().paths, datetime.now(UTC), FOLDER_CHECKS)
     assert all(a.passed for a in audits.values())
     state = stored_state(env)
     assert state is not None and state.settled and state.entries == count
@@ -115,7 +139,7 @@ def test_an_unchanged_folder_is_trusted_without_a_listing(radar_env: dict[str, P
         assert audits[name].passed
         assert audits[name].scan == {"folder_scan": "trusted", "files_stat": 0, "names_listed": 0}
     # The full read stats every file, and says so.
-    full = run_audits(RadarPaths.from_env(), datetime.now(UTC), ("provenance",))["provenance"]
+    full = run_audits(Settings.from_env().paths, datetime.now(UTC), ("provenance",))["provenance"]
     assert full.scan == {"folder_scan": "full", "files_stat": 4, "names_listed": 0}
 
 
@@ -267,7 +291,9 @@ def test_two_changes_within_one_mtime_tick_are_found(radar_env: dict[str, Path])
     files = seeded(radar_env)
     folder = files[0].parent
     shutil.copyfile(files[0], folder / "first change.md")
-    run_audits(RadarPaths.from_env(), datetime.now(UTC), FOLDER_CHECKS)  # full: records the state
+    run_audits(
+        Settings.from_env().paths, datetime.now(UTC), FOLDER_CHECKS
+    )  # full: records the state
     state = stored_state(radar_env)
     assert state is not None and not state.settled  # listed within the margin of its mtime
     # The second change lands in the same tick: the directory keeps the recorded mtime.

@@ -20,6 +20,7 @@ from radar_pipeline.cli.shell import (
     dagster_definitions,
     dagster_instance,
 )
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.errors import explain
 
 DESCRIPTION = (
@@ -40,7 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        code: int = args.handler(args)
+        # The one read of the environment: every command gets these settings (a bad value is
+        # one line naming the variable, like any other error below).
+        settings = Settings.from_env()
+        code: int = args.handler(args, settings)
         return code
     except UsageError as exc:
         print(f"radar: {exc}", file=sys.stderr)

@@ -22,7 +22,7 @@ from radar_pipeline.cli.shell import (
     emit,
     progress,
 )
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 
 if TYPE_CHECKING:
     from radar_pipeline.core.contract.collection import CollectionReport
@@ -81,7 +81,7 @@ def add_parsers(sub: Any) -> None:
     rebuild.set_defaults(handler=cmd_index_rebuild)
 
 
-def cmd_collect(args: argparse.Namespace) -> int:
+def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
     as_of = as_of_arg(args.as_of)
     if args.source and args.all:
         raise UsageError("collect: use either --source or --all, not both")
@@ -89,7 +89,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from radar_pipeline.defs.collection.launch import launch_collection
 
     mode: Mode = "explicit" if args.source else ("all" if args.all else "due")
-    paths = RadarPaths.from_env()
+    paths = settings.paths
     # Open the store first: a broken or unusable DuckDB file is one clear line, not a failed
     # Dagster run with a stack trace.
     Store.of(paths).schema_version()
@@ -97,7 +97,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
     # Vault set-up, before the run: the shipped views, created once (docs/obsidian.md).
     views = ensure_bases(paths.vault)
-    defs, instance = dagster_definitions(), dagster_instance()
+    defs, instance = dagster_definitions(), dagster_instance(settings)
     with progress("fetch", "checking Sources"):
         report = launch_collection(
             defs, instance, paths, mode, tuple(args.source), as_of, trigger="cli"
@@ -143,12 +143,12 @@ def _collect_text(report: CollectionReport) -> str:
     return "\n".join(lines)
 
 
-def cmd_cleanup(args: argparse.Namespace) -> int:
+def cmd_cleanup(args: argparse.Namespace, settings: Settings) -> int:
     """One weekly close through the Dagster definitions: the partition of the week of --as-of."""
     from radar_pipeline.defs.cleanup.launch import launch_cleanup
 
     as_of = as_of_arg(args.as_of)
-    close = launch_cleanup(dagster_definitions(), dagster_instance(), as_of)
+    close = launch_cleanup(dagster_definitions(), dagster_instance(settings), as_of)
     emit(
         args,
         close,
@@ -160,21 +160,21 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     return EXIT_ERROR if close.retained else EXIT_OK
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.audit.evidence import evidence_snapshot, evidence_text
 
-    payload = evidence_snapshot(RadarPaths.from_env(), datetime.now(UTC))
+    payload = evidence_snapshot(settings.paths, datetime.now(UTC))
     emit(args, payload, evidence_text(payload))
     return EXIT_OK
 
 
-def cmd_index_rebuild(args: argparse.Namespace) -> int:
+def cmd_index_rebuild(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.contract.operations import IndexRebuildOutput
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.heal import NOT_RESTORED, move_aside_if_unreadable
     from radar_pipeline.core.vault import index
 
-    paths = RadarPaths.from_env()
+    paths = settings.paths
     now = datetime.now(UTC)
     store = Store.of(paths)
     # A file DuckDB cannot open or read to its end is kept under another name, never deleted.

@@ -17,7 +17,7 @@ from radar_pipeline.cli.shell import (
     dagster_instance,
     emit,
 )
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 
 if TYPE_CHECKING:
     from radar_pipeline.core.contract.collection import CollectionReport
@@ -59,27 +59,27 @@ def _dlq_line(letter: DeadLetter) -> str:
     )
 
 
-def cmd_dlq_list(args: argparse.Namespace) -> int:
+def cmd_dlq_list(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.contract.operations import DeadLetterList
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.dead_letters import list_dead_letters
 
-    letters = list_dead_letters(Store.of(RadarPaths.from_env()))
+    letters = list_dead_letters(Store.of(settings.paths))
     opened = sum(1 for d in letters if d.status == "open")
     text = "\n".join([*map(_dlq_line, letters), f"{len(letters)} dead letters, {opened} open"])
     emit(args, DeadLetterList(dead_letters=tuple(letters)), text)
     return EXIT_OK
 
 
-def cmd_dlq_replay(args: argparse.Namespace) -> int:
+def cmd_dlq_replay(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.dead_letters import replay
     from radar_pipeline.defs.collection.launch import launch_collection
 
-    paths, now = RadarPaths.from_env(), as_of_arg(args.as_of)
+    paths, now = settings.paths, as_of_arg(args.as_of)
 
     def run_check(source_id: str) -> CollectionReport:
-        defs, instance = dagster_definitions(), dagster_instance()
+        defs, instance = dagster_definitions(), dagster_instance(settings)
         return launch_collection(
             defs, instance, paths, "explicit", (source_id,), now, trigger="dlq-replay"
         )
@@ -97,11 +97,11 @@ def cmd_dlq_replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_dlq_dismiss(args: argparse.Namespace) -> int:
+def cmd_dlq_dismiss(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.contract.operations import DismissOutput
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.dead_letters import dismiss
 
-    letter = dismiss(Store.of(RadarPaths.from_env()), args.id, as_of_arg(args.as_of))
+    letter = dismiss(Store.of(settings.paths), args.id, as_of_arg(args.as_of))
     emit(args, DismissOutput(dead_letter=letter), _dlq_line(letter))
     return EXIT_OK

@@ -14,7 +14,7 @@ from radar_pipeline.cli.shell import (
     dagster_instance,
     emit,
 )
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 
 
 def add_parsers(sub: Any) -> None:
@@ -39,18 +39,19 @@ def add_parsers(sub: Any) -> None:
     prune.set_defaults(handler=cmd_history_prune)
 
 
-def cmd_history_prune(args: argparse.Namespace) -> int:
+def cmd_history_prune(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.config import days_to_keep
-    from radar_pipeline.core.run_history import retention_days
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.defs.history.prune import prune_run_history
 
     as_of = as_of_arg(args.as_of)
     keep = (
-        retention_days() if args.keep_days is None else days_to_keep(args.keep_days, "--keep-days")
+        settings.run_retention_days
+        if args.keep_days is None
+        else days_to_keep(args.keep_days, "--keep-days")
     )
-    store = Store.of(RadarPaths.from_env())
-    result = prune_run_history(dagster_instance(), store, keep, as_of).summary()
+    store = Store.of(settings.paths)
+    result = prune_run_history(dagster_instance(settings), store, keep, as_of).summary()
     shown = result.json_object()  # the times as the JSON prints them
     emit(
         args,

@@ -100,9 +100,9 @@ def progress(stage: str, label: str) -> Iterator[None]:
             logger.propagate = propagate
 
 
-def dagster_home() -> Path:
+def dagster_home(settings: Settings) -> Path:
     """DAGSTER_HOME, made absolute in the environment (written only when it changes)."""
-    return export_dagster_home(Settings.from_env())
+    return export_dagster_home(settings)
 
 
 def dagster_definitions() -> dg.Definitions:
@@ -112,9 +112,9 @@ def dagster_definitions() -> dg.Definitions:
     return defs
 
 
-def dagster_instance() -> Any:
-    """The Dagster instance in DAGSTER_HOME (default: the repository's data/dagster_home),
-    created or repaired under its bootstrap lock (defs/instance.py)."""
+def dagster_instance(settings: Settings) -> Any:
+    """The Dagster instance in the settings' DAGSTER_HOME (default: the repository's
+    data/dagster_home), created or repaired under its bootstrap lock (defs/instance.py)."""
     from radar_pipeline.defs.instance import open_instance
 
-    return open_instance(dagster_home())
+    return open_instance(dagster_home(settings))

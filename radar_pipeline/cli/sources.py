@@ -19,7 +19,7 @@ from radar_pipeline.cli.shell import (
     command,
     emit,
 )
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.files import replace
 
 
@@ -80,10 +80,10 @@ def add_parsers(sub: Any) -> None:
     trial.set_defaults(handler=cmd_sources_try)
 
 
-def cmd_sources_validate(args: argparse.Namespace) -> int:
+def cmd_sources_validate(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.registry.sources import load_registry
 
-    validation = load_registry(RadarPaths.from_env().vault).validation()
+    validation = load_registry(settings.vault).validation()
     lines = [
         f"{s.id:<28} {'active' if s.active else 'inactive':<9} {s.path}" for s in validation.sources
     ]
@@ -93,7 +93,7 @@ def cmd_sources_validate(args: argparse.Namespace) -> int:
     return EXIT_ERROR if validation.issues else EXIT_OK
 
 
-def cmd_sources_import(args: argparse.Namespace) -> int:
+def cmd_sources_import(args: argparse.Namespace, settings: Settings) -> int:
     """OPML in: new pending Source notes (vault set-up, no pipeline work: nothing is fetched)."""
     from radar_pipeline.core.acquire.fetch import FetchSettings
     from radar_pipeline.core.registry.opml import import_opml
@@ -105,9 +105,9 @@ def cmd_sources_import(args: argparse.Namespace) -> int:
         data = source.read_bytes()
     except OSError as exc:
         raise UsageError(f"sources import: cannot read {args.file}: {exc.strerror}") from exc
-    vault = RadarPaths.from_env().vault
+    vault = settings.vault
     ensure_bases(vault)
-    allowed = FetchSettings.from_env().allowed_private_hosts  # the fetch stage's own allow-list
+    allowed = FetchSettings.of(settings).allowed_private_hosts  # the fetch stage's own allow-list
     snapshot = load_registry(vault)
     result = import_opml(vault, data, snapshot, datetime.now(UTC), source.name, allowed)
     lines = [f"imported {r.id:<28} {r.path}  {r.url}" for r in result.imported]
@@ -120,11 +120,11 @@ def cmd_sources_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_sources_export(args: argparse.Namespace) -> int:
+def cmd_sources_export(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.registry.opml import export_opml
     from radar_pipeline.core.registry.sources import load_registry
 
-    opml = export_opml(load_registry(RadarPaths.from_env().vault), datetime.now(UTC))
+    opml = export_opml(load_registry(settings.vault), datetime.now(UTC))
     if not args.output:
         sys.stdout.write(opml.decode("utf-8"))
         return EXIT_OK
@@ -136,13 +136,13 @@ def cmd_sources_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_sources_add(args: argparse.Namespace) -> int:
+def cmd_sources_add(args: argparse.Namespace, settings: Settings) -> int:
     """Discovery, then one new pending Source note (vault set-up: nothing is collected)."""
     from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings
     from radar_pipeline.core.registry.new_source import add_source
 
-    vault = RadarPaths.from_env().vault
-    with Fetcher(FetchSettings.from_env(), vault) as fetcher:
+    vault = settings.vault
+    with Fetcher(FetchSettings.of(settings), vault) as fetcher:
         result = add_source(vault, args.url, args.id, fetcher, datetime.now(UTC))
     lines = [
         f"found    {c.kind:<9} {c.items:>4} items  {c.url}  {c.title}" for c in result.candidates
@@ -159,14 +159,12 @@ def cmd_sources_add(args: argparse.Namespace) -> int:
     return EXIT_OK if result.added else EXIT_ERROR
 
 
-def cmd_sources_try(args: argparse.Namespace) -> int:
+def cmd_sources_try(args: argparse.Namespace, settings: Settings) -> int:
     """A dry run of one Source: no pipeline work, so no Dagster run (it writes nothing)."""
-    from radar_pipeline.core.acquire.fetch import FetchSettings
     from radar_pipeline.core.collect.dry_run import source_to_try, try_source
 
-    paths = RadarPaths.from_env()
-    record = source_to_try(paths.vault, args.source)
-    tried = try_source(paths, record, as_of_arg(args.as_of), FetchSettings.from_env())
+    record = source_to_try(settings.vault, args.source)
+    tried = try_source(settings, record, as_of_arg(args.as_of))
     lines = [
         f"{i.decision:<13} {(i.title or '-')[:60]:<60} {i.canonical_url or '-'}"
         + (f"\n{'':<14}{i.reason}" if i.reason else "")

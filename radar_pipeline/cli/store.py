@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from radar_pipeline.cli.shell import EXIT_OK, JSON_HELP, command, emit
+from radar_pipeline.core.config import Settings
 
 
 def add_parsers(sub: Any) -> None:
@@ -23,12 +24,11 @@ def add_parsers(sub: Any) -> None:
     migrate.set_defaults(handler=cmd_store_migrate)
 
 
-def cmd_store_migrate(args: argparse.Namespace) -> int:
-    from radar_pipeline.core.config import STORE_URL_ENV, Settings, environment
+def cmd_store_migrate(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.transfer import move
 
-    settings = Settings.from_env({**environment(), STORE_URL_ENV: args.to})
+    settings = settings.with_store_url(args.to)
     done = move(Store(settings.db), Store(settings.db, url=settings.store_url))
     lines = [f"{name}: {rows}" for name, rows in done.tables.items()]
     emit(args, done, f"moved {done.rows} rows into {done.to}\n" + "\n".join(lines))

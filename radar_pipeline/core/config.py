@@ -3,13 +3,19 @@
 README's environment table lists exactly the variables of `Settings` (a test holds them to
 it). `Settings.from_env` takes any mapping, so a test passes its own; a bad value is a
 ConfigError naming the variable. Paths default to `data/` in this repository.
+
+`Settings` is built at the edge and handed down: once by the `radar` command (cli/__init__.py)
+and once per run, sensor or schedule evaluation by the Dagster resources (defs/resources.py),
+whose fields, shown on the Launchpad, override the environment. Core functions take the
+settings, or the part of them they need, as parameters (radar_pipeline_tests/test_layout.py
+counts the call sites of `from_env`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -35,12 +41,6 @@ DEFAULT_RUN_RETENTION_DAYS = 30
 _STORE_SCHEMES = ("postgresql://", "postgres://", "postgresql+")
 
 
-def environment(environ: Mapping[str, str] | None = None) -> Mapping[str, str]:
-    """`environ`, or the process environment when None. The variables a Source's
-    `authTokenEnv` names are the user's own, not settings: they are looked up through this."""
-    return os.environ if environ is None else environ
-
-
 @dataclass(frozen=True)
 class Settings:
     """The documented environment, typed (README, "Environment")."""
@@ -58,11 +58,19 @@ class Settings:
     automation_running: bool  # RADAR_AUTOMATION: `running` (default) or `stopped`
     # RADAR_HOST_MAX_IN_FLIGHT: the ceiling for every host, and hosts' own, e.g. "8,a.org=2"
     host_max_in_flight: tuple[int, tuple[tuple[str, int], ...]] = (DEFAULT_HOST_MAX_IN_FLIGHT, ())
+    # The environment the settings were read from: where the variable a Source's
+    # `authTokenEnv` names is looked up (the user's own variables, not settings; never shown).
+    tokens: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """The settings of `environ` (default: the process environment)."""
-        env = environment(environ)
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, overrides: Mapping[str, str] | None = None
+    ) -> Settings:
+        """The settings of `environ` (default: the process environment), with `overrides`
+        (variable name -> value: what a Dagster resource's fields set) on top."""
+        env: Mapping[str, str] = os.environ if environ is None else environ
+        if overrides:
+            env = {**env, **overrides}
 
         def text(name: str) -> str:
             return env.get(name, "").strip()
@@ -83,11 +91,20 @@ class Settings:
             store_url=_store_url(text(STORE_URL_ENV)),
             automation_running=_automation_running(text(AUTOMATION_ENV)),
             host_max_in_flight=_host_max_in_flight(text(HOST_MAX_IN_FLIGHT_ENV)),
+            tokens=env,
         )
 
     @property
     def paths(self) -> RadarPaths:
         return RadarPaths(vault=self.vault, db=self.db, store_url=self.store_url)
+
+    def with_store_url(self, url: str) -> Settings:
+        """These settings with the store at `url` (validated as RADAR_STORE_URL is)."""
+        return replace(self, store_url=_store_url(url.strip()))
+
+    def token(self, name: str | None) -> str | None:
+        """The value of the variable a Source's `authTokenEnv` names, or None."""
+        return (self.tokens.get(name) or None) if name else None
 
 
 def _as_of(value: str) -> datetime | None:
@@ -188,12 +205,6 @@ class RadarPaths:
     @property
     def locks_dir(self) -> Path:
         return self.vault / LOCKS_DIR
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> RadarPaths:
-        """RADAR_VAULT, RADAR_DB and RADAR_STORE_URL of `environ` (default: the process
-        environment)."""
-        return Settings.from_env(environ).paths
 
 
 def default_dagster_home() -> Path:

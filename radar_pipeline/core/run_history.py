@@ -16,17 +16,11 @@ real start. So a simulated month is pruned by the same rule as a lived one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Set
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from radar_pipeline.core.clock import require_aware
-from radar_pipeline.core.config import Settings
-
-
-def retention_days(environ: Mapping[str, str] | None = None) -> int:
-    """`RADAR_RUN_RETENTION_DAYS` (default 30): how many days of run history are kept."""
-    return Settings.from_env(environ).run_retention_days
 
 
 @dataclass(frozen=True)

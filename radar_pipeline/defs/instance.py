@@ -28,9 +28,10 @@ from pathlib import Path
 import dagster as dg
 import filelock
 
-from radar_pipeline.core.config import REPO_ROOT, Settings
+from radar_pipeline.core.config import REPO_ROOT
 from radar_pipeline.core.files import replace
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
+from radar_pipeline.defs.resources import environment_settings
 
 BOOTSTRAP_LOCK = ".radar-bootstrap.lock"
 LOG = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def open_instance(home: Path) -> dg.DagsterInstance:
 
 def main() -> None:
     """Prepare DAGSTER_HOME (default: the repository's data/dagster_home) for `dagster dev`."""
-    open_instance(Settings.from_env().dagster_home).dispose()
+    open_instance(environment_settings().dagster_home).dispose()
 
 
 if __name__ == "__main__":

@@ -18,13 +18,13 @@ from pathlib import Path
 import feedparser
 import pytest
 
-from radar_pipeline.core.collect.collector import Collector, new_collection_id
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.collect.collector import Collector
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.errors import FETCH_ERROR_CLASSES
 from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.vault.signals import read_signal_frontmatter
-from radar_pipeline_tests.conftest import CORPUS_FEEDPARSER
+from radar_pipeline_tests.conftest import CORPUS_FEEDPARSER, new_collection_id
 from radar_pipeline_tests.faults.farm import FULL, db_rows, record_figures, seeded
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import write_source
@@ -100,7 +100,7 @@ def test_hostile_corpus_over_http(
         parsed = feedparser.parse(io.BytesIO(data), response_headers=lowered)
         expected[sid] = len(parsed.get("entries", [])) or json_feed_items(data)
     sids = sorted(expected)
-    collector = Collector(RadarPaths.from_env())
+    collector = Collector(Settings.from_env())
     outcomes: Counter[str] = Counter()
     failures: Counter[str] = Counter()
     items: Counter[str] = Counter()

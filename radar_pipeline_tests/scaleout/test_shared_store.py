@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.locks import LockBook
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.postgres import held_source_locks, source_lock_key
@@ -85,7 +85,7 @@ def test_two_workers_collecting_the_same_sources_make_each_signal_once(
     assert sum(r["created"] for r in reports) == expected, reports
     files = signal_files(vault)
     assert len(files) == expected
-    with Store.of(RadarPaths.from_env()).transaction() as con:
+    with Store.of(Settings.from_env().paths).transaction() as con:
         row = con.execute("SELECT count(*), count(DISTINCT identity) FROM signals").fetchone()
     assert row == (expected, expected)
     assert {p.stem for p in files} == _indexed_ids()
@@ -99,14 +99,14 @@ def test_two_workers_collecting_the_same_sources_make_each_signal_once(
 
 
 def _indexed_ids() -> set[str]:
-    with Store.of(RadarPaths.from_env()).transaction() as con:
+    with Store.of(Settings.from_env().paths).transaction() as con:
         return {str(r[0]) for r in con.execute("SELECT signal_id FROM signals").fetchall()}
 
 
 def test_the_advisory_lock_holds_across_hosts_that_share_no_lock_folder(
     radar_env: dict[str, Path],
 ) -> None:
-    store = Store.of(RadarPaths.from_env())
+    store = Store.of(Settings.from_env().paths)
     # Two hosts: each its own lock folder (flock does not reach across machines).
     first = LockBook(radar_env["root"] / "host-a", store.source_locks())
     second = LockBook(radar_env["root"] / "host-b", store.source_locks())

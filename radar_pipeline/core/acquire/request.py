@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -67,10 +67,9 @@ class FetchSettings:
     host_ceilings: HostCeilings = field(default_factory=HostCeilings)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> FetchSettings:
-        """Defaults plus RADAR_ALLOWED_PRIVATE_HOSTS (comma list of hosts or IPs) and
-        RADAR_HOST_MAX_IN_FLIGHT (the ceilings per host)."""
-        settings = Settings.from_env(environ)
+    def of(cls, settings: Settings) -> FetchSettings:
+        """Defaults plus the settings' RADAR_ALLOWED_PRIVATE_HOSTS (comma list of hosts or IPs),
+        RADAR_USER_AGENT_CONTACT and RADAR_HOST_MAX_IN_FLIGHT (the ceilings per host)."""
         hosts = frozenset(normalise_host(h) for h in settings.allowed_private_hosts)
         default, per_host = settings.host_max_in_flight
         return cls(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -46,7 +45,7 @@ from radar_pipeline.core.collect.workers import (
     ParseWorkers,
     default_worker_count,
 )
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.contract.collection import CollectionReport
 from radar_pipeline.core.contract.outcomes import Decision, ItemOutcome
 from radar_pipeline.core.errors import Explanation, explain
@@ -94,24 +93,24 @@ class Collector:
 
     def __init__(
         self,
-        paths: RadarPaths,
+        settings: Settings,
         store: Store | None = None,
         fetch_settings: FetchSettings | None = None,
         fetch_threads: int = FETCH_THREADS,
         parse_workers: int | None = None,
         page_settings: PageSettings | None = None,
     ) -> None:
-        self.paths = paths
+        """The collection `settings` describe (vault, store, fetch limits, parse workers,
+        tokens); the arguments after them replace what the settings say."""
+        self.settings = settings
+        self.paths = paths = settings.paths
         self.store = store or Store.of(paths)
-        self.fetch_settings = fetch_settings or FetchSettings.from_env()
+        self.fetch_settings = fetch_settings or FetchSettings.of(settings)
         self.page_settings = page_settings or PageSettings()
         self.fetch_threads = fetch_threads
         self.locks = LockBook(paths.locks_dir, self.store.source_locks())
-        count = default_worker_count() if parse_workers is None else parse_workers
-        self.workers = ParseWorkers(count)
-        # How each dedupe found the Signals folder (folder_state.Verdict): what tests and the
-        # materialization metadata read to tell the fast path from a listing.
-        self.folder_scans: list[str] = []
+        configured = settings.parse_workers if parse_workers is None else parse_workers
+        self.workers = ParseWorkers(default_worker_count(configured))
         # This collection's plan, once made: whom a failure of a later stage concerns.
         self.planned: CollectionPlan | None = None
 
@@ -149,14 +148,15 @@ class Collector:
         if snapshot is None:
             snapshot = load_registry(self.paths.vault)
         states, last = planning_state(self.store)
-        first = plan_collection(spec, snapshot, states, last, self.locks)
+        tokens = self.settings.tokens
+        first = plan_collection(spec, snapshot, states, last, self.locks, tokens)
         if not any(c.request is not None for c in first.checks):
             return first
         # The locks are held now. Plan again on the state as it is under them: another process
         # may have committed a check of the same Source between our read and our lock, and
         # its fetch time (minIntervalSeconds) and validators must count.
         states, _ = planning_state(self.store)
-        return plan_collection(spec, snapshot, states, last, self.locks)
+        return plan_collection(spec, snapshot, states, last, self.locks, tokens)
 
     def fetch(self, plan: CollectionPlan) -> FetchedChecks:
         """Fetch every planned request concurrently; record each attempt in DuckDB. With
@@ -228,11 +228,15 @@ class Collector:
         The Signals folder is listed only when it changed since its recorded state
         (vault/folder_state.py): while it is as recorded, its files are the names the stored
         facts hold, and the unindexed ones and the candidates' files are set queries."""
-        verdicts: list[str] = []
 
         def decide(con: Connection) -> tuple[DedupedCheck, ...]:
             judgement = judge(con, folder_of(self.paths.vault))
-            verdicts.append(judgement.verdict)
+            # How the folder was found (folder_state.Verdict): the fast path or a listing.
+            log.info(
+                "dedupe: Signals folder %s",
+                judgement.verdict,
+                extra={"radar_folder_scan": judgement.verdict},
+            )
             if judgement.unchanged:
                 repair = index.reconcile_known(con, self.paths.vault)
                 wanted = sorted(
@@ -253,9 +257,7 @@ class Collector:
             return decide_checks(con, results, on_disk)
 
         with self._failing_whole():
-            deduped = self.store.atomically(decide)
-        self.folder_scans.extend(verdicts)
-        return deduped
+            return self.store.atomically(decide)
 
     def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> CollectionReport:
         """Write the new Signals, then record everything in one transaction, mirror each
@@ -427,10 +429,6 @@ class Collector:
                 failure.record_path,
                 failure.error,
             )
-
-
-def new_collection_id() -> str:
-    return uuid.uuid4().hex
 
 
 def _expects_body(request: FetchRequest) -> bool:

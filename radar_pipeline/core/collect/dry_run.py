@@ -22,7 +22,7 @@ from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.collect.commit import SourceWrite
 from radar_pipeline.core.collect.decisions import by_identity, decide_checks, signal_ids_on_disk
 from radar_pipeline.core.collect.results import DedupedCheck, FetchedChecks
-from radar_pipeline.core.config import RadarPaths, environment
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.contract.outcomes import Decision, ItemOutcome
 from radar_pipeline.core.contract.sources import FieldEvidence, TriedItem, TryAccounting, TryOutput
 from radar_pipeline.core.errors import RegistryError
@@ -47,22 +47,21 @@ from radar_pipeline.core.store.read_only import reading
 DRY_RUN_ID = "dry-run"  # the collection id of the plan a dry run builds (never recorded)
 
 
-def try_source(
-    paths: RadarPaths, record: SourceRecord, now: datetime, settings: FetchSettings
-) -> TryOutput:
+def try_source(settings: Settings, record: SourceRecord, now: datetime) -> TryOutput:
     """One unconditional fetch of `record`'s Source, then the decisions of a check at `now`."""
+    paths, fetch_settings = settings.paths, FetchSettings.of(settings)
     state = reading(paths.db, paths.store_url, load_states).get(record.source.id)
     check = PlannedCheck(
         record.source.id,
         record,
         coverage_from(state.last_success_at if state else None, now),
-        _request(record),
+        _request(record, settings),
     )
     plan = CollectionPlan(CollectionSpec(DRY_RUN_ID, "explicit", now), (check,), 0, None)
     assert check.request is not None
-    with Fetcher(settings, paths.vault) as fetcher:
+    with Fetcher(fetch_settings, paths.vault) as fetcher:
         fetched = fetcher.fetch(check.request, now)
-    with Collector(paths, fetch_settings=settings, parse_workers=0) as collector:
+    with Collector(settings, fetch_settings=fetch_settings, parse_workers=0) as collector:
         [result] = collector.parse(plan, FetchedChecks((fetched,)))
     if result.failed or result.parsed is None:
         return TryOutput(
@@ -107,10 +106,10 @@ def _accounting(acc: CheckAccount) -> TryAccounting:
     )
 
 
-def _request(record: SourceRecord) -> FetchRequest:
+def _request(record: SourceRecord, settings: Settings) -> FetchRequest:
     """The check's request without validators: a dry run wants the body, not a 304."""
     src = record.source
-    token = environment().get(src.auth_token_env) if src.auth_token_env else None
+    token = settings.token(src.auth_token_env)
     return FetchRequest(
         source_id=src.id,
         url=src.url,

@@ -22,7 +22,6 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
-from radar_pipeline.core.config import Settings
 from radar_pipeline.core.errors import ParseError
 from radar_pipeline.core.models import ParsedFeed
 from radar_pipeline.core.parse.dispatch import parse_body
@@ -88,10 +87,9 @@ def render_documents(documents: Sequence[SignalDocument]) -> list[str]:
     return [document.render() for document in documents]
 
 
-def default_worker_count(environ: Mapping[str, str] | None = None) -> int:
-    """`RADAR_PARSE_WORKERS` if set (1: parse in-process), else one worker per core, at most
-    MAX_WORKERS (so 1 on a single core)."""
-    workers = Settings.from_env(environ).parse_workers
+def default_worker_count(workers: int | None) -> int:
+    """`workers` (`RADAR_PARSE_WORKERS`) if set (1: parse in-process), else one worker per
+    core, at most MAX_WORKERS (so 1 on a single core)."""
     if workers is not None:
         return workers
     return max(1, min(os.cpu_count() or 1, MAX_WORKERS))

@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from radar_pipeline.core.clock import parse_cadence
-from radar_pipeline.core.config import environment
 from radar_pipeline.core.errors import PUBLISHER_WAITS
 from radar_pipeline.core.models import FetchRequest
 from radar_pipeline.core.plan.locks import LockBook
@@ -112,10 +111,11 @@ def plan_collection(
     states: Mapping[str, FeedState],
     last_collection_at: datetime | None,
     locks: LockBook,
-    environ: Mapping[str, str] | None = None,
+    tokens: Mapping[str, str] | None = None,
 ) -> CollectionPlan:
-    """Decide every Source's check for this collection, in recovery priority order."""
-    env = environment(environ)
+    """Decide every Source's check for this collection, in recovery priority order. `tokens`:
+    where the variable a Source's `authTokenEnv` names is looked up (`Settings.tokens`)."""
+    env = tokens or {}
     now = spec.as_of
     records = _selected_records(spec, snapshot)
     placement = place_sources(snapshot, spec.partition_order)
@@ -202,11 +202,11 @@ def preview_collection(
     spec: CollectionSpec,
     snapshot: RegistrySnapshot,
     states: Mapping[str, FeedState],
-    environ: Mapping[str, str] | None = None,
 ) -> CollectionPreview:
     """`plan_collection`'s decisions without the locks (a Source another process holds when
-    the run plans is skipped then, not here)."""
-    env = environment(environ)
+    the run plans is skipped then, not here). No token is looked up: a Source whose token is
+    missing fails before fetching, and is checked either way."""
+    env: Mapping[str, str] = {}
     placement = place_sources(snapshot, spec.partition_order)
     checked: list[str] = []
     skipped: list[str] = []

@@ -43,36 +43,6 @@ CREATION_GRACE_S = 10.0
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class LockWaitStats:
-    """This process's time spent waiting for DuckDB's single-writer lock (all Stores)."""
-
-    connects: int  # successful opens of a store file
-    waited: int  # opens that found the file held by another process at least once
-    wait_s: float  # total time spent waiting in those opens
-    max_wait_s: float  # the longest single wait
-
-
-_wait_lock = threading.Lock()
-_wait_totals: dict[str, float] = {"connects": 0, "waited": 0, "wait_s": 0.0, "max_wait_s": 0.0}
-
-
-def lock_wait_stats() -> LockWaitStats:
-    """Counters of the writer-lock waits in this process, for benchmarks and logs."""
-    with _wait_lock:
-        t = dict(_wait_totals)
-    return LockWaitStats(int(t["connects"]), int(t["waited"]), t["wait_s"], t["max_wait_s"])
-
-
-def _count_connect(wait_s: float | None) -> None:
-    with _wait_lock:
-        _wait_totals["connects"] += 1
-        if wait_s is not None:
-            _wait_totals["waited"] += 1
-            _wait_totals["wait_s"] += wait_s
-            _wait_totals["max_wait_s"] = max(_wait_totals["max_wait_s"], wait_s)
-
-
 class Cursor(Protocol):
     """What a statement's result gives: DuckDB's connection, or a psycopg cursor."""
 
@@ -148,10 +118,15 @@ class Store:
             try:
                 con = duckdb.connect(str(self.path))
                 con.execute("SET TimeZone = 'UTC'")
-                wait_s = time.monotonic() - started if waited else None
-                _count_connect(wait_s)
-                if wait_s is not None:
-                    log.info("waited %.3f s for the DuckDB writer lock on %s", wait_s, self.path)
+                if waited:
+                    # Structured: `radar_lock_wait_s` is what a reader of the log sums up.
+                    wait_s = time.monotonic() - started
+                    log.info(
+                        "waited %.3f s for the DuckDB writer lock on %s",
+                        wait_s,
+                        self.path,
+                        extra={"radar_lock_wait_s": wait_s},
+                    )
                 return con
             except duckdb.IOException as exc:
                 if not is_duckdb_file(self.path):

@@ -92,7 +92,7 @@ def fetch(
             # the run config could carry the tick's order).
             partition_order=tuple(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)),
         )
-        collector = collection.collector(radar.paths())
+        collector = collection.collector(radar.settings())
         plan = collector.plan(spec)
         context.log.info(
             f"{len(plan.checks)} Source checks planned ({config.mode}), overdue {plan.overdue}"
@@ -107,7 +107,7 @@ def parse(
     """Parse each fetched body into item candidates and reasoned rejections (feedparser),
     awaiting the parses the fetch op started."""
     with failures_as_line():
-        collector = collection.collector(radar.paths())
+        collector = collection.collector(radar.settings())
         return ParsedBatch(fetched.plan, collector.parse(fetched.plan, fetched.checks))
 
 
@@ -117,7 +117,7 @@ def dedupe(
 ) -> DedupedBatch:
     """Classify every candidate: new, reused, updated or duplicate (layered keys)."""
     with failures_as_line():
-        collector = collection.collector(radar.paths())
+        collector = collection.collector(radar.settings())
         return DedupedBatch(parsed.plan, collector.dedupe(parsed.results))
 
 
@@ -143,7 +143,7 @@ def signal_materialize(
     in that run, and the run status sensor runs them right after it (defs/collection/sensors.py).
     """
     with failures_as_line():
-        report = collection.collector(radar.paths()).commit(deduped.plan, deduped.items)
+        report = collection.collector(radar.settings()).commit(deduped.plan, deduped.items)
         context.log.info("collection report\n" + collection_markdown(report))
         # The recovery report of the whole collection, on the asset without a partition: it lands
         # in the run whatever its Sources did (a Source reported only, or failed, has no

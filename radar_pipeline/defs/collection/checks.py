@@ -35,11 +35,10 @@ import dagster as dg
 
 from radar_pipeline.core.audit.run import run_audit
 from radar_pipeline.core.clock import as_of_or_now, format_utc
-from radar_pipeline.defs.automation import evaluation_time
 from radar_pipeline.defs.check_results import check_result
 from radar_pipeline.defs.collection.cadence import cadence_table, is_late, source_timings_now
 from radar_pipeline.defs.collection.config import SIGNALS_KEY, config_of
-from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.resources import ClockResource, RadarResource
 
 ON_CADENCE = "on_cadence"
 CADENCE_CHECK_OP = f"{SIGNALS_KEY.path[-1]}_{ON_CADENCE}"  # the check's op: `<asset>_<check>`
@@ -64,8 +63,8 @@ class AuditScope(dg.Config):
 
 
 class CadenceClock(dg.Config):
-    """The clock the freshness sensor decided with (`as_of`, its `RADAR_AS_OF`); empty: the
-    collection's clock when the check runs in one, else the sensors' clock."""
+    """The clock the freshness sensor decided with (`as_of`: its `clock` resource); empty:
+    the collection's clock when the check runs in one, else the `clock` resource's."""
 
     as_of: str = ""
 
@@ -155,23 +154,28 @@ STREAM_CHECKS = [accounting_check, possible_gaps_check, silent_sources_check]
 # ---- the cadence --------------------------------------------------------------------------
 
 
-def _run_clock(clock: CadenceClock, run_config: Mapping[str, Any]) -> datetime:
-    """The tick's clock, else that of the collection this check runs in, else the sensors'."""
-    if clock.as_of:
-        return as_of_or_now(clock.as_of)
+def _run_clock(
+    given: CadenceClock, run_config: Mapping[str, Any], clock: ClockResource
+) -> datetime:
+    """The tick's clock, else that of the collection this check runs in, else the resource's."""
+    if given.as_of:
+        return as_of_or_now(given.as_of)
     config = config_of(run_config)
-    return config.clock() if config is not None and config.as_of else evaluation_time()
+    return config.clock() if config is not None and config.as_of else clock.now()
 
 
 @dg.asset_check(asset=SIGNALS_KEY, name=ON_CADENCE, blocking=False)
 def on_cadence_check(
-    context: dg.AssetCheckExecutionContext, config: CadenceClock, radar: RadarResource
+    context: dg.AssetCheckExecutionContext,
+    config: CadenceClock,
+    radar: RadarResource,
+    clock: ClockResource,
 ) -> dg.AssetCheckResult:
     """Every Source is on cadence: each succeeded less than one cadence (plus `LATE_GRACE`)
     ago; `manual` and ineligible Sources are never late. WARN, not ERROR: a failing publisher
     keeps its Source late, which is recorded, not broken. `overdue` counts the late ones; the
     table lists every Source."""
-    now = _run_clock(config, context.run.run_config or {})
+    now = _run_clock(config, context.run.run_config or {}, clock)
     timings = list(source_timings_now(radar, now))
     late = [t for t in timings if is_late(t, now)]
     return dg.AssetCheckResult(

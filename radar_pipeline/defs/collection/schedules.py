@@ -43,7 +43,6 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc, parse_utc
-from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.collection import (
     CollectionSpec,
     SourceTiming,
@@ -58,7 +57,7 @@ from radar_pipeline.defs.collection.config import collect_run_config
 from radar_pipeline.defs.collection.jobs import collect_job, signal_audit_job
 from radar_pipeline.defs.collection.runs import run_sources
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, partition_blocks
-from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.resources import ClockResource, RadarResource
 
 COLLECT_CRON = "* * * * *"
 # The daily full read of the Signals folder (UTC): what finds a Signal rewritten in place.
@@ -112,10 +111,13 @@ def block_run_request(
     )
 
 
-def schedule_clock(context: dg.ScheduleEvaluationContext) -> tuple[datetime, str]:
-    """The tick's clock and the `as_of` its runs get: `RADAR_AS_OF` (simulations and tests;
-    the runs decide with the same clock), else the tick's scheduled time (runs use now)."""
-    as_of = Settings.from_env().as_of_text
+def schedule_clock(
+    context: dg.ScheduleEvaluationContext, clock: ClockResource
+) -> tuple[datetime, str]:
+    """The tick's clock and the `as_of` its runs get: the `clock` resource's when it is set
+    (simulations and tests; the runs decide with the same clock), else the tick's scheduled
+    time (runs use now)."""
+    as_of = clock.given()
     if as_of:
         return parse_utc(as_of), as_of
     scheduled = context.scheduled_execution_time
@@ -185,13 +187,13 @@ def _schedule_runs_since(instance: dg.DagsterInstance, since: datetime) -> Itera
     ),
 )
 def due_sources_schedule(
-    context: dg.ScheduleEvaluationContext, radar: RadarResource
+    context: dg.ScheduleEvaluationContext, radar: RadarResource, clock: ClockResource
 ) -> list[dg.RunRequest] | dg.SkipReason:
     """One run per contiguous block (in partition order) of the Sources a `due` collection
     would check now, leaving out those a run already owns (`taken_sources`); blocks in
     recovery priority order (critical, then primary/discovery, then the rest). A Source that
     is not yet a partition waits one tick for the registry sensor to add it."""
-    now, as_of = schedule_clock(context)
+    now, as_of = schedule_clock(context, clock)
     paths = radar.paths()
     partitions = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     snapshot = load_registry(paths.vault)

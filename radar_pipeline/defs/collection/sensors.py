@@ -15,7 +15,7 @@
   again (cadence.py).
 
 Due Sources are requested by `due_sources_schedule` (schedules.py), which reads the same
-clock variable (`RADAR_AS_OF`) as `evaluation_time`.
+clock (the `clock` resource) as the sensors here.
 """
 
 import hashlib
@@ -24,14 +24,12 @@ import json
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.config import Settings
 from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.store.dead_letters import record_run_failure
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.automation import (
     CHECKS_AFTER_TICK_SECONDS,
     TICK_SECONDS,
-    evaluation_time,
     sensor_status,
 )
 from radar_pipeline.defs.collection.cadence import is_late, source_timings_now
@@ -50,7 +48,7 @@ from radar_pipeline.defs.collection.jobs import (
 )
 from radar_pipeline.defs.collection.runs import collects_signals, run_sources
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
-from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.resources import ClockResource, RadarResource
 
 # ---- after a run that died -----------------------------------------------------------------
 
@@ -66,7 +64,7 @@ from radar_pipeline.defs.resources import RadarResource
     ),
 )
 def run_failure_dead_letter_sensor(
-    context: dg.RunFailureSensorContext, radar: RadarResource
+    context: dg.RunFailureSensorContext, radar: RadarResource, clock: ClockResource
 ) -> dg.SkipReason | None:
     """A failed run leaves one open dead letter, stage `dagster-run`, per Source it covered,
     when it failed as a whole (a crash, a killed process, an op error before the commit); the
@@ -87,7 +85,7 @@ def run_failure_dead_letter_sensor(
     if not sources:
         return dg.SkipReason(f"run {run.run_id} failed but covered no Source partition")
     message = context.failure_event.message or f"Dagster run {run.run_id} failed"
-    added = record_run_failure(radar.store(), run.run_id, sources, message, evaluation_time())
+    added = record_run_failure(radar.store(), run.run_id, sources, message, clock.now())
     context.log.info(f"run {run.run_id} failed: {added} dead letters for {', '.join(sources)}")
     return None
 
@@ -226,13 +224,13 @@ def _materialized_signals(instance: dg.DagsterInstance, run_id: str) -> bool:
     ),
 )
 def source_freshness_sensor(
-    context: dg.SensorEvaluationContext, radar: RadarResource
+    context: dg.SensorEvaluationContext, radar: RadarResource, clock: ClockResource
 ) -> dg.SensorResult:
     """One check-only `on_cadence` run in a tick in which some Source partition's verdict
     flipped since the last tick (the first tick: when some Source is late), whatever the
     number of Sources that flipped. The run key names the verdicts it is about, so the same
     state never runs twice."""
-    now = evaluation_time()
+    now = clock.now()
     partitions = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     by_id = {t.source_id: t for t in source_timings_now(radar, now)}
     try:
@@ -251,7 +249,7 @@ def source_freshness_sensor(
     digest = hashlib.sha256(cursor.encode("utf-8")).hexdigest()[:16]
     request = dg.RunRequest(
         run_key=f"on_cadence:{format_utc(now)}:{digest}",
-        run_config=cadence_run_config(Settings.from_env().as_of_text),
+        run_config=cadence_run_config(clock.given()),
         tags={
             tags.TRIGGER: "freshness",
             tags.VERDICT: f"{late} late, {len(flipped)} changed",

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc, parse_utc
-from radar_pipeline.core.run_history import retention_days
+from radar_pipeline.core.store.connection import Store
 from radar_pipeline.defs.history.prune import prune_run_history
 from radar_pipeline.defs.resources import RadarResource
 
@@ -14,7 +14,7 @@ PRUNE_OP = "prune_runs"
 
 
 class PruneConfig(dg.Config):
-    """The prune's clock (empty: now) and how many days it keeps (-1: the environment's
+    """The prune's clock (empty: now) and how many days it keeps (-1: the `radar` resource's
     `RADAR_RUN_RETENTION_DAYS`, default 30)."""
 
     as_of: str = ""
@@ -32,8 +32,9 @@ def prune_run_history_op(
     """Delete the Dagster runs (and their event logs) older than the retention, except those
     a partition, a check or an open dead letter still needs (core/run_history.py)."""
     as_of = parse_utc(config.as_of) if config.as_of else datetime.now(UTC)
-    keep = config.keep_days if config.keep_days >= 0 else retention_days()
-    result = prune_run_history(context.instance, radar.store(), keep, as_of)
+    settings = radar.settings()
+    keep = config.keep_days if config.keep_days >= 0 else settings.run_retention_days
+    result = prune_run_history(context.instance, Store.of(settings.paths), keep, as_of)
     context.log.info(f"run history pruned: {result.summary().json_object()}")
 
 

@@ -2,10 +2,11 @@
 jobs.py).
 
 The schedule ticks once a day, at `PRUNE_CRON` (00:30 UTC), and its run prunes by the tick's
-clock: the scheduled time, or `RADAR_AS_OF` when set (the clock of every schedule and sensor
-here, for simulations). A simulation that needs a prune per simulated day evaluates this
-schedule itself with that day's clock (`dg.build_schedule_context(scheduled_execution_time=
-...)`, as benchmarks/soak.py does); the production cadence is never bent for it. The run key
+clock: the scheduled time, or the `clock` resource's time when one is set (the clock of every
+schedule and sensor here, for simulations). A simulation that needs a prune per simulated day
+evaluates this schedule itself with that day's clock (`dg.build_schedule_context(
+scheduled_execution_time=...)`, as benchmarks/soak.py does); the production cadence is never
+bent for it. The run key
 `prune-history:<day>` keeps one prune per day of the clock however often it is evaluated.
 """
 
@@ -13,10 +14,10 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from radar_pipeline.core.config import Settings
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.automation import schedule_status
 from radar_pipeline.defs.history.jobs import prune_run_config, prune_run_history_job
+from radar_pipeline.defs.resources import ClockResource
 
 PRUNE_CRON = "30 0 * * *"
 
@@ -32,11 +33,13 @@ PRUNE_CRON = "30 0 * * *"
         "latest result, or an open dead letter. One run per day of its clock."
     ),
 )
-def run_history_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-    """One prune per day of the tick's clock (`RADAR_AS_OF`, else the scheduled time); a day
-    that has its prune run is skipped."""
+def run_history_schedule(
+    context: dg.ScheduleEvaluationContext, clock: ClockResource
+) -> dg.RunRequest | dg.SkipReason:
+    """One prune per day of the tick's clock (the `clock` resource's when set, else the
+    scheduled time); a day that has its prune run is skipped."""
     scheduled = context.scheduled_execution_time
-    now = Settings.from_env().as_of or (scheduled.astimezone(UTC) if scheduled else None)
+    now = clock.fixed() or (scheduled.astimezone(UTC) if scheduled else None)
     now = now or datetime.now(UTC)
     key = f"prune-history:{now.date().isoformat()}"
     if context.instance.get_run_ids(dg.RunsFilter(tags={tags.RUN_KEY: key}), limit=1):

@@ -1,0 +1,82 @@
+"""The resources carry the settings into the Dagster definitions: every variable a run needs
+is a described field (what the resource page and the Launchpad show), a field set on the
+resource wins over the environment, and the clock is one of them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from radar_pipeline.core import config
+from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.config import AS_OF_ENV, Settings
+from radar_pipeline.core.errors import ConfigError
+from radar_pipeline.definitions import defs
+from radar_pipeline.defs.resources import ClockResource, CollectionResource, RadarResource
+
+T = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+# Read by the command or the definitions' loading, not by a run: no field stands for them.
+NOT_A_FIELD = {"DAGSTER_HOME", "RADAR_AUTOMATION"}
+
+
+def test_every_variable_a_run_reads_is_a_described_field() -> None:
+    resources = defs.get_repository_def().get_top_level_resources()
+    described = ""
+    for key in ("radar", "clock", "collection"):
+        resource = resources[key]
+        assert resource.description, f"resource {key} has no description"
+        fields = resource.config_schema.config_type.fields  # type: ignore[union-attr]
+        for name, field in fields.items():
+            assert field.description, f"{key}.{name} has no description"
+            described += field.description
+    variables = {v for k, v in vars(config).items() if k.endswith("_ENV") and isinstance(v, str)}
+    missing = sorted(v for v in variables - NOT_A_FIELD if v not in described)
+    assert not missing, f"no resource field describes {missing}"
+
+
+def test_a_field_set_on_the_resource_wins_over_the_environment(
+    radar_env: dict[str, Path], tmp_path: Path
+) -> None:
+    other = tmp_path / "other-vault"
+    assert RadarResource().paths().vault == radar_env["vault"]  # empty: the environment
+    assert RadarResource(vault=str(other)).paths().vault == other
+    settings = RadarResource(run_retention_days="7", allowed_private_hosts="mirror.lan").settings()
+    assert (settings.run_retention_days, settings.allowed_private_hosts) == (7, ("mirror.lan",))
+    assert settings.db == radar_env["db"]  # the fields not set still come from the environment
+
+
+def test_a_bad_field_is_refused_by_its_variable(radar_env: dict[str, Path]) -> None:
+    with pytest.raises(ConfigError, match="RADAR_RUN_RETENTION_DAYS"):
+        RadarResource(run_retention_days="a month").settings()
+    with pytest.raises(ConfigError, match=AS_OF_ENV):
+        ClockResource(as_of="yesterday-ish").now()
+
+
+def test_the_clock_is_its_field_else_the_variable_else_now(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(AS_OF_ENV, raising=False)
+    assert ClockResource().given() == "" and ClockResource().fixed() is None
+    before = datetime.now(UTC)
+    assert before <= ClockResource().now() <= datetime.now(UTC)
+    monkeypatch.setenv(AS_OF_ENV, format_utc(T))
+    assert ClockResource().now() == T and ClockResource().given() == format_utc(T)
+    later = format_utc(T.replace(hour=13))
+    assert ClockResource(as_of=later).fixed() == T.replace(hour=13)
+
+
+def test_the_collection_resource_uses_the_settings_it_is_given(
+    radar_env: dict[str, Path],
+) -> None:
+    """The run's Collector works on the settings it is handed (the `radar` resource's), with
+    the resource's own parse workers; the end of the run closes it."""
+    settings = Settings.from_env()
+    resource = CollectionResource(parse_workers=1)
+    collector = resource.collector(settings)
+    try:
+        assert (collector.paths, collector.workers.count) == (settings.paths, 1)
+    finally:
+        resource.teardown_after_execution(dg.build_init_resource_context())
