@@ -130,7 +130,7 @@ def item_ids(parsed: ParsedFeed) -> frozenset[str]:
     items with the check before)."""
     entries = (*parsed.candidates, *parsed.outside_window, *_dropped(parsed))
     ids = {c.source_item_id for c in entries}
-    ids.update(c.legacy_source_item_id for c in entries if c.legacy_source_item_id)
+    ids.update(c.earlier_item_id for c in entries if c.earlier_item_id)
     ids.update(r.source_item_id for r in parsed.rejections if r.source_item_id)
     return frozenset(ids)
 

@@ -134,7 +134,7 @@ def _commit_items(
                 signal_id = resolved.get(signal_id[len(PENDING_PREFIX) :], signal_id)
         if dec.decision == "updated":
             pending.revisions.append(_revision(spec, signal_id, cand))
-        if dec.by_legacy_identity and not signal_id.startswith(PENDING_PREFIX):
+        if dec.by_earlier_identity and not signal_id.startswith(PENDING_PREFIX):
             # Found under the rule before ids were read as written: its identity now is an
             # alias of that Signal, whatever URL the feed moves to ("Faithful to the bytes").
             pending.aliases.append((cand.identity, signal_id, source_id, cand.canonical_url, now))
