@@ -49,8 +49,9 @@ PAGE_EXTRACTION = "page-extraction"
 
 
 def _extracts_pages(rec: SourceRecord) -> bool:
-    """The Source's own policy allows pages; a fixture Source never uses the network."""
-    return rec.source.full_text == PAGE_EXTRACTION and not rec.source.is_fixture
+    """The Source's own policy allows pages; a Source read from the vault never uses the
+    network."""
+    return rec.source.full_text == PAGE_EXTRACTION and not rec.source.reads_vault
 
 
 def enqueue_new_pages(

@@ -9,6 +9,7 @@ from radar_pipeline.core.collect.commit import SourceWrite
 from radar_pipeline.core.collect.results import DedupedCheck
 from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.plan.collection import CollectionPlan, PlannedCheck
+from radar_pipeline.core.registry.sources import SCOPES
 from radar_pipeline.core.reports import CollectionReport, Counts, Outcome, Scopes, SourceReport
 from radar_pipeline.core.store.feed_state import FeedState
 from radar_pipeline.core.store.fetch_attempts import validators_changed
@@ -30,11 +31,14 @@ def build_report(
         _source_report(d, w, a, after.get(d.result.check.source_id))
         for d, w, a in zip(deduped, writes, accounts, strict=True)
     ]
-    is_fixture = [
-        (rec := item.result.check.record) is not None and rec.source.is_fixture for item in deduped
+    scope_of = [
+        rec.source.scope if (rec := item.result.check.record) is not None else "production"
+        for item in deduped
     ]
-    fixture = [src for src, fx in zip(sources, is_fixture, strict=True) if fx]
-    production = [src for src, fx in zip(sources, is_fixture, strict=True) if not fx]
+    by_scope: dict[str, Counts] = {
+        scope: Counts.of([s for s, of in zip(sources, scope_of, strict=True) if of == scope])
+        for scope in SCOPES
+    }
     spec = plan.spec
     return CollectionReport(
         collection_id=spec.collection_id,
@@ -45,7 +49,7 @@ def build_report(
         overdue=plan.overdue,
         due=len(plan.checks),
         totals=Counts.of(sources),
-        scopes=Scopes(production=Counts.of(production), fixture=Counts.of(fixture)),
+        scopes=Scopes(**by_scope),
         sources=tuple(sources),
         clock_behind=format_utc(plan.clock_behind) if plan.clock_behind else None,
     )

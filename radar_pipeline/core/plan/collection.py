@@ -323,9 +323,9 @@ def _fetch_request(
         last_modified=state.last_modified if state else None,
         conditional=not needs_unconditional(state.last_unconditional_at if state else None, now),
         auth_token=token,
-        # A fixture is a local file with no publisher to spare: always parse it, so a repeat
-        # run reports its items as reused rather than not-modified.
-        previous_body_sha256=None if src.is_fixture or state is None else state.last_body_sha256,
+        # A file in the vault has no publisher to spare: always parse it, so a repeat run
+        # reports its items as reused rather than not-modified.
+        previous_body_sha256=None if src.reads_vault or state is None else state.last_body_sha256,
         from_vault=src.reads_vault,
     )
 
