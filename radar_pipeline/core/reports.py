@@ -296,7 +296,8 @@ class CollectionReport:
     dagster_run_status: str | None = None
     dagster_run_id: str | None = None
     dagster_run_ids: tuple[str, ...] | None = None
-    checks: dict[str, bool] | None = None  # each signal check's verdict, by name
+    # Each evidence check's verdict after the collection, by name (JSON key `checks`).
+    evidence_checks: dict[str, bool] | None = None
     # The latest attempt already recorded when that was after this collection's clock: the
     # clock was behind, and no health time moved back (left out of the JSON when None).
     clock_behind: str | None = None
@@ -345,8 +346,8 @@ class CollectionReport:
             out["dagsterRunId"] = self.dagster_run_id
         if self.dagster_run_ids is not None:
             out["dagsterRunIds"] = list(self.dagster_run_ids)
-        if self.checks is not None:
-            out["checks"] = dict(self.checks)
+        if self.evidence_checks is not None:
+            out["checks"] = dict(self.evidence_checks)
         return out
 
     @classmethod
@@ -369,7 +370,7 @@ class CollectionReport:
             dagster_run_status=data.get("dagsterRunStatus"),
             dagster_run_id=data.get("dagsterRunId"),
             dagster_run_ids=tuple(run_ids) if run_ids is not None else None,
-            checks=data.get("checks"),
+            evidence_checks=data.get("checks"),
             clock_behind=data.get("clockBehind"),
         )
 

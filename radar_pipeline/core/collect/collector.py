@@ -54,7 +54,7 @@ from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.plan.collection import (
     CollectionPlan,
     CollectionSpec,
-    PlannedCheck,
+    SourcePlan,
     plan_collection,
 )
 from radar_pipeline.core.plan.locks import LockBook
@@ -151,7 +151,7 @@ class Collector:
             snapshot = load_registry(self.paths.vault)
         states, last = planning_state(self.store)
         first = plan_collection(spec, snapshot, states, last, self.locks)
-        if not any(c.request is not None for c in first.checks):
+        if not any(c.request is not None for c in first.source_plans):
             return first
         # The locks are held now. Plan again on the state as it is under them: another process
         # may have committed a check of the same Source between our read and our lock, and
@@ -162,18 +162,20 @@ class Collector:
     def fetch(self, plan: CollectionPlan) -> tuple[FetchResult | None, ...]:
         """Fetch every planned request concurrently; record each attempt in DuckDB."""
         with self._failing_whole():
-            wanted = [c.request for c in plan.checks if c.request is not None and c.failure is None]
+            wanted = [
+                c.request for c in plan.source_plans if c.request is not None and c.failure is None
+            ]
             early = len(wanted) >= MIN_PARALLEL_BODIES
             if early:
                 self.workers.warm_up()  # they boot while we wait on publishers
-            checks = {c.source_id: c for c in plan.checks}
+            planned_by_source = {c.source_id: c for c in plan.source_plans}
 
             def start_parse(result: FetchResult) -> None:
                 # Each body goes to the workers as it arrives: parsing overlaps the fetches still
                 # in flight (the parse stage awaits it; nothing is decided or written before).
-                check = checks.get(result.source_id)
-                if check is not None and _has_body(check, result):
-                    future = self.workers.submit(_parse_job(check, result, plan))
+                planned = planned_by_source.get(result.source_id)
+                if planned is not None and _has_body(planned, result):
+                    future = self.workers.submit(_parse_job(planned, result, plan))
                     if future is not None:
                         self._parsing[result.source_id] = (result, future)
 
@@ -190,7 +192,7 @@ class Collector:
             sent = [r for r in results if r.outcome != "skipped"]
             record_fetches(self.store, plan.spec.collection_id, sent)
             by_source = {r.source_id: r for r in results}
-            return tuple(by_source.get(c.source_id) for c in plan.checks)
+            return tuple(by_source.get(c.source_id) for c in plan.source_plans)
 
     def parse(
         self, plan: CollectionPlan, fetched: tuple[FetchResult | None, ...]
@@ -198,7 +200,7 @@ class Collector:
         """Parse every fetched body (on the parse workers); failures become classified
         CheckResults, never a silent drop."""
         with self._failing_whole():
-            pairs = list(zip(plan.checks, fetched, strict=True))
+            pairs = list(zip(plan.source_plans, fetched, strict=True))
             jobs: list[ParseJob] = []
             started: dict[int, Future[ParseOutcome]] = {}
             parsing, self._parsing = self._parsing, {}
@@ -275,7 +277,7 @@ class Collector:
                     states, pending = load_states(con), PendingRows()
                     accounts = self._accounts(con, spec.collection_id, deduped, writes)
                     for item, write in zip(deduped, writes, strict=True):
-                        state = states.get(item.result.check.source_id)
+                        state = states.get(item.result.plan.source_id)
                         commit_source(con, spec, item, write, state, pending)
                     pending.flush(con)
                     page_stage.enqueue_new_pages(con, spec, deduped, writes)
@@ -346,7 +348,7 @@ class Collector:
         if self.planned is not None:
             checked = [
                 c.record
-                for c in self.planned.checks
+                for c in self.planned.source_plans
                 if c.record is not None and c.skip_reason is None
             ]
             return run_failure_of(self.planned.spec, checked, why)
@@ -368,19 +370,19 @@ class Collector:
         writes: list[SourceWrite],
     ) -> list[CheckAccount]:
         """Each check's outcome counts and gap flag (against its Source's previous check)."""
-        parsed = [d.result.check.source_id for d in deduped if d.result.parsed is not None]
+        parsed = [d.result.plan.source_id for d in deduped if d.result.parsed is not None]
         previous = previous_checks(con, parsed, collection_id)
         return [
-            account(d, w, previous.get(d.result.check.source_id))
+            account(d, w, previous.get(d.result.plan.source_id))
             for d, w in zip(deduped, writes, strict=True)
         ]
 
     def _signal_writes(self, spec: CollectionSpec, item: DedupedCheck) -> list[SignalWrite]:
         """The Signal files one Source's new items need (none when the check failed)."""
         res = item.result
-        if res.failed or res.check.record is None or res.fetch is None:
+        if res.failed or res.plan.record is None or res.fetch is None:
             return []
-        rec = res.check.record
+        rec = res.plan.record
         keep_text = rec.source.full_text == "feed-content"
         writes: list[SignalWrite] = []
         for dec in item.decisions:
@@ -410,7 +412,7 @@ class Collector:
                 health_fields(spec, d.result, before.get(rec.source.id)),
             )
             for d in deduped
-            if (rec := d.result.check.record) is not None and d.result.check.skip_reason is None
+            if (rec := d.result.plan.record) is not None and d.result.plan.skip_reason is None
         ]
         for failure in write_health(updates):
             log.warning(
@@ -425,21 +427,21 @@ def new_collection_id() -> str:
     return uuid.uuid4().hex
 
 
-def _has_body(check: PlannedCheck, result: FetchResult | None) -> bool:
+def _has_body(planned: SourcePlan, result: FetchResult | None) -> bool:
     """Whether the check goes on to parsing (a 304 or a failure ends it before)."""
     return (
-        check.failure is None
+        planned.failure is None
         and result is not None
         and result.outcome == "ok"
         and result.body is not None
     )
 
 
-def _parse_job(check: PlannedCheck, result: FetchResult | None, plan: CollectionPlan) -> ParseJob:
-    assert result is not None and result.body is not None and check.record is not None
-    source = check.record.source
+def _parse_job(planned: SourcePlan, result: FetchResult | None, plan: CollectionPlan) -> ParseJob:
+    assert result is not None and result.body is not None and planned.record is not None
+    source = planned.record.source
     return ParseJob(
-        check.source_id,
+        planned.source_id,
         result.body,
         result.final_url,
         result.content_type,
@@ -451,30 +453,30 @@ def _parse_job(check: PlannedCheck, result: FetchResult | None, plan: Collection
 
 
 def _check_result(
-    check: PlannedCheck, result: FetchResult | None, outcome: ParseOutcome | None
+    planned: SourcePlan, result: FetchResult | None, outcome: ParseOutcome | None
 ) -> CheckResult:
     """One check after fetch and parse, its failure classified by stage (invariant 7)."""
-    if check.failure is not None:
-        return CheckResult(check, result, None, "plan", check.failure[0], check.failure[1])
+    if planned.failure is not None:
+        return CheckResult(planned, result, None, "plan", planned.failure[0], planned.failure[1])
     if result is None:
-        return CheckResult(check)
+        return CheckResult(planned)
     if result.outcome == "skipped":  # deferred by its origin's Retry-After; checked next time
-        return CheckResult(replace(check, skip_reason=result.error_message or "deferred"))
+        return CheckResult(replace(planned, skip_reason=result.error_message or "deferred"))
     if result.outcome == "failed":
         error_class = result.error_class or "network"
         message = result.error_message or "fetch failed"
-        return CheckResult(check, result, None, "fetch", error_class, message)
+        return CheckResult(planned, result, None, "fetch", error_class, message)
     if outcome is None:
-        return CheckResult(check, result)
+        return CheckResult(planned, result)
     if outcome.crashed:  # a parser bug must fail one Source, never the collection
         log.error(
-            "parse of %s crashed: %s: %s", check.source_id, outcome.error_class, outcome.message
+            "parse of %s crashed: %s: %s", planned.source_id, outcome.error_class, outcome.message
         )
         message = f"parse: unexpected {outcome.error_class}: {outcome.message}"[:300]
-        method = check.record.source.collection_method if check.record else "rss"
+        method = planned.record.source.collection_method if planned.record else "rss"
         error_class = UNREADABLE_BODY.get(method, "invalid-xml")
-        return CheckResult(check, result, None, "parse", error_class, message)
+        return CheckResult(planned, result, None, "parse", error_class, message)
     if outcome.error_class is not None:
         message = f"parse: {outcome.error_class}: {outcome.message}"
-        return CheckResult(check, result, None, "parse", outcome.error_class, message)
-    return CheckResult(check, result, filter_for(check.record, outcome.parsed))
+        return CheckResult(planned, result, None, "parse", outcome.error_class, message)
+    return CheckResult(planned, result, filter_for(planned.record, outcome.parsed))

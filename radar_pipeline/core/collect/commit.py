@@ -96,10 +96,10 @@ def commit_source(
     pending: PendingRows,
 ) -> None:
     """Record one Source's check: its items' outcomes and its new feed state, or its failure."""
-    res, check = item.result, item.result.check
-    if check.skip_reason is not None or check.record is None:
+    res, planned = item.result, item.result.plan
+    if planned.skip_reason is not None or planned.record is None:
         return
-    state = state or FeedState(check.source_id)
+    state = state or FeedState(planned.source_id)
     if res.failed:
         _commit_failure(con, spec, res, state, pending)
         return
@@ -120,7 +120,7 @@ def _commit_items(
     write: SourceWrite,
     pending: PendingRows,
 ) -> None:
-    source_id, now = item.result.check.source_id, spec.as_of
+    source_id, now = item.result.plan.source_id, spec.as_of
     resolved = {ident: sid for ident, (sid, _) in write.outcomes.items()}
     for dec in item.decisions:
         cand = dec.candidate
@@ -153,7 +153,7 @@ def _commit_outside_window(spec: CollectionSpec, res: CheckResult, pending: Pend
     """Items dated before the recovery cap: counted and recorded, never decided."""
     if res.parsed is None:
         return
-    source_id, floor = res.check.source_id, format_utc(window_from(spec.as_of))
+    source_id, floor = res.plan.source_id, format_utc(window_from(spec.as_of))
     for cand in res.parsed.outside_window:
         row = _observation(spec, source_id, cand, "outside-window", None)
         seen = format_utc(cand.observed_at) if cand.observed_at else "?"
@@ -167,7 +167,7 @@ def _commit_filtered(spec: CollectionSpec, res: CheckResult, pending: PendingRow
     """Items the Source's include/exclude rules dropped: recorded with the rule, never decided."""
     if res.parsed is None:
         return
-    source_id = res.check.source_id
+    source_id = res.plan.source_id
     for dropped in res.parsed.filtered:
         row = _observation(spec, source_id, dropped.candidate, "filtered", None)
         pending.observations.append((*row[:10], dropped.rule[:500]))
@@ -180,13 +180,13 @@ def _commit_filtered(spec: CollectionSpec, res: CheckResult, pending: PendingRow
 def _evidence(spec: CollectionSpec, res: CheckResult, cand: ItemCandidate) -> list[tuple[Any, ...]]:
     """One field_evidence row per field of an observed item (html, json, jsonfeed Sources), and
     for a feed's item the date text that was not read as it stands (its raw text kept)."""
-    if not cand.evidence or res.check.record is None:
+    if not cand.evidence or res.plan.record is None:
         return []
-    method = res.check.record.source.collection_method
+    method = res.plan.record.source.collection_method
     return [
         (
             spec.collection_id,
-            res.check.source_id,
+            res.plan.source_id,
             cand.identity,
             ev.field,
             method,
@@ -218,7 +218,7 @@ def _commit_rejections(spec: CollectionSpec, res: CheckResult, pending: PendingR
         pending.observations.append(
             rejection_row(
                 spec.collection_id,
-                res.check.source_id,
+                res.plan.source_id,
                 spec.as_of,
                 rej.source_item_id,
                 f"{rej.reason}: {rej.detail}"[:500],
@@ -278,7 +278,7 @@ def _commit_failure(
     now = spec.as_of
     failures = state.consecutive_failures + 1
     retry_after = res.fetch.retry_after_s if res.fetch else None
-    rng = random.Random(f"{res.check.source_id}:{failures}:{now.isoformat()}")
+    rng = random.Random(f"{res.plan.source_id}:{failures}:{now.isoformat()}")
     backoff = next_backoff(
         failures, now, error_class=res.error_class, retry_after_s=retry_after, rng=rng
     )
@@ -296,7 +296,7 @@ def _commit_failure(
     record_failure(
         con,
         spec.collection_id,
-        res.check.source_id,
+        res.plan.source_id,
         res.error_stage or "fetch",
         res.error_class,
         res.error_message or "",
@@ -387,7 +387,7 @@ def health_fields(
             fields["lastModified"] = fetch.last_modified
     if fetch is not None:
         fields |= manners_fields(fetch)  # permanentRedirect; a 410 blocks the Source
-        record = res.check.record
+        record = res.plan.record
         if fields.get("permanentRedirect", "") is None and (
             record is None or not record.source.permanent_redirect
         ):

@@ -6,14 +6,15 @@ from dataclasses import dataclass
 
 from radar_pipeline.core.identity.dedupe import ItemDecision
 from radar_pipeline.core.models import FetchResult, ParsedFeed
-from radar_pipeline.core.plan.collection import PlannedCheck
+from radar_pipeline.core.plan.collection import SourcePlan
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    """A planned check after fetch and parse: either items to dedupe or a classified failure."""
+    """A Source check after fetch and parse, with its plan: either items to dedupe or a
+    classified failure."""
 
-    check: PlannedCheck
+    plan: SourcePlan
     fetch: FetchResult | None = None
     parsed: ParsedFeed | None = None
     error_stage: str | None = None

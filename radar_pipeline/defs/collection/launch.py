@@ -91,7 +91,7 @@ def launch_collection(
         dagster_run_status="SUCCESS" if all(r.success for r in runs) else "FAILURE",
         dagster_run_id=runs[0].run_id,
         dagster_run_ids=tuple(r.run_id for r in runs),
-        checks=_run_checks(defs, instance, runs[-1].run_id, as_of),
+        evidence_checks=_run_evidence_checks(defs, instance, runs[-1].run_id, as_of),
     )
 
 
@@ -135,7 +135,7 @@ def _collect(
     )
 
 
-def _run_checks(
+def _run_evidence_checks(
     defs: dg.Definitions, instance: dg.DagsterInstance, run_id: str, as_of: datetime
 ) -> dict[str, bool]:
     """The `signal_checks` run after a collection; each check's verdict by name."""
