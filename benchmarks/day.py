@@ -76,8 +76,8 @@ from benchmarks.soak import group_cpu_s, size_of
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import AS_OF_ENV
 from radar_pipeline.defs import tags
-from radar_pipeline.defs.collection.checks import SIGNAL_CHECKS_JOB_NAME
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, config_of
+from radar_pipeline.defs.collection.jobs import SIGNAL_CHECKS_JOB_NAME
 from radar_pipeline.defs.collection.schedules import IN_FLIGHT, due_sources_schedule
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource

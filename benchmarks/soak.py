@@ -69,7 +69,8 @@ from benchmarks.scheduled import Daemon, restart_daemon, start_deployment, stop_
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.vault.signals import SIGNALS_DIR, list_signal_ids, read_signal_frontmatter
 from radar_pipeline.defs.collection.config import SIGNALS_KEY
-from radar_pipeline.defs.history.schedules import PRUNE_JOB_NAME, run_history_schedule
+from radar_pipeline.defs.history.jobs import PRUNE_JOB_NAME
+from radar_pipeline.defs.history.schedules import run_history_schedule
 from radar_pipeline.defs.instance import open_instance
 from radar_pipeline.defs.partitions import sources_partitions, sync_partitions
 from radar_pipeline_tests.daemonkit import group_alive, read_db, write_instance_yaml

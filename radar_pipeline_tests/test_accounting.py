@@ -27,7 +27,7 @@ from radar_pipeline.core.parse.dispatch import is_json_body
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.defs.collection.assets import signals
-from radar_pipeline.defs.collection.stream_checks import (
+from radar_pipeline.defs.collection.checks import (
     STREAM_CHECKS,
     accounting_check,
     possible_gaps_check,

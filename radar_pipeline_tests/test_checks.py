@@ -23,14 +23,14 @@ from radar_pipeline.defs.cleanup.launch import launch_cleanup
 from radar_pipeline.defs.collection.assets import signals
 from radar_pipeline.defs.collection.checks import (
     SIGNAL_CHECKS,
-    SIGNAL_CHECKS_JOB_NAME,
     agreement_check,
     idempotency_check,
     overdue_check,
     provenance_check,
-    signal_checks_after_collection,
 )
+from radar_pipeline.defs.collection.jobs import SIGNAL_CHECKS_JOB_NAME
 from radar_pipeline.defs.collection.launch import launch_collection
+from radar_pipeline.defs.collection.sensors import signal_checks_after_collection
 from radar_pipeline.defs.registry.assets import source_registry
 from radar_pipeline.defs.registry.checks import registry_check
 from radar_pipeline.defs.resources import CollectionResource, RadarResource

@@ -14,12 +14,9 @@ import dagster as dg
 import pytest
 
 from radar_pipeline.core.layout import SIGNALS_DIR
-from radar_pipeline.defs.cleanup.assets import (
-    WEEKLY_CLEANUP_JOB_NAME,
-    WEEKS_PARTITIONS_NAME,
-    week_of,
-    weekly_cleanup_schedule,
-)
+from radar_pipeline.defs.cleanup.jobs import WEEKLY_CLEANUP_JOB_NAME
+from radar_pipeline.defs.cleanup.partitions import WEEKS_PARTITIONS_NAME, week_of
+from radar_pipeline.defs.cleanup.schedules import weekly_cleanup_schedule
 from radar_pipeline_tests.conftest import store_rows
 from radar_pipeline_tests.evidencekit import (
     content_rss,

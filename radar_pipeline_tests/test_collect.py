@@ -9,6 +9,8 @@ import feedparser
 import pytest
 
 from radar_pipeline.core.collect.collector import Collector, new_collection_id
+from radar_pipeline.core.collect.results import FetchedChecks
+from radar_pipeline.core.collect.workers import MIN_PARALLEL_BODIES
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
@@ -159,3 +161,26 @@ def test_crash_between_file_and_record_is_repaired(radar_env: dict[str, Path]) -
     again = collect(radar_env)
     assert (again["created"], again["reused"]) == (0, 1)
     assert len(signal_files(vault)) == 1
+
+
+def test_the_fetch_stage_hands_its_started_parses_on_in_its_value(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    """The overlap of fetch and parse travels in what the fetch stage returns (the `fetch`
+    op's output): with enough bodies each parse starts as its fetch ends, and a Collector
+    that did not fetch them parses that value alike, awaiting those parses."""
+    ids = [f"feed-{n}" for n in range(MIN_PARALLEL_BODIES)]
+    for sid in ids:
+        item = {"title": sid, "guid": sid, "link": f"https://example.com/{sid}"}
+        write_source(radar_env["vault"], sid, feed_server.add(f"/{sid}.xml", rss([item])))
+    paths = RadarPaths.from_env()
+    spec = CollectionSpec(new_collection_id(), "all", AS_OF, ())
+    with Collector(paths, parse_workers=2) as fetching, Collector(paths, parse_workers=0) as other:
+        plan = fetching.plan(spec)
+        fetched = fetching.fetch(plan)
+        assert sorted(fetched.parsing) == ids
+        handed_over = other.parse(plan, fetched)
+        assert all(future.done() for future in fetched.parsing.values())
+        assert handed_over == other.parse(plan, FetchedChecks(fetched.results))
+        assert sorted(r.check.source_id for r in handed_over) == ids
+        assert [len(r.parsed.candidates) if r.parsed else 0 for r in handed_over] == [1] * len(ids)

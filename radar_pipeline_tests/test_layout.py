@@ -3,8 +3,10 @@
 A fresh clone collects its tests with nothing beside it; the package touches no library
 privates and plays no process games; imports point down without circles (shell to core, and
 inside core/ the stage order of docs/architecture.md) and the definitions assemble; only
-core/store/ runs SQL. Each test lists every offence as `file:line: rule` so the list can be
-worked through.
+core/store/ runs SQL. In defs/ each file holds one role, each area wires itself and the root
+only merges the areas, with one executor; what one op hands the next is what its stage
+returns. Each test lists every offence as `file:line: rule` so the list can be worked
+through.
 """
 
 from __future__ import annotations
@@ -718,7 +720,383 @@ def test_run_tags_are_spelled_once() -> None:
     assert not offences, _report("run tags spelled outside defs/tags.py", offences)
 
 
-# --- 6. special cases folded into mechanisms ----------------------------------------------
+# --- 6. the Dagster shell: one role per file, each area wires itself ----------------------
+
+DEFS_DIR = PACKAGE_DIR / "defs"
+ROOT_DEFINITIONS = PACKAGE_DIR / "definitions.py"
+# A file of defs/ named for a role holds only that role's Dagster objects (defs/__init__.py);
+# every other module is a helper of its area and defines none.
+ROLE_FILES = frozenset(
+    {"assets", "checks", "jobs", "schedules", "sensors", "partitions", "resources", "definitions"}
+)
+# The class `define_asset_job` returns (Dagster does not export it).
+_ASSET_JOB = type(dg.define_asset_job("layout_probe"))
+
+
+def _roles_of(value: object) -> frozenset[str]:
+    """The role files a Dagster object may be defined in (empty: it is no Dagster object)."""
+    if isinstance(value, dg.AssetChecksDefinition):  # before assets: a subclass of them
+        return frozenset({"checks"})
+    if isinstance(value, dg.AssetsDefinition | dg.AssetSpec):
+        return frozenset({"assets"})
+    if isinstance(value, dg.ScheduleDefinition):
+        return frozenset({"schedules"})
+    if isinstance(value, dg.SensorDefinition):
+        return frozenset({"sensors"})
+    if isinstance(value, dg.JobDefinition | _ASSET_JOB):
+        return frozenset({"jobs"})
+    if isinstance(value, dg.OpDefinition | dg.GraphDefinition):
+        # The ops of a graph asset live with it; those of an op job with the job.
+        return frozenset({"assets", "jobs"})
+    if isinstance(value, dg.PartitionsDefinition):
+        return frozenset({"partitions"})
+    is_resource_class = isinstance(value, type) and issubclass(value, dg.ConfigurableResource)
+    if is_resource_class or isinstance(value, dg.ResourceDefinition | dg.ConfigurableResource):
+        return frozenset({"resources"})
+    if isinstance(value, dg.Definitions):
+        return frozenset({"definitions"})
+    return frozenset()
+
+
+def _top_level_names(path: Path) -> dict[str, ast.stmt]:
+    """The names a module defines itself (not those it imports), with their statements."""
+    found: dict[str, ast.stmt] = {}
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found[node.name] = node
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        found[name.id] = node
+    return found
+
+
+def _defs_modules() -> list[Path]:
+    return sorted(p for p in DEFS_DIR.rglob("*.py") if p.name != "__init__.py")
+
+
+def _role_offences(path: Path) -> list[str]:
+    module = importlib.import_module(_module_name(path))
+    offences = []
+    for name, node in _top_level_names(path).items():
+        roles = _roles_of(getattr(module, name, None))
+        if roles and path.stem not in roles:
+            where = "a helper module" if path.stem not in ROLE_FILES else f"{path.stem}.py"
+            wanted = " or ".join(f"{r}.py" for r in sorted(roles))
+            offences.append(f"{_where(path, node)}: {name} belongs in {wanted}, not in {where}")
+    return offences
+
+
+def test_each_file_of_defs_holds_one_role() -> None:
+    offences = [o for path in _defs_modules() for o in _role_offences(path)]
+    assert not offences, _report("Dagster objects outside their role file", offences)
+
+
+def test_the_role_check_sees_roles() -> None:
+    """The check above is not vacuous: it tells the roles of the objects it meets."""
+    from radar_pipeline.defs.collection import assets, sensors
+
+    assert _roles_of(assets.signals) == {"assets"}
+    assert _roles_of(assets.fetch) == {"assets", "jobs"}
+    assert _roles_of(sensors.signal_checks_after_collection) == {"sensors"}
+    assert _roles_of(dg.define_asset_job("x")) == {"jobs"}
+    assert _roles_of(sensors.AFTER_COLLECTION_KEYS) == frozenset()
+
+
+def _areas() -> list[Path]:
+    return sorted(p.parent for p in DEFS_DIR.glob("*/__init__.py"))
+
+
+def _kind_and_name(value: object) -> list[str]:
+    """An asset, check, job, schedule or sensor by kind and name (nothing for the rest)."""
+    if isinstance(value, dg.AssetChecksDefinition):
+        return [f"check {key.to_user_string()}" for key in value.check_keys]
+    if isinstance(value, dg.AssetsDefinition):
+        return [f"asset {key.to_user_string()}" for key in value.keys]
+    if isinstance(value, dg.AssetSpec):
+        return [f"asset {value.key.to_user_string()}"]
+    for kind in ("jobs", "schedules", "sensors"):
+        if _roles_of(value) == {kind}:
+            return [f"{kind[:-1]} {value.name}"]
+    return []
+
+
+def _wired(defs: dg.Definitions) -> set[str]:
+    """What an area's Definitions holds."""
+    held = [*(defs.assets or ()), *(defs.asset_checks or ()), *(defs.jobs or ())]
+    held += [*(defs.schedules or ()), *(defs.sensors or ())]
+    return {name for value in held for name in _kind_and_name(value)}
+
+
+def _defined(area: Path) -> set[str]:
+    """What an area's role files define."""
+    found: set[str] = set()
+    for path in sorted(area.glob("*.py")):
+        if path.stem in ROLE_FILES - {"definitions"}:
+            module = importlib.import_module(_module_name(path))
+            for name in _top_level_names(path):
+                found.update(_kind_and_name(getattr(module, name, None)))
+    return found
+
+
+def test_each_area_wires_itself() -> None:
+    """Every area has a definitions.py that defines only `defs`, a dg.Definitions holding
+    exactly the assets, checks, jobs, schedules and sensors its role files define."""
+    offences = []
+    for area in _areas():
+        name = area.relative_to(REPO_ROOT)
+        path = area / "definitions.py"
+        if not path.is_file():
+            offences.append(f"{name}: no definitions.py")
+            continue
+        if list(_top_level_names(path)) != ["defs"]:
+            offences.append(f"{path.relative_to(REPO_ROOT)}: defines more than `defs`")
+        defs = importlib.import_module(_module_name(path)).defs
+        if not isinstance(defs, dg.Definitions):
+            offences.append(f"{path.relative_to(REPO_ROOT)}: `defs` is no dg.Definitions")
+            continue
+        wired, defined = _wired(defs), _defined(area)
+        offences += [f"{name}: {x} is defined but not wired" for x in sorted(defined - wired)]
+        offences += [f"{name}: {x} is wired but defined elsewhere" for x in sorted(wired - defined)]
+    assert not offences, _report("areas that do not wire themselves", offences)
+
+
+def _root_offences(tree: ast.Module) -> list[str]:
+    """What in the root definitions.py is more than a merge of the areas' `defs` and one
+    Definitions of the shared resources and the executor."""
+    where = ROOT_DEFINITIONS.relative_to(REPO_ROOT)
+    offences: list[str] = []
+    areas: dict[str, str] = {}  # the name an area's definitions module is bound to -> area
+    merged: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(f"{PACKAGE}.defs."):
+            for alias in node.names:
+                if alias.name == "definitions":
+                    areas[alias.asname or alias.name] = (node.module or "").split(".")[-1]
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the docstring
+        elif (
+            isinstance(node, ast.Assign)
+            and [ast.unparse(t) for t in node.targets] == ["defs"]
+            and isinstance(node.value, ast.Call)
+            and ast.unparse(node.value.func) == "dg.Definitions.merge"
+        ):
+            merged += _merged_areas(node.value, areas, offences, str(where))
+        else:
+            offences.append(f"{where}:{node.lineno}: not an import or the merge of the areas")
+    wanted = sorted(area.name for area in _areas())
+    if sorted(merged) != wanted:
+        offences.append(f"{where}: merges {sorted(merged)}, the areas are {wanted}")
+    return offences
+
+
+def _merged_areas(
+    merge: ast.Call, areas: dict[str, str], offences: list[str], where: str
+) -> list[str]:
+    merged = []
+    shared = 0
+    for arg in merge.args:
+        parts = _dotted(arg)
+        if parts is not None and len(parts) == 2 and parts[1] == "defs" and parts[0] in areas:
+            merged.append(areas[parts[0]])
+        elif (
+            isinstance(arg, ast.Call)
+            and ast.unparse(arg.func) == "dg.Definitions"
+            and not arg.args
+            and {k.arg for k in arg.keywords} <= {"resources", "executor"}
+        ):
+            shared += 1  # what every area shares: resources, and the one executor
+        else:
+            offences.append(f"{where}:{arg.lineno}: merges {ast.unparse(arg)}, not an area")
+    if shared > 1:
+        offences.append(f"{where}: more than one Definitions of shared resources")
+    return merged
+
+
+def test_the_root_definitions_only_merge_the_areas() -> None:
+    tree = ast.parse(ROOT_DEFINITIONS.read_text(), str(ROOT_DEFINITIONS))
+    offences = _root_offences(tree)
+    assert not offences, _report("the root definitions.py does more than merge areas", offences)
+
+
+def test_the_root_check_sees_more_than_a_merge() -> None:
+    """The check above is not vacuous: a root that lists objects itself is refused."""
+    listing = ast.parse(
+        "import dagster as dg\nfrom radar_pipeline.defs.collection.assets import signals\n"
+        "defs = dg.Definitions(assets=[signals])\n"
+    )
+    assert any("not an import or the merge" in o for o in _root_offences(listing))
+
+
+def test_the_executor_is_set_once() -> None:
+    """No job names its executor: the Definitions set it once, and every job runs in process."""
+    offences = [
+        f"{_where(path, node)}: executor_def set on a job"
+        for path in _package_files()
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.keyword) and node.arg == "executor_def"
+    ]
+    from radar_pipeline.definitions import defs
+
+    jobs = defs.get_repository_def().get_all_jobs()
+    offences += [f"job {j.name} runs on {j.executor_def.name}" for j in jobs]
+    offences = [o for o in offences if not o.endswith(f"on {dg.in_process_executor.name}")]
+    assert jobs and not offences, _report("executors set per job, or not in process", offences)
+
+
+AUTOMATION = DEFS_DIR / "automation.py"
+
+
+def test_every_sensor_tick_is_spelled_in_automation() -> None:
+    """A sensor's interval is a constant of defs/automation.py, never a number of its own."""
+    names = set(_top_level_names(AUTOMATION))
+    offences = [
+        f"{_where(path, node)}: minimum_interval_seconds={ast.unparse(node.value)}"
+        for path in _package_files()
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.keyword)
+        and node.arg == "minimum_interval_seconds"
+        and not (isinstance(node.value, ast.Name) and node.value.id in names)
+    ]
+    assert not offences, _report("sensor ticks not spelled in defs/automation.py", offences)
+
+
+# --- 7. what one op hands the next travels through Dagster ---------------------------------
+
+
+def _private_attributes(tree: ast.Module) -> set[str]:
+    """The private attributes the classes of a module keep (`self._x = ...`, `_x: ... =`)."""
+    owned: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign | ast.Assign):
+                    targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+                    owned |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.Attribute) and _is_self(node.value):
+            owned.add(node.attr)
+    return {name for name in owned if _is_private(name)}
+
+
+def _private_reads(path: Path, tree: ast.Module, foreign: dict[str, str]) -> list[str]:
+    """Uses in `path` of a private attribute another module's class keeps, on anything but
+    `self`/`cls` (a hand-over that bypasses the values the stages return)."""
+    return [
+        f"{_where(path, node)}: reads {ast.unparse(node)}, private to {foreign[node.attr]}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr in foreign and not _is_self(node.value)
+    ]
+
+
+def _private_read_offences() -> list[str]:
+    trees = {path: ast.parse(path.read_text(), str(path)) for path in _package_files()}
+    owners: dict[str, set[str]] = defaultdict(set)
+    for path, tree in trees.items():
+        for name in _private_attributes(tree):
+            owners[name].add(str(path.relative_to(REPO_ROOT)))
+    offences = []
+    for path, tree in trees.items():
+        mine = str(path.relative_to(REPO_ROOT))
+        foreign = {n: ", ".join(sorted(o)) for n, o in owners.items() if mine not in o}
+        offences += _private_reads(path, tree, foreign)
+    return offences
+
+
+def test_no_module_reads_another_modules_private_state() -> None:
+    """What the Collector's stages hand on is what they return (the fetch stage's parses
+    included), never a private attribute another module reaches into; the same for every
+    class of the package."""
+    offences = _private_read_offences()
+    assert not offences, _report("private attributes read from another module", offences)
+
+
+def test_the_private_read_check_sees_a_read() -> None:
+    """The check above is not vacuous: a read of a private attribute of the Collector from
+    an op is found."""
+    resources = PACKAGE_DIR / "defs" / "resources.py"
+    assert "_collector" in _private_attributes(ast.parse(resources.read_text()))
+    op = ast.parse("def parse(collection):\n    return collection._parsing, collection.run\n")
+    offences = _private_reads(DEFS_DIR / "x.py", op, {"_parsing": "collector.py"})
+    assert len(offences) == 1 and "collection._parsing" in offences[0], offences
+
+
+COLLECTOR = PACKAGE_DIR / "core" / "collect" / "collector.py"
+# The stage methods the ops call in turn (defs/collection/assets.py).
+COLLECTOR_STAGES = ("plan", "fetch", "parse", "dedupe", "commit", "pages")
+# What a stage may keep on the Collector: the plan, to know whom a later stage's failure
+# concerns (run_failure.py). Nothing a later stage reads as its input.
+COLLECTOR_STAGE_STATE = frozenset({"planned"})
+
+
+def _self_attributes_assigned(target: ast.expr) -> Iterator[ast.Attribute]:
+    """The attributes of `self` an assignment target writes: `self.x`, `self.x[key]`, and
+    those inside a tuple or list target."""
+    if isinstance(target, ast.Tuple | ast.List):
+        for element in target.elts:
+            yield from _self_attributes_assigned(element)
+        return
+    if isinstance(target, ast.Starred):
+        yield from _self_attributes_assigned(target.value)
+        return
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    if isinstance(target, ast.Attribute) and _is_self(target.value):
+        yield target
+
+
+def _self_writes(function: ast.FunctionDef) -> Iterator[tuple[ast.AST, str]]:
+    """Each attribute of `self` a method (or a function inside it) assigns, or assigns into."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        else:
+            continue
+        for target in targets:
+            for attribute in _self_attributes_assigned(target):
+                yield attribute, attribute.attr
+
+
+def _stage_state_offences(tree: ast.Module) -> list[str]:
+    [collector] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Collector"]
+    return [
+        f"{_where(COLLECTOR, node)}: Collector.{method.name} keeps self.{attr} for a later stage"
+        for method in collector.body
+        if isinstance(method, ast.FunctionDef) and method.name in COLLECTOR_STAGES
+        for node, attr in _self_writes(method)
+        if attr not in COLLECTOR_STAGE_STATE
+    ]
+
+
+def test_the_collector_stages_hand_on_what_they_return() -> None:
+    """What one op hands the next travels as its output: a stage of the Collector returns
+    what the next needs (the fetch stage's started parses included) and keeps none of it on
+    the Collector, where the graph would not show it."""
+    offences = _stage_state_offences(ast.parse(COLLECTOR.read_text(), str(COLLECTOR)))
+    assert not offences, _report("stage hand-overs kept on the Collector", offences)
+
+
+def test_the_stage_state_check_sees_a_kept_hand_over() -> None:
+    """The check above is not vacuous: a fetch stage that leaves its parses on the Collector
+    for the parse stage is found, both where it writes them and where it takes them."""
+    kept = ast.parse(
+        "class Collector:\n"
+        "    def fetch(self, plan):\n"
+        "        def start(result):\n"
+        "            self._parsing[result.source_id] = result\n"
+        "    def parse(self, plan, fetched):\n"
+        "        parsing, self._parsing = self._parsing, {}\n"
+    )
+    offences = _stage_state_offences(kept)
+    assert len(offences) == 2 and all("self._parsing" in o for o in offences), offences
+
+
+# --- 8. special cases folded into mechanisms ----------------------------------------------
 
 # The identity rule before ids were read as written (docs/architecture.md, "Vaults collected
 # before") lives in one module; the rest of the package knows only an item's earlier identity.

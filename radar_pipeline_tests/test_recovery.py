@@ -20,7 +20,7 @@ from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.plan.schedule import next_check_at
 from radar_pipeline.core.plan.waves import place
-from radar_pipeline.defs.collection.jobs import COLLECT_JOB_NAME
+from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline_tests.conftest import store_rows
 from radar_pipeline_tests.feedserver import FeedServer

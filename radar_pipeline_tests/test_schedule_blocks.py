@@ -14,11 +14,11 @@ import dagster as dg
 import pytest
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.defs.collection.checks import (
+from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME
+from radar_pipeline.defs.collection.sensors import (
     signal_checks_after_collection,
     signal_checks_after_failed_collection,
 )
-from radar_pipeline.defs.collection.jobs import COLLECT_JOB_NAME
 from radar_pipeline.defs.registry.sensors import source_registry_sensor
 from radar_pipeline_tests.conftest import store_rows
 from radar_pipeline_tests.feedserver import FeedServer

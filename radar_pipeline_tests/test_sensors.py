@@ -15,13 +15,13 @@ from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.plan.collection import place_sources
 from radar_pipeline.core.plan.schedule import due_slot
 from radar_pipeline.core.registry.sources import load_registry
-from radar_pipeline.defs.collection.freshness import ON_CADENCE, source_freshness_sensor
-from radar_pipeline.defs.collection.jobs import COLLECT_JOB_NAME
+from radar_pipeline.defs.collection.checks import ON_CADENCE
+from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME
+from radar_pipeline.defs.collection.runs import collects_signals, run_sources
 from radar_pipeline.defs.collection.schedules import due_sources_schedule
 from radar_pipeline.defs.collection.sensors import (
-    collects_signals,
     run_failure_dead_letter_sensor,
-    run_sources,
+    source_freshness_sensor,
 )
 from radar_pipeline.defs.history.prune import run_clock
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
@@ -459,7 +459,7 @@ def test_a_run_failed_by_its_sources_gets_no_second_dead_letter_and_still_its_ch
     feed_server: FeedServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from radar_pipeline.defs.collection.checks import (
+    from radar_pipeline.defs.collection.sensors import (
         signal_checks_after_collection,
         signal_checks_after_failed_collection,
     )

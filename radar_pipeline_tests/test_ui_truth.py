@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from radar_pipeline.defs.collection.checks import AFTER_COLLECTION_KEYS
+from radar_pipeline.defs.collection.jobs import AFTER_COLLECTION_KEYS
 from radar_pipeline_tests.daemonkit import DagsterDev, wait_for
 from radar_pipeline_tests.faults.farm import RadarHome, record_figures
 from radar_pipeline_tests.feedserver import FeedServer

@@ -26,14 +26,10 @@ from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.vault import folder_state
 from radar_pipeline.definitions import defs
-from radar_pipeline.defs.collection.checks import (
-    SIGNAL_AUDIT_CRON,
-    SIGNAL_AUDIT_JOB_NAME,
-    SIGNAL_CHECKS,
-    SIGNAL_CHECKS_JOB_NAME,
-    signal_audit_schedule,
-)
+from radar_pipeline.defs.collection.checks import SIGNAL_CHECKS
+from radar_pipeline.defs.collection.jobs import SIGNAL_AUDIT_JOB_NAME, SIGNAL_CHECKS_JOB_NAME
 from radar_pipeline.defs.collection.launch import launch_collection
+from radar_pipeline.defs.collection.schedules import SIGNAL_AUDIT_CRON, signal_audit_schedule
 from radar_pipeline_tests.conftest import env_store
 from radar_pipeline_tests.evidencekit import content_rss
 from radar_pipeline_tests.vaultkit import signal_files, write_fixture_source

@@ -30,7 +30,7 @@ from radar_pipeline.core.collect.commit import (
 from radar_pipeline.core.collect.decisions import by_identity, decide_checks
 from radar_pipeline.core.collect.filtering import filter_for
 from radar_pipeline.core.collect.report import build_report
-from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
+from radar_pipeline.core.collect.results import CheckResult, DedupedCheck, FetchedChecks
 from radar_pipeline.core.collect.run_failure import (
     RunFailure,
     record_run_failure,
@@ -110,9 +110,6 @@ class Collector:
         # How each dedupe found the Signals folder (folder_state.Verdict): what tests and the
         # materialization metadata read to tell the fast path from a listing.
         self.folder_scans: list[str] = []
-        # Bodies handed to the parse workers while the fetch stage was still running: Source
-        # id -> (the fetch result, its parse). Written by fetch threads, read by `parse`.
-        self._parsing: dict[str, tuple[FetchResult, Future[ParseOutcome]]] = {}
         # This collection's plan, once made: whom a failure of a later stage concerns.
         self.planned: CollectionPlan | None = None
 
@@ -159,8 +156,10 @@ class Collector:
         states, _ = planning_state(self.store)
         return plan_collection(spec, snapshot, states, last, self.locks)
 
-    def fetch(self, plan: CollectionPlan) -> tuple[FetchResult | None, ...]:
-        """Fetch every planned request concurrently; record each attempt in DuckDB."""
+    def fetch(self, plan: CollectionPlan) -> FetchedChecks:
+        """Fetch every planned request concurrently; record each attempt in DuckDB. With
+        enough bodies ahead, each body starts parsing on the workers as it arrives; what the
+        parse stage needs, results and started parses, is the returned value."""
         with self._failing_whole():
             wanted = [
                 c.request for c in plan.source_plans if c.request is not None and c.failure is None
@@ -169,15 +168,17 @@ class Collector:
             if early:
                 self.workers.warm_up()  # they boot while we wait on publishers
             planned_by_source = {c.source_id: c for c in plan.source_plans}
+            parsing: dict[str, Future[ParseOutcome]] = {}
 
             def start_parse(result: FetchResult) -> None:
                 # Each body goes to the workers as it arrives: parsing overlaps the fetches still
                 # in flight (the parse stage awaits it; nothing is decided or written before).
+                # Runs in the fetch threads; each writes its own Source's key.
                 planned = planned_by_source.get(result.source_id)
                 if planned is not None and _has_body(planned, result):
                     future = self.workers.submit(_parse_job(planned, result, plan))
                     if future is not None:
-                        self._parsing[result.source_id] = (result, future)
+                        parsing[result.source_id] = future
 
             with Fetcher(self.fetch_settings, self.paths.vault) as fetcher:
                 results = fetch_many(
@@ -192,24 +193,23 @@ class Collector:
             sent = [r for r in results if r.outcome != "skipped"]
             record_fetches(self.store, plan.spec.collection_id, sent)
             by_source = {r.source_id: r for r in results}
-            return tuple(by_source.get(c.source_id) for c in plan.source_plans)
+            return FetchedChecks(
+                tuple(by_source.get(c.source_id) for c in plan.source_plans), parsing
+            )
 
-    def parse(
-        self, plan: CollectionPlan, fetched: tuple[FetchResult | None, ...]
-    ) -> tuple[CheckResult, ...]:
-        """Parse every fetched body (on the parse workers); failures become classified
-        CheckResults, never a silent drop."""
+    def parse(self, plan: CollectionPlan, fetched: FetchedChecks) -> tuple[CheckResult, ...]:
+        """Parse every fetched body (on the parse workers, awaiting those the fetch stage
+        started); failures become classified CheckResults, never a silent drop."""
         with self._failing_whole():
-            pairs = list(zip(plan.source_plans, fetched, strict=True))
+            pairs = list(zip(plan.source_plans, fetched.results, strict=True))
             jobs: list[ParseJob] = []
             started: dict[int, Future[ParseOutcome]] = {}
-            parsing, self._parsing = self._parsing, {}
             for c, r in pairs:
                 if not _has_body(c, r):
                     continue
-                early = parsing.get(c.source_id)
-                if early is not None and early[0] is r:  # this very body, handed over at fetch
-                    started[len(jobs)] = early[1]
+                early = fetched.parsing.get(c.source_id)
+                if early is not None:
+                    started[len(jobs)] = early
                 jobs.append(_parse_job(c, r, plan))
             outcomes = iter(self.workers.parse_all(jobs, started))
             return tuple(

@@ -23,7 +23,7 @@ from radar_pipeline.core.collect.accounting import CheckAccount, account
 from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.collect.commit import SourceWrite
 from radar_pipeline.core.collect.decisions import by_identity, decide_checks, signal_ids_on_disk
-from radar_pipeline.core.collect.results import DedupedCheck
+from radar_pipeline.core.collect.results import DedupedCheck, FetchedChecks
 from radar_pipeline.core.config import RadarPaths, environment
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import split_frontmatter
@@ -124,7 +124,7 @@ def try_source(
     with Fetcher(settings, paths.vault) as fetcher:
         fetched = fetcher.fetch(planned.request, now)
     with Collector(paths, fetch_settings=settings, parse_workers=0) as collector:
-        [result] = collector.parse(plan, (fetched,))
+        [result] = collector.parse(plan, FetchedChecks((fetched,)))
     if result.failed or result.parsed is None:
         return TryReport(record.source.id, "failed", fetched.status, 0, (), result.error_message)
     on_disk = by_identity(signal_ids_on_disk(paths.vault))

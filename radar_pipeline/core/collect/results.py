@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from radar_pipeline.core.identity.dedupe import ItemDecision
 from radar_pipeline.core.models import FetchResult, ParsedFeed
 from radar_pipeline.core.plan.collection import SourcePlan
+
+if TYPE_CHECKING:
+    # For types only: the workers import the parsers, which loading the definitions (and so
+    # this module, through the ops' signatures) must not.
+    from radar_pipeline.core.collect.workers import ParseOutcome
+
+
+@dataclass(frozen=True)
+class FetchedChecks:
+    """What the fetch stage hands the parse stage.
+
+    `results`: one fetch result per planned check, in plan order (None: not fetched).
+    `parsing`: the parses the fetch stage started while other fetches were still in flight,
+    by Source id: each body went to the parse workers as its fetch ended. The parse stage
+    awaits these futures and never parses those bodies again; the Collector's `close` cancels
+    any not awaited (its workers shut down)."""
+
+    results: tuple[FetchResult | None, ...]
+    parsing: Mapping[str, Future[ParseOutcome]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

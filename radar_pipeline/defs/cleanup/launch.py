@@ -8,7 +8,8 @@ from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.errors import CleanupRefused, RadarError
 from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.defs import tags
-from radar_pipeline.defs.cleanup.assets import WEEKLY_CLEANUP_JOB_NAME, add_week, week_of
+from radar_pipeline.defs.cleanup.jobs import WEEKLY_CLEANUP_JOB_NAME
+from radar_pipeline.defs.cleanup.partitions import add_week, week_of
 
 
 class CleanupFailed(RadarError):

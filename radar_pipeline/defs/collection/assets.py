@@ -1,16 +1,18 @@
 """The `signals` asset: one partition per Source, a graph of ops fetch -> parse -> dedupe ->
 signal_materialize. One run may cover many Sources (a partition range); each op hands the next
-the whole batch in memory. The ops orchestrate; the rules live in `core.collect.Collector`."""
+the whole batch as its output, kept in memory (`MEM_IO`): the plan, and what its stage made of
+each check (the fetch op's output carries the parses it already started, which the parse op
+awaits). The ops orchestrate; the rules live in `core.collect.Collector`."""
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.collect.results import CheckResult, DedupedCheck
-from radar_pipeline.core.models import FetchResult
+from radar_pipeline.core.collect.results import CheckResult, DedupedCheck, FetchedChecks
 from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, source_timings
 from radar_pipeline.core.plan.schedule import next_due_at
 from radar_pipeline.core.registry.sources import RegistrySnapshot
@@ -29,26 +31,36 @@ from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sources_part
 from radar_pipeline.defs.resources import CollectionResource, RadarResource
 
 MEM_IO = "radar_mem_io"
+# The whole Radar is late when no Source has succeeded for a day; warn after 7 h (the default 6 h
+# cadence plus the 1 h overlap). Which Sources are late is the `on_cadence` check's (cadence.py).
+SIGNALS_FRESHNESS = dg.FreshnessPolicy.time_window(
+    fail_window=timedelta(hours=24), warn_window=timedelta(hours=7)
+)
 # The most Sources one run of `signals` covers when a backfill splits a selection into runs.
 MAX_SOURCES_PER_RUN = 1000
 
 
 @dataclass(frozen=True)
 class FetchedBatch:
-    """Output of the fetch op: the plan and one fetch result per planned check."""
+    """Output of the fetch op: the plan, one fetch result per planned check, and the parses
+    the fetch already started (`FetchedChecks`)."""
 
     plan: CollectionPlan
-    results: tuple[FetchResult | None, ...]
+    checks: FetchedChecks
 
 
 @dataclass(frozen=True)
 class ParsedBatch:
+    """Output of the parse op: the plan and each check's items or classified failure."""
+
     plan: CollectionPlan
     results: tuple[CheckResult, ...]
 
 
 @dataclass(frozen=True)
 class DedupedBatch:
+    """Output of the dedupe op: the plan and each check's dedupe decisions."""
+
     plan: CollectionPlan
     items: tuple[DedupedCheck, ...]
 
@@ -90,10 +102,11 @@ def fetch(
 def parse(
     radar: RadarResource, collection: CollectionResource, fetched: FetchedBatch
 ) -> ParsedBatch:
-    """Parse each fetched body into item candidates and reasoned rejections (feedparser)."""
+    """Parse each fetched body into item candidates and reasoned rejections (feedparser),
+    awaiting the parses the fetch op started."""
     with failures_as_line():
         collector = collection.collector(radar.paths())
-        return ParsedBatch(fetched.plan, collector.parse(fetched.plan, fetched.results))
+        return ParsedBatch(fetched.plan, collector.parse(fetched.plan, fetched.checks))
 
 
 @dg.op(out=dg.Out(io_manager_key=MEM_IO))
@@ -125,7 +138,7 @@ def signal_materialize(
 
     The output is never yielded: Dagster would materialize every partition of the run's range
     with it, checked or not. So the checks a launch from an asset's page selects are skipped
-    in that run, and the run status sensor runs them right after it (defs/collection/checks).
+    in that run, and the run status sensor runs them right after it (defs/collection/sensors.py).
     """
     with failures_as_line():
         report = collection.collector(radar.paths()).commit(deduped.plan, deduped.items)
@@ -233,3 +246,8 @@ def signals(source_registry: Any) -> Any:
     glance: last outcome, HTTP status, created/reused/duplicates, next due time, backoff and
     last error class. One run may cover many Sources (fetched concurrently)."""
     return signal_materialize(dedupe(parse(fetch(source_registry))))
+
+
+def with_freshness(assets: dg.AssetsDefinition) -> dg.AssetsDefinition:
+    """`signals` with its FreshnessPolicy (`@graph_asset` does not take one directly)."""
+    return assets.map_asset_specs(lambda spec: dg.apply_freshness_policy(spec, SIGNALS_FRESHNESS))

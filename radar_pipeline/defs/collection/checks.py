@@ -1,58 +1,48 @@
-"""The evidence checks on `signals`, and how they follow every collection.
+"""The evidence checks on `signals`: the vault's promises, the item stream, the cadence.
 
 The checks are unpartitioned although `signals` is partitioned by Source: a collection is one
 range run over many Source partitions, and in a range run Dagster keeps partitioned check
 records PLANNED and accepts one result per check. So each check judges the whole vault and
-DuckDB and is stored with `partition=None`: one verdict over all Sources.
+DuckDB and is stored with `partition=None`: one verdict over all Sources. Logic in core/audit/.
 
-They run one way: as the `signal_checks` job, after the collection run that changed what they
-judge. `radar collect` runs that job itself right after its collection (and tags its run so);
-for every other collection run (schedule, backfill, UI) a run status sensor requests it:
-`signal_checks_after_collection` after a successful run, `signal_checks_after_failed_collection`
-after a run that failed only because some of its Sources failed (its commit went through, so
-the vault and DuckDB changed). A run that died before its commit changed nothing to judge.
-The runs of one launch (one tick of the schedule: a run per block of due Sources) share a
-`radar/launch` tag and are followed by one checks run, requested when the last of them ends;
-check runs queue behind every collection (`dagster/priority`, defs/tags.py).
-From the UI, any check can also be run alone.
+When they run (jobs.py, sensors.py, schedules.py): after every collection, as the
+`signal_checks` job, reading the Signals folder incrementally; daily, the checks that read the
+folder, as the `signal_audit` job, with a stat of every file; from the UI, any check alone.
 
-How far the checks after a collection read the Signals folder: incrementally
-(`AuditScope.full = False`, set by `checks_run_config`). They stat no file when the folder's
-directory mtime is as recorded (core/vault/folder_state.py), so a Signal rewritten in place
-outside the pipeline is not seen by them; it is seen by the next full read: the daily
-`signal_audit` run (`signal_audit_schedule`), `radar report`, or any check run by hand (a
-check's default is the full read). Each result's metadata says which read it judged
-(`folder_scan`, `files_stat`, `names_listed`).
+How far a check reads the Signals folder (`AuditScope.full`): a check's default is the full
+read. The checks after a collection read it incrementally (`full = False`, set by
+`checks_run_config`): they stat no file when the folder's directory mtime is as recorded
+(core/vault/folder_state.py), so a Signal rewritten in place outside the pipeline is not seen
+by them; it is seen by the next full read: the daily `signal_audit` run, `radar report`, or
+any check run by hand. Each result's metadata says which read it judged (`folder_scan`,
+`files_stat`, `names_listed`).
+
+The item stream (docs/architecture.md, invariant 14): `accounting` (ERROR) a recorded check
+whose outcomes do not add up to the items it parsed; `possible_gaps` (WARN) a Source whose
+latest check shares no item with the previous one although its feed was as full;
+`silent_sources` (WARN) a Source whose checks pass but whose newest item is older than three
+times its own rhythm.
+
+The cadence: `on_cadence` says which Sources are late (cadence.py has the rule and why it is
+one verdict over all Sources, not one per partition).
 """
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 import dagster as dg
 
 from radar_pipeline.core.audit.run import run_audit
-from radar_pipeline.core.clock import as_of_or_now
-from radar_pipeline.defs import tags
-from radar_pipeline.defs.automation import schedule_status, sensor_status
+from radar_pipeline.core.clock import as_of_or_now, format_utc
+from radar_pipeline.defs.automation import evaluation_time
 from radar_pipeline.defs.check_results import check_result
-from radar_pipeline.defs.cleanup.checks import retention_check
-from radar_pipeline.defs.collection.config import (
-    SIGNALS_KEY,
-    CollectConfig,
-    config_of,
-    failed_sources_of,
-)
-from radar_pipeline.defs.collection.freshness import CADENCE_CHECK_OP, on_cadence_check
-from radar_pipeline.defs.collection.stream_checks import STREAM_CHECKS
-from radar_pipeline.defs.registry.checks import registry_check
+from radar_pipeline.defs.collection.cadence import cadence_table, is_late, source_timings_now
+from radar_pipeline.defs.collection.config import SIGNALS_KEY, config_of
 from radar_pipeline.defs.resources import RadarResource
 
-SIGNAL_CHECKS_JOB_NAME = "signal_checks"
-
-
-# The daily full read of the Signals folder (UTC): what finds a Signal rewritten in place.
-SIGNAL_AUDIT_JOB_NAME = "signal_audit"
-SIGNAL_AUDIT_CRON = "17 3 * * *"
+ON_CADENCE = "on_cadence"
+CADENCE_CHECK_OP = f"{SIGNALS_KEY.path[-1]}_{ON_CADENCE}"  # the check's op: `<asset>_<check>`
 INCREMENTAL_NOTE = (
     " After a collection it reads the Signals folder incrementally (a file rewritten in place is"
     " found by the daily full `signal_audit`); run by hand or by that schedule it stats every"
@@ -71,6 +61,16 @@ class AuditScope(dg.Config):
     after a collection use (core/vault/folder_state.py says what it trusts)."""
 
     full: bool = True
+
+
+class CadenceClock(dg.Config):
+    """The clock the freshness sensor decided with (`as_of`, its `RADAR_AS_OF`); empty: the
+    collection's clock when the check runs in one, else the sensors' clock."""
+
+    as_of: str = ""
+
+
+# ---- the vault's promises ------------------------------------------------------------------
 
 
 @dg.asset_check(
@@ -119,182 +119,68 @@ def agreement_check(config: AuditScope, radar: RadarResource) -> dg.AssetCheckRe
     return check_result(run_audit("agreement", radar.paths(), datetime.now(UTC), config.full))
 
 
+# The checks that read the Signals folder: what the daily full audit re-reads.
+FOLDER_CHECKS = [idempotency_check, provenance_check, agreement_check]
 SIGNAL_CHECKS = [idempotency_check, provenance_check, overdue_check, agreement_check]
-# Every evidence check, after every collection: those on `signals`, the registry's (a
-# collection reads it) and `retention` (a collection may write full text to Temporary Content).
-AFTER_COLLECTION_CHECKS = [
-    *SIGNAL_CHECKS,
-    *STREAM_CHECKS,
-    on_cadence_check,
-    registry_check,
-    retention_check,
-]
-AFTER_COLLECTION_KEYS = frozenset(
-    key for check in AFTER_COLLECTION_CHECKS for key in check.check_keys
-)
-
-signal_checks_job = dg.define_asset_job(
-    SIGNAL_CHECKS_JOB_NAME,
-    selection=dg.AssetSelection.checks(*AFTER_COLLECTION_CHECKS),
-    executor_def=dg.in_process_executor,
-    description=(
-        "The evidence checks after a collection: every check on `signals`, the registry's and "
-        "`retention`, at the collection's clock, so none reads 'Not evaluated' and `radar "
-        "report` agrees."
-    ),
-)
 
 
-signal_audit_job = dg.define_asset_job(
-    SIGNAL_AUDIT_JOB_NAME,
-    selection=dg.AssetSelection.checks(*SIGNAL_CHECKS),
-    executor_def=dg.in_process_executor,
-    description=(
-        "The evidence checks on `signals` with a stat of every Signal file: finds what the "
-        "incremental checks after a collection cannot (a file rewritten in place)."
-    ),
-)
-
-signal_audit_schedule = dg.ScheduleDefinition(
-    name="signal_audit_schedule",
-    job=signal_audit_job,
-    cron_schedule=SIGNAL_AUDIT_CRON,
-    execution_timezone="UTC",
-    default_status=schedule_status(),
-    description="The daily full audit of the Signals folder (every file stat'ed).",
-)
-
-# The checks that read the Signals folder, by op name (`<asset>_<check>`).
-_FOLDER_CHECK_OPS = ("signals_idempotency", "signals_provenance", "signals_agreement")
+# ---- the item stream ----------------------------------------------------------------------
 
 
-def checks_run_config(
-    as_of: str, checks: Iterable[dg.AssetCheckKey] = AFTER_COLLECTION_KEYS
-) -> dict[str, object]:
-    """The checks job's run config after a collection, for the checks it runs: `overdue` and
-    `on_cadence` judged at the collection's clock; the Signals folder read incrementally."""
-    ops: dict[str, object] = {
-        "signals_overdue": {"config": {"as_of": as_of}},
-        CADENCE_CHECK_OP: {"config": {"as_of": as_of}},
-    }
-    ops.update({op: {"config": {"full": False}} for op in _FOLDER_CHECK_OPS})
-    wanted = {f"{key.asset_key.to_python_identifier()}_{key.name}" for key in checks}
-    return {"ops": {op: config for op, config in ops.items() if op in wanted}}
+@dg.asset_check(asset=SIGNALS_KEY, name="accounting", blocking=False)
+def accounting_check(radar: RadarResource) -> dg.AssetCheckResult:
+    """Every item a recorded check parsed is in exactly one outcome: itemsParsed = created +
+    reused + updated + duplicates + rejected + deferred + outsideWindow + filtered, one
+    observation each."""
+    return check_result(run_audit("accounting", radar.paths(), datetime.now(UTC)))
 
 
-@dg.run_status_sensor(
-    run_status=dg.DagsterRunStatus.SUCCESS,
-    request_job=signal_checks_job,
-    default_status=sensor_status(),
-    minimum_interval_seconds=30,
-    description="Runs the evidence checks on `signals` after each successful collection run.",
-)
-def signal_checks_after_collection(
-    context: dg.RunStatusSensorContext,
-) -> dg.RunRequest | dg.SkipReason:
-    """After a successful collection run whose launcher does not run the checks itself, run
-    the evidence checks once for it, at its clock."""
-    return _checks_after(context)
+@dg.asset_check(asset=SIGNALS_KEY, name="possible_gaps", blocking=False)
+def possible_gaps_check(radar: RadarResource) -> dg.AssetCheckResult:
+    """Sources whose latest check shares no item with the previous one although the feed held
+    as many: items may have scrolled out unseen (WARN; shorten the Source's cadence)."""
+    return check_result(run_audit("gaps", radar.paths(), datetime.now(UTC)))
 
 
-@dg.run_status_sensor(
-    run_status=dg.DagsterRunStatus.FAILURE,
-    request_job=signal_checks_job,
-    default_status=sensor_status(),
-    minimum_interval_seconds=30,
-    description=(
-        "Runs the evidence checks on `signals` after a collection run that failed because some "
-        "of its Sources failed (the others' Signals were committed)."
-    ),
-)
-def signal_checks_after_failed_collection(
-    context: dg.RunStatusSensorContext,
-) -> dg.RunRequest | dg.SkipReason:
-    """After a collection run that failed only because Sources failed (its commit recorded
-    them), run the evidence checks once for it (or for its launch), at its clock. A run that
-    died before its commit changed nothing the checks judge."""
-    return _checks_after(context)
+@dg.asset_check(asset=SIGNALS_KEY, name="silent_sources", blocking=False)
+def silent_sources_check(radar: RadarResource) -> dg.AssetCheckResult:
+    """Sources whose checks pass but whose newest item is older than 3x their own median
+    interval between items (WARN, one row per silent Source)."""
+    return check_result(run_audit("silence", radar.paths(), datetime.now(UTC)))
 
 
-def _checks_after(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
-    """The checks after a collection run, once per launch: the runs of one launch (one tick of
-    the schedule, split into blocks) are followed by one `signal_checks` run, requested when
-    the last of them ends (by end time, then run id, so exactly one of the two sensors asks),
-    if any of them committed. A run without a launch (a UI materialization, a backfill) is
-    followed on its own."""
-    run = context.dagster_run
-    collect = config_of(run.run_config)
-    if collect is None and not _materialized_signals(context.instance, run.run_id):
-        return dg.SkipReason(f"run {run.run_id} collected no Signals")
-    if run.tags.get(tags.CHECKS) == tags.CHECKS_BY_LAUNCHER:
-        return dg.SkipReason(f"run {run.run_id}: its launcher ran the checks")
-    launch = run.tags.get(tags.LAUNCH)
-    if not launch:
-        if not _committed(context.instance, run):
-            return dg.SkipReason(f"run {run.run_id} failed before its commit")
-        return _checks_request(context, f"checks-after:{run.run_id}", run.run_id, collect)
-    records = context.instance.get_run_records(
-        dg.RunsFilter(job_name=run.job_name, tags={tags.LAUNCH: launch})
+STREAM_CHECKS = [accounting_check, possible_gaps_check, silent_sources_check]
+
+
+# ---- the cadence --------------------------------------------------------------------------
+
+
+def _run_clock(clock: CadenceClock, run_config: Mapping[str, Any]) -> datetime:
+    """The tick's clock, else that of the collection this check runs in, else the sensors'."""
+    if clock.as_of:
+        return as_of_or_now(clock.as_of)
+    config = config_of(run_config)
+    return config.clock() if config is not None and config.as_of else evaluation_time()
+
+
+@dg.asset_check(asset=SIGNALS_KEY, name=ON_CADENCE, blocking=False)
+def on_cadence_check(
+    context: dg.AssetCheckExecutionContext, config: CadenceClock, radar: RadarResource
+) -> dg.AssetCheckResult:
+    """Every Source is on cadence: each succeeded less than one cadence (plus `LATE_GRACE`)
+    ago; `manual` and ineligible Sources are never late. WARN, not ERROR: a failing publisher
+    keeps its Source late, which is recorded, not broken. `overdue` counts the late ones; the
+    table lists every Source."""
+    now = _run_clock(config, context.run.run_config or {})
+    timings = list(source_timings_now(radar, now))
+    late = [t for t in timings if is_late(t, now)]
+    return dg.AssetCheckResult(
+        passed=not late,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "overdue": len(late),
+            "late": ", ".join(t.source_id for t in late) or "none",
+            "as_of": format_utc(now),
+            "sources": dg.MetadataValue.md(cadence_table(timings)),
+        },
     )
-    going = [r.dagster_run.run_id for r in records if not r.dagster_run.is_finished]
-    if going:
-        return dg.SkipReason(
-            f"run {run.run_id}: {len(going)} more run(s) of launch {launch} still going; "
-            "the checks follow the last"
-        )
-    # A canceled run wakes neither sensor: the last run is the last that ended so.
-    ended = [r for r in records if r.dagster_run.status in _SENSED] or records
-    last = max(ended, key=lambda r: (r.end_time or 0.0, r.dagster_run.run_id))
-    if last.dagster_run.run_id != run.run_id:
-        return dg.SkipReason(
-            f"run {run.run_id}: the checks of launch {launch} follow its last run, "
-            f"{last.dagster_run.run_id}"
-        )
-    if not any(_committed(context.instance, r.dagster_run) for r in records):
-        return dg.SkipReason(f"no run of launch {launch} reached its commit")
-    return _checks_request(context, f"checks-after:{launch}", run.run_id, collect)
-
-
-_SENSED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE)
-
-
-def _committed(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
-    """The run's commit went through: it succeeded, or it failed naming its failed Sources."""
-    if run.status == dg.DagsterRunStatus.SUCCESS:
-        return True
-    return failed_sources_of(instance, run.run_id) is not None
-
-
-def _checks_request(
-    context: dg.RunStatusSensorContext, key: str, run_id: str, collect: CollectConfig | None
-) -> dg.RunRequest | dg.SkipReason:
-    """The checks run after a collection run: those it did not evaluate itself (all of them
-    today: the collection job selects no check, and a launch from the asset's page selects
-    them but skips them, as `signal_materialize` yields no output)."""
-    missing = AFTER_COLLECTION_KEYS - _evaluated_checks(context.instance, run_id)
-    if not missing:
-        return dg.SkipReason(f"run {run_id} evaluated every check itself")
-    return dg.RunRequest(
-        run_key=key,
-        run_config=checks_run_config(collect.as_of if collect else "", missing),
-        asset_check_keys=sorted(missing, key=lambda k: k.to_user_string()),
-        tags={tags.AFTER_RUN: run_id, tags.PRIORITY: str(tags.CHECKS_PRIORITY)},
-    )
-
-
-def _evaluated_checks(instance: dg.DagsterInstance, run_id: str) -> frozenset[dg.AssetCheckKey]:
-    """The checks a run evaluated."""
-    records = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
-    return frozenset(
-        r.dagster_event.asset_check_evaluation_data.asset_check_key
-        for r in records
-        if r.dagster_event is not None
-    )
-
-
-def _materialized_signals(instance: dg.DagsterInstance, run_id: str) -> bool:
-    # The asset selection of an ephemeral job's run is not always recorded; its events are.
-    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
-        if record.dagster_event is not None and record.dagster_event.asset_key == SIGNALS_KEY:
-            return True
-    return False

@@ -29,9 +29,9 @@ from radar_pipeline.core.store.collections import report_for
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.feed_state import read_states
 from radar_pipeline.defs import tags as run_tags
-from radar_pipeline.defs.collection.checks import SIGNAL_CHECKS_JOB_NAME, checks_run_config
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, collect_run_config
 from radar_pipeline.defs.collection.failures import run_failure_line
+from radar_pipeline.defs.collection.jobs import SIGNAL_CHECKS_JOB_NAME, checks_run_config
 from radar_pipeline.defs.partitions import partition_blocks, sync_partitions
 
 # The runs' own log stays in the Dagster event log (the UI shows it, stack traces included); the

@@ -1,4 +1,5 @@
-"""The collection schedule: every minute, one run per contiguous block of due Sources.
+"""The schedules of collection: `due_sources_schedule`, every minute one run per contiguous
+block of due Sources, and `signal_audit_schedule`, the daily full read of the Signals folder.
 
 One schedule for every Source, not one per Source: each Source's cadence is written in its
 file (editable at any time) and its due-ness depends on DuckDB state (lastSuccessAt,
@@ -54,12 +55,14 @@ from radar_pipeline.core.store.feed_state import read_states
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.automation import schedule_status
 from radar_pipeline.defs.collection.config import collect_run_config
-from radar_pipeline.defs.collection.jobs import collect_job
-from radar_pipeline.defs.collection.sensors import run_sources
+from radar_pipeline.defs.collection.jobs import collect_job, signal_audit_job
+from radar_pipeline.defs.collection.runs import run_sources
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, partition_blocks
 from radar_pipeline.defs.resources import RadarResource
 
 COLLECT_CRON = "* * * * *"
+# The daily full read of the Signals folder (UTC): what finds a Signal rewritten in place.
+SIGNAL_AUDIT_CRON = "17 3 * * *"
 TRIGGER = "schedule"
 # A run that has not ended yet still owns its Sources.
 IN_FLIGHT = [
@@ -207,3 +210,13 @@ def due_sources_schedule(
         block_run_request(block, timings, now, as_of, launch)
         for block in partition_blocks(partitions, due)
     ]
+
+
+signal_audit_schedule = dg.ScheduleDefinition(
+    name="signal_audit_schedule",
+    job=signal_audit_job,
+    cron_schedule=SIGNAL_AUDIT_CRON,
+    execution_timezone="UTC",
+    default_status=schedule_status(),
+    description="The daily full audit of the Signals folder (every file stat'ed).",
+)

@@ -1,68 +1,58 @@
-"""Sensors of collection: a run that died leaves a dead letter per Source it covered.
+"""The sensors of collection: what follows a collection run, and the check of the cadence.
+
+- `run_failure_dead_letter_sensor`: a run that died leaves a dead letter per Source it covered.
+- `signal_checks_after_collection` / `signal_checks_after_failed_collection`: the evidence
+  checks after every collection run that changed what they judge. `radar collect` runs the
+  `signal_checks` job itself right after its collection (and tags its run so); for every other
+  collection run (schedule, backfill, UI) these run status sensors request it: after a
+  successful run, and after a run that failed only because some of its Sources failed (its
+  commit went through, so the vault and DuckDB changed). A run that died before its commit
+  changed nothing to judge. The runs of one launch (one tick of the schedule: a run per block
+  of due Sources) share a `radar/launch` tag and are followed by one checks run, requested
+  when the last of them ends; check runs queue behind every collection (`dagster/priority`,
+  defs/tags.py).
+- `source_freshness_sensor`: one `on_cadence` run when some Source became late or on time
+  again (cadence.py).
 
 Due Sources are requested by `due_sources_schedule` (schedules.py), which reads the same
-clock variable (`RADAR_AS_OF`) as `evaluation_time` here.
+clock variable (`RADAR_AS_OF`) as `evaluation_time`.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
-from typing import Any
+import hashlib
+import json
 
 import dagster as dg
 
-from radar_pipeline.core.clock import as_of_or_now
+from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import Settings
+from radar_pipeline.core.jsontypes import JsonObject
 from radar_pipeline.core.store.dead_letters import record_run_failure
 from radar_pipeline.defs import tags
-from radar_pipeline.defs.automation import TICK_SECONDS, sensor_status
+from radar_pipeline.defs.automation import (
+    CHECKS_AFTER_TICK_SECONDS,
+    TICK_SECONDS,
+    evaluation_time,
+    sensor_status,
+)
+from radar_pipeline.defs.collection.cadence import is_late, source_timings_now
 from radar_pipeline.defs.collection.config import (
-    COLLECT_JOB_NAME,
     SIGNALS_KEY,
+    CollectConfig,
     config_of,
     failed_sources_of,
 )
+from radar_pipeline.defs.collection.jobs import (
+    AFTER_COLLECTION_KEYS,
+    cadence_check_job,
+    cadence_run_config,
+    checks_run_config,
+    signal_checks_job,
+)
+from radar_pipeline.defs.collection.runs import collects_signals, run_sources
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import RadarResource
 
-
-def evaluation_time(environ: Mapping[str, str] | None = None) -> datetime:
-    """The sensors' clock: `RADAR_AS_OF` (ISO-8601; simulations and tests), else now (UTC).
-
-    The same variable is passed on to the runs a sensor requests, so the run decides with the
-    clock the sensor decided with (as `radar collect --as-of` does for one command).
-    """
-    return as_of_or_now(Settings.from_env(environ).as_of_text)
-
-
-def run_sources(
-    run_tags: Mapping[str, str], run_config: Mapping[str, Any], partitions: Sequence[str]
-) -> list[str]:
-    """The Sources a run covered: its partition, or its partition range (in partition order)
-    narrowed to the selection in its config; keys that are not Source partitions are ignored
-    (a run of another asset). A launcher's config may also name Sources it expected to skip
-    (in backoff), outside the range: they are not the run's to check, so not counted here."""
-    if run_tags.get(tags.PARTITION):
-        keys = [run_tags[tags.PARTITION]]
-    elif (
-        run_tags.get(tags.RANGE_START) in partitions and run_tags.get(tags.RANGE_END) in partitions
-    ):
-        start = partitions.index(run_tags[tags.RANGE_START])
-        end = partitions.index(run_tags[tags.RANGE_END])
-        keys = list(partitions[start : end + 1])
-    else:
-        keys = []
-    config = config_of(run_config)
-    selected = config.sources if config is not None else []
-    if selected:
-        keys = [k for k in keys if k in set(selected)]
-    return [k for k in keys if k in set(partitions)]
-
-
-def collects_signals(job_name: str, asset_selection: Iterable[dg.AssetKey] | None) -> bool:
-    """A run that collects Signals: the `collect_signals` job, or an asset job (UI
-    materialization, backfill) that selects `signals` itself. Check-only runs (the `on_cadence`
-    and evidence checks) carry a Source partition too but collect nothing."""
-    return job_name == COLLECT_JOB_NAME or SIGNALS_KEY in set(asset_selection or ())
+# ---- after a run that died -----------------------------------------------------------------
 
 
 @dg.run_failure_sensor(
@@ -100,3 +90,172 @@ def run_failure_dead_letter_sensor(
     added = record_run_failure(radar.store(), run.run_id, sources, message, evaluation_time())
     context.log.info(f"run {run.run_id} failed: {added} dead letters for {', '.join(sources)}")
     return None
+
+
+# ---- the checks after a collection ---------------------------------------------------------
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    request_job=signal_checks_job,
+    default_status=sensor_status(),
+    minimum_interval_seconds=CHECKS_AFTER_TICK_SECONDS,
+    description="Runs the evidence checks on `signals` after each successful collection run.",
+)
+def signal_checks_after_collection(
+    context: dg.RunStatusSensorContext,
+) -> dg.RunRequest | dg.SkipReason:
+    """After a successful collection run whose launcher does not run the checks itself, run
+    the evidence checks once for it, at its clock."""
+    return _checks_after(context)
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.FAILURE,
+    request_job=signal_checks_job,
+    default_status=sensor_status(),
+    minimum_interval_seconds=CHECKS_AFTER_TICK_SECONDS,
+    description=(
+        "Runs the evidence checks on `signals` after a collection run that failed because some "
+        "of its Sources failed (the others' Signals were committed)."
+    ),
+)
+def signal_checks_after_failed_collection(
+    context: dg.RunStatusSensorContext,
+) -> dg.RunRequest | dg.SkipReason:
+    """After a collection run that failed only because Sources failed (its commit recorded
+    them), run the evidence checks once for it (or for its launch), at its clock. A run that
+    died before its commit changed nothing the checks judge."""
+    return _checks_after(context)
+
+
+def _checks_after(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
+    """The checks after a collection run, once per launch: the runs of one launch (one tick of
+    the schedule, split into blocks) are followed by one `signal_checks` run, requested when
+    the last of them ends (by end time, then run id, so exactly one of the two sensors asks),
+    if any of them committed. A run without a launch (a UI materialization, a backfill) is
+    followed on its own."""
+    run = context.dagster_run
+    collect = config_of(run.run_config)
+    if collect is None and not _materialized_signals(context.instance, run.run_id):
+        return dg.SkipReason(f"run {run.run_id} collected no Signals")
+    if run.tags.get(tags.CHECKS) == tags.CHECKS_BY_LAUNCHER:
+        return dg.SkipReason(f"run {run.run_id}: its launcher ran the checks")
+    launch = run.tags.get(tags.LAUNCH)
+    if not launch:
+        if not _committed(context.instance, run):
+            return dg.SkipReason(f"run {run.run_id} failed before its commit")
+        return _checks_request(context, f"checks-after:{run.run_id}", run.run_id, collect)
+    records = context.instance.get_run_records(
+        dg.RunsFilter(job_name=run.job_name, tags={tags.LAUNCH: launch})
+    )
+    going = [r.dagster_run.run_id for r in records if not r.dagster_run.is_finished]
+    if going:
+        return dg.SkipReason(
+            f"run {run.run_id}: {len(going)} more run(s) of launch {launch} still going; "
+            "the checks follow the last"
+        )
+    # A canceled run wakes neither sensor: the last run is the last that ended so.
+    ended = [r for r in records if r.dagster_run.status in _SENSED] or records
+    last = max(ended, key=lambda r: (r.end_time or 0.0, r.dagster_run.run_id))
+    if last.dagster_run.run_id != run.run_id:
+        return dg.SkipReason(
+            f"run {run.run_id}: the checks of launch {launch} follow its last run, "
+            f"{last.dagster_run.run_id}"
+        )
+    if not any(_committed(context.instance, r.dagster_run) for r in records):
+        return dg.SkipReason(f"no run of launch {launch} reached its commit")
+    return _checks_request(context, f"checks-after:{launch}", run.run_id, collect)
+
+
+_SENSED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE)
+
+
+def _committed(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+    """The run's commit went through: it succeeded, or it failed naming its failed Sources."""
+    if run.status == dg.DagsterRunStatus.SUCCESS:
+        return True
+    return failed_sources_of(instance, run.run_id) is not None
+
+
+def _checks_request(
+    context: dg.RunStatusSensorContext, key: str, run_id: str, collect: CollectConfig | None
+) -> dg.RunRequest | dg.SkipReason:
+    """The checks run after a collection run: those it did not evaluate itself (all of them
+    today: the collection job selects no check, and a launch from the asset's page selects
+    them but skips them, as `signal_materialize` yields no output)."""
+    missing = AFTER_COLLECTION_KEYS - _evaluated_checks(context.instance, run_id)
+    if not missing:
+        return dg.SkipReason(f"run {run_id} evaluated every check itself")
+    return dg.RunRequest(
+        run_key=key,
+        run_config=checks_run_config(collect.as_of if collect else "", missing),
+        asset_check_keys=sorted(missing, key=lambda k: k.to_user_string()),
+        tags={tags.AFTER_RUN: run_id, tags.PRIORITY: str(tags.CHECKS_PRIORITY)},
+    )
+
+
+def _evaluated_checks(instance: dg.DagsterInstance, run_id: str) -> frozenset[dg.AssetCheckKey]:
+    """The checks a run evaluated."""
+    records = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+    return frozenset(
+        r.dagster_event.asset_check_evaluation_data.asset_check_key
+        for r in records
+        if r.dagster_event is not None
+    )
+
+
+def _materialized_signals(instance: dg.DagsterInstance, run_id: str) -> bool:
+    # The asset selection of an ephemeral job's run is not always recorded; its events are.
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+        if record.dagster_event is not None and record.dagster_event.asset_key == SIGNALS_KEY:
+            return True
+    return False
+
+
+# ---- the cadence ---------------------------------------------------------------------------
+
+
+@dg.sensor(
+    job=cadence_check_job,
+    minimum_interval_seconds=TICK_SECONDS,
+    default_status=sensor_status(),
+    description=(
+        "Every minute: runs the `on_cadence` check (job `source_cadence_check`) once when some "
+        "Source became late on its cadence or on time again; one run whatever the number."
+    ),
+)
+def source_freshness_sensor(
+    context: dg.SensorEvaluationContext, radar: RadarResource
+) -> dg.SensorResult:
+    """One check-only `on_cadence` run in a tick in which some Source partition's verdict
+    flipped since the last tick (the first tick: when some Source is late), whatever the
+    number of Sources that flipped. The run key names the verdicts it is about, so the same
+    state never runs twice."""
+    now = evaluation_time()
+    partitions = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
+    by_id = {t.source_id: t for t in source_timings_now(radar, now)}
+    try:
+        previous: JsonObject = json.loads(context.cursor) if context.cursor else {}
+    except json.JSONDecodeError:
+        previous = {}
+    current: dict[str, bool] = {}
+    for source_id in partitions:
+        timing = by_id.get(source_id)
+        current[source_id] = timing is not None and is_late(timing, now)
+    flipped = [s for s in partitions if previous.get(s, False) != current[s]]
+    cursor = json.dumps(current, sort_keys=True)
+    if not flipped:
+        return dg.SensorResult(skip_reason="no Source changed its cadence verdict", cursor=cursor)
+    late = sum(current.values())
+    digest = hashlib.sha256(cursor.encode("utf-8")).hexdigest()[:16]
+    request = dg.RunRequest(
+        run_key=f"on_cadence:{format_utc(now)}:{digest}",
+        run_config=cadence_run_config(Settings.from_env().as_of_text),
+        tags={
+            tags.TRIGGER: "freshness",
+            tags.VERDICT: f"{late} late, {len(flipped)} changed",
+            tags.PRIORITY: str(tags.CHECKS_PRIORITY),
+        },
+    )
+    return dg.SensorResult(run_requests=[request], cursor=cursor)

@@ -39,14 +39,3 @@ def evidence_snapshot(radar: RadarResource) -> dg.MaterializeResult:  # type: ig
             "report": dg.MetadataValue.json(json.loads(json.dumps(report, default=str))),
         }
     )
-
-
-evidence_snapshot_job = dg.define_asset_job(
-    "evidence_snapshot_job",
-    selection=dg.AssetSelection.assets(evidence_snapshot),
-    executor_def=dg.in_process_executor,
-    description=(
-        "Materializes `evidence_snapshot` (the `radar report` object); requested by "
-        "`evidence_after_checks` after each run that evaluated checks."
-    ),
-)

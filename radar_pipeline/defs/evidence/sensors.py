@@ -14,7 +14,7 @@ import dagster as dg
 
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.automation import TICK_SECONDS, sensor_status
-from radar_pipeline.defs.evidence.assets import evidence_snapshot_job
+from radar_pipeline.defs.evidence.jobs import evidence_snapshot_job
 
 
 def evaluated_checks(instance: dg.DagsterInstance, run_id: str) -> int:

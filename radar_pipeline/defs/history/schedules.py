@@ -1,4 +1,5 @@
-"""The daily prune of the run history: its op, job and schedule (listed under Automation).
+"""The daily prune of the run history: its schedule (listed under Automation; the job is in
+jobs.py).
 
 The schedule ticks once a day, at `PRUNE_CRON` (00:30 UTC), and its run prunes by the tick's
 clock: the scheduled time, or `RADAR_AS_OF` when set (the clock of every schedule and sensor
@@ -12,55 +13,12 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.config import Settings
-from radar_pipeline.core.run_history import retention_days
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.automation import schedule_status
-from radar_pipeline.defs.history.prune import prune_run_history
-from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.history.jobs import prune_run_config, prune_run_history_job
 
-PRUNE_JOB_NAME = "prune_run_history"
-PRUNE_OP = "prune_runs"
 PRUNE_CRON = "30 0 * * *"
-
-
-class PruneConfig(dg.Config):
-    """The prune's clock (empty: now) and how many days it keeps (-1: the environment's
-    `RADAR_RUN_RETENTION_DAYS`, default 30)."""
-
-    as_of: str = ""
-    keep_days: int = -1
-
-
-def prune_run_config(as_of: datetime | None) -> dict[str, object]:
-    return {"ops": {PRUNE_OP: {"config": {"as_of": format_utc(as_of) if as_of else ""}}}}
-
-
-@dg.op(name=PRUNE_OP)
-def prune_run_history_op(
-    context: dg.OpExecutionContext, config: PruneConfig, radar: RadarResource
-) -> None:
-    """Delete the Dagster runs (and their event logs) older than the retention, except those
-    a partition, a check or an open dead letter still needs (core/run_history.py)."""
-    as_of = parse_utc(config.as_of) if config.as_of else datetime.now(UTC)
-    keep = config.keep_days if config.keep_days >= 0 else retention_days()
-    result = prune_run_history(context.instance, radar.store(), keep, as_of)
-    context.log.info(f"run history pruned: {result.to_json()}")
-
-
-@dg.job(
-    name=PRUNE_JOB_NAME,
-    executor_def=dg.in_process_executor,
-    description=(
-        "Keeps the run history bounded: deletes the Dagster runs older than "
-        "RADAR_RUN_RETENTION_DAYS (default 30) that no partition, check or open dead letter "
-        "still needs."
-    ),
-)
-def prune_run_history_job() -> None:
-    """Keeps the run history bounded: runs older than RADAR_RUN_RETENTION_DAYS go."""
-    prune_run_history_op()
 
 
 @dg.schedule(

@@ -1,0 +1,35 @@
+"""The collection area wired: `signals` with its checks, jobs, schedules and sensors, and the
+resources only its ops use (the run's Collector, the in-memory hand-over between the ops)."""
+
+import dagster as dg
+
+from radar_pipeline.defs.collection.assets import MEM_IO, signals, with_freshness
+from radar_pipeline.defs.collection.checks import SIGNAL_CHECKS, STREAM_CHECKS, on_cadence_check
+from radar_pipeline.defs.collection.jobs import (
+    cadence_check_job,
+    collect_job,
+    signal_audit_job,
+    signal_checks_job,
+)
+from radar_pipeline.defs.collection.schedules import due_sources_schedule, signal_audit_schedule
+from radar_pipeline.defs.collection.sensors import (
+    run_failure_dead_letter_sensor,
+    signal_checks_after_collection,
+    signal_checks_after_failed_collection,
+    source_freshness_sensor,
+)
+from radar_pipeline.defs.resources import CollectionResource
+
+defs = dg.Definitions(
+    assets=[with_freshness(signals)],
+    asset_checks=[*SIGNAL_CHECKS, *STREAM_CHECKS, on_cadence_check],
+    jobs=[collect_job, signal_checks_job, signal_audit_job, cadence_check_job],
+    schedules=[due_sources_schedule, signal_audit_schedule],
+    sensors=[
+        run_failure_dead_letter_sensor,
+        signal_checks_after_collection,
+        signal_checks_after_failed_collection,
+        source_freshness_sensor,
+    ],
+    resources={"collection": CollectionResource(), MEM_IO: dg.mem_io_manager},
+)
