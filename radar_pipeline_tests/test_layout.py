@@ -802,7 +802,7 @@ def test_the_role_check_sees_roles() -> None:
     assert _roles_of(assets.fetch) == {"assets", "jobs"}
     assert _roles_of(sensors.signal_checks_after_collection) == {"sensors"}
     assert _roles_of(dg.define_asset_job("x")) == {"jobs"}
-    assert _roles_of(sensors.AFTER_COLLECTION_KEYS) == frozenset()
+    assert _roles_of(sensors.EVIDENCE_KEYS_AFTER_COLLECTION) == frozenset()
 
 
 def _areas() -> list[Path]:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 class FetchedChecks:
     """What the fetch stage hands the parse stage.
 
-    `results`: one fetch result per planned check, in plan order (None: not fetched).
+    `results`: one fetch result per Source plan, in plan order (None: not fetched).
     `parsing`: the parses the fetch stage started while other fetches were still in flight,
     by Source id: each body went to the parse workers as its fetch ended. The parse stage
     awaits these futures and never parses those bodies again; the Collector's `close` cancels

@@ -126,7 +126,7 @@ def _collect(
         run_tags.TRIGGER: trigger,
         run_tags.MODE: mode,
         run_tags.LAUNCH: launch,
-        run_tags.CHECKS: run_tags.CHECKS_BY_LAUNCHER,
+        run_tags.EVIDENCE_CHECKS: run_tags.EVIDENCE_CHECKS_BY_LAUNCHER,
     }
     sources = list(dict.fromkeys(block + skipped))
     config = collect_run_config(mode, sources, as_of, trigger, launch)
