@@ -28,7 +28,7 @@ from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.defs.collection.assets import signals
 from radar_pipeline.defs.collection.checks import (
-    STREAM_CHECKS,
+    STREAM_EVIDENCE_CHECKS,
     accounting_check,
     possible_gaps_check,
     silent_sources_check,
@@ -102,7 +102,7 @@ def run_checks(
 ) -> dict[str, dg.AssetCheckEvaluation]:
     """The checks alone, as the UI's "execute check" does."""
     result = dg.materialize(
-        [signals, *STREAM_CHECKS],
+        [signals, *STREAM_EVIDENCE_CHECKS],
         instance=instance,
         resources=RESOURCES,
         selection=dg.AssetSelection.checks(*checks),
@@ -178,7 +178,7 @@ def test_accounting_check_fails_on_a_row_altered_on_purpose(
     write_source(radar_env["vault"], "acct", feed_server.add("/acct.xml", rss(items)))
     src = by_id(collect(radar_env, T))["acct"]
     assert (src["itemsParsed"], src["created"], src["outsideWindow"]) == (5, 4, 1)
-    found = run_checks(instance, *STREAM_CHECKS)
+    found = run_checks(instance, *STREAM_EVIDENCE_CHECKS)
     assert found["accounting"].passed, table(found["accounting"])
 
     with Store.of(Settings.from_env().paths).transaction() as con:

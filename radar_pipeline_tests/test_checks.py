@@ -22,7 +22,7 @@ from radar_pipeline.defs.cleanup.checks import retention_check
 from radar_pipeline.defs.cleanup.launch import launch_cleanup
 from radar_pipeline.defs.collection.assets import signals
 from radar_pipeline.defs.collection.checks import (
-    SIGNAL_CHECKS,
+    SIGNAL_EVIDENCE_CHECKS,
     agreement_check,
     idempotency_check,
     overdue_check,
@@ -44,7 +44,7 @@ RESOURCES = {
     "collection": CollectionResource(),
     "radar_mem_io": dg.mem_io_manager,
 }
-EVIDENCE_CHECKS = [*SIGNAL_CHECKS, registry_check, retention_check]
+EVIDENCE_CHECKS = [*SIGNAL_EVIDENCE_CHECKS, registry_check, retention_check]
 
 
 @pytest.fixture

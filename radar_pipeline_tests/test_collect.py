@@ -185,5 +185,5 @@ def test_the_fetch_stage_hands_its_started_parses_on_in_its_value(
         handed_over = other.parse(plan, fetched)
         assert all(future.done() for future in fetched.parsing.values())
         assert handed_over == other.parse(plan, FetchedChecks(fetched.results))
-        assert sorted(r.check.source_id for r in handed_over) == ids
+        assert sorted(r.plan.source_id for r in handed_over) == ids
         assert [len(r.parsed.candidates) if r.parsed else 0 for r in handed_over] == [1] * len(ids)

@@ -390,7 +390,7 @@ def test_fixture_read_without_network(tmp_path: Path, settings: FetchSettings) -
     vault = tmp_path / "vault"
     (vault / "Radar" / "Fixtures").mkdir(parents=True)
     (vault / "Radar" / "Fixtures" / "feed.xml").write_bytes(ATOM)
-    request = FetchRequest("fx", "Radar/Fixtures/feed.xml", "fixture")
+    request = FetchRequest("fx", "Radar/Fixtures/feed.xml", "fixture", from_vault=True)
     with Fetcher(settings, vault) as fetcher:
         result = fetcher.fetch(request, NOW)
     assert (result.outcome, result.status, result.body) == ("ok", 200, ATOM)
@@ -402,8 +402,10 @@ def test_fixture_same_hash_is_unchanged(tmp_path: Path, settings: FetchSettings)
     vault.mkdir()
     (vault / "feed.xml").write_bytes(RSS)
     with Fetcher(settings, vault) as fetcher:
-        first = fetcher.fetch(FetchRequest("fx", "feed.xml", "fixture"), NOW)
-        request = FetchRequest("fx", "feed.xml", "fixture", previous_body_sha256=first.body_sha256)
+        first = fetcher.fetch(FetchRequest("fx", "feed.xml", "fixture", from_vault=True), NOW)
+        request = FetchRequest(
+            "fx", "feed.xml", "fixture", previous_body_sha256=first.body_sha256, from_vault=True
+        )
         second = fetcher.fetch(request, NOW)
     assert (second.outcome, second.unchanged_body, second.body) == ("not-modified", True, None)
 
@@ -414,7 +416,7 @@ def test_fixture_symlink_out_of_vault_refused(tmp_path: Path, settings: FetchSet
     (tmp_path / "outside.xml").write_bytes(ATOM)
     (vault / "inside.xml").symlink_to(tmp_path / "outside.xml")
     with Fetcher(settings, vault) as fetcher:
-        result = fetcher.fetch(FetchRequest("fx", "inside.xml", "fixture"), NOW)
+        result = fetcher.fetch(FetchRequest("fx", "inside.xml", "fixture", from_vault=True), NOW)
     assert_failed(result, "policy")
 
 
@@ -426,7 +428,7 @@ def test_fixture_path_traversal_refused(tmp_path: Path, settings: FetchSettings,
     vault.mkdir()
     (tmp_path / "outside.xml").write_bytes(ATOM)
     with Fetcher(settings, vault) as fetcher:
-        result = fetcher.fetch(FetchRequest("fx", path, "fixture"), NOW)
+        result = fetcher.fetch(FetchRequest("fx", path, "fixture", from_vault=True), NOW)
     assert_failed(result, "policy")
 
 

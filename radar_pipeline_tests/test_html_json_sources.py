@@ -510,10 +510,12 @@ def test_shipped_fixture_sources_collect_offline(radar_env: dict[str, Path]) -> 
     snapshot = load_registry(vault)
     assert snapshot.issues == ()
     for record in snapshot.sources:
-        if not record.source.is_fixture:
+        if record.source.scope != "fixture":
             record.path.unlink()
     fixtures = {
-        r.source.id: r.source.collection_method for r in snapshot.sources if r.source.is_fixture
+        r.source.id: r.source.collection_method
+        for r in snapshot.sources
+        if r.source.scope == "fixture"
     }
     assert fixtures == {
         "radar-fixture": "fixture",

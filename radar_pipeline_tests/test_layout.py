@@ -954,7 +954,7 @@ def test_the_role_check_sees_roles() -> None:
     assert _roles_of(assets.fetch) == {"assets", "jobs"}
     assert _roles_of(sensors.signal_checks_after_collection) == {"sensors"}
     assert _roles_of(dg.define_asset_job("x")) == {"jobs"}
-    assert _roles_of(sensors.AFTER_COLLECTION_KEYS) == frozenset()
+    assert _roles_of(sensors.EVIDENCE_KEYS_AFTER_COLLECTION) == frozenset()
 
 
 def _areas() -> list[Path]:
@@ -1246,3 +1246,199 @@ def test_the_stage_state_check_sees_a_kept_hand_over() -> None:
     )
     offences = _stage_state_offences(kept)
     assert len(offences) == 2 and all("self._parsing" in o for o in offences), offences
+
+
+# --- 8. special cases folded into mechanisms ----------------------------------------------
+
+# The identity rule before ids were read as written (docs/architecture.md, "Vaults collected
+# before") lives in one module; the rest of the package knows only an item's earlier identity.
+LEGACY_MODULE = PACKAGE_DIR / "core" / "identity" / "legacy.py"
+LEGACY_IMPORT = f"{PACKAGE}.core.identity.legacy"
+
+
+def _legacy_names(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """Every name, attribute, definition, argument, keyword and import that says "legacy"."""
+    for node in ast.walk(tree):
+        names: list[str | None] = []
+        if isinstance(node, ast.Name):
+            names.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.append(node.attr)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.append(node.name)
+        elif isinstance(node, ast.arg | ast.keyword):
+            names.append(node.arg)
+        elif isinstance(node, ast.ImportFrom):
+            names += [node.module, *(a.asname or a.name for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names += [a.asname or a.name for a in node.names]
+        for name in names:
+            if name and "legacy" in name.lower():
+                yield node, name
+
+
+def _legacy_offences(files: dict[str, str]) -> list[str]:
+    """Offences against the fold, for module texts by path: outside the legacy module, one
+    module may import one function from it and call that function at one point; nothing else
+    may name the legacy rule."""
+    offences = []
+    users = []
+    for where, text in files.items():
+        tree = ast.parse(text)
+        found = list(_legacy_names(tree))
+        if not found:
+            continue
+        users.append(where)
+        imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        imported = [
+            a.asname or a.name for n in imports if n.module == LEGACY_IMPORT for a in n.names
+        ]
+        calls = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in imported
+        ]
+        uses = [n for n, _ in found if isinstance(n, ast.Name)]
+        if len(imported) != 1 or len(calls) != 1 or uses != [calls[0].func]:
+            offences += [
+                f"{where}:{getattr(n, 'lineno', 0)}: names {name!r} (import one function of "
+                "core/identity/legacy.py and call it once)"
+                for n, name in found
+                if not (isinstance(n, ast.ImportFrom) and n.module == LEGACY_IMPORT)
+            ]
+    if len(users) > 1:
+        offences.append(f"{', '.join(sorted(users))}: more than one module uses the legacy rule")
+    return offences
+
+
+def test_the_legacy_identity_rule_lives_in_one_module() -> None:
+    """ "legacy" is said in core/identity/legacy.py only; one module calls it, at one point."""
+    files = {
+        str(path.relative_to(REPO_ROOT)): path.read_text(encoding="utf-8")
+        for path in _package_files()
+        if path != LEGACY_MODULE
+    }
+    offences = _legacy_offences(files)
+    assert not offences, _report("the legacy identity rule outside its module", offences)
+    users = [where for where, text in files.items() if LEGACY_IMPORT in text]
+    assert users == [f"{PACKAGE}/core/parse/items.py"], users
+
+
+def test_the_legacy_check_sees_a_second_use() -> None:
+    """The rule above is not vacuous: a second call, a field or a second module is found."""
+    one = f"from {LEGACY_IMPORT} import legacy_keys\nkeys = legacy_keys([], links)\n"
+    assert not _legacy_offences({"a.py": one})
+    assert _legacy_offences({"a.py": one + "again = legacy_keys([], links)\n"})
+    assert _legacy_offences({"a.py": "item.legacy_identity = None\n"})
+    assert _legacy_offences({"a.py": one, "b.py": one})
+
+
+# A Source's scope (production or fixture) is decided by `registry/sources.source_scope`
+# alone: everything else reads `Source.scope` or what follows from it (`reads_vault`,
+# `FetchRequest.from_vault`), never the sourceType or collectionMethod `fixture` again.
+SCOPE_MODULE = PACKAGE_DIR / "core" / "registry" / "sources.py"
+SCOPE_FUNCTION = "source_scope"
+
+
+def _fixture_decisions(tree: ast.AST, allowed: ast.AST | None = None) -> list[ast.AST]:
+    """Comparisons of anything but a decided scope with "fixture" (`method == "fixture"`,
+    `"fixture" in (...)`) outside `allowed`, and any `is_fixture`."""
+    inside = set(ast.walk(allowed)) if allowed is not None else set()
+
+    def says_fixture(node: ast.expr) -> bool:
+        items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+        return any(isinstance(i, ast.Constant) and i.value == "fixture" for i in items)
+
+    def is_scope(node: ast.expr) -> bool:  # `x.scope`, or `source_scope(...)`
+        if isinstance(node, ast.Call):
+            node = node.func
+        name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
+        return name in ("scope", SCOPE_FUNCTION)
+
+    found: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if node in inside:
+            continue
+        operands = (node.left, *node.comparators) if isinstance(node, ast.Compare) else ()
+        compared = any(map(says_fixture, operands)) and not any(map(is_scope, operands))
+        named = getattr(node, "attr", None) == "is_fixture" or (
+            isinstance(node, ast.FunctionDef) and node.name == "is_fixture"
+        )
+        if compared or named:
+            found.append(node)
+    return found
+
+
+def test_the_fixture_scope_is_decided_in_one_place() -> None:
+    offences = []
+    for path in _package_files():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        allowed = None
+        if path == SCOPE_MODULE:
+            allowed = next(
+                n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == SCOPE_FUNCTION
+            )
+            assert _fixture_decisions(allowed), f"{SCOPE_FUNCTION} decides nothing"
+        offences += [
+            f"{_where(path, node)}: decides fixture-ness outside {SCOPE_FUNCTION}"
+            for node in _fixture_decisions(tree, allowed)
+        ]
+    assert not offences, _report("fixture scope decided outside source_scope", offences)
+
+
+def test_the_fixture_check_sees_a_second_decision() -> None:
+    for text in (
+        'a = method == "fixture"',
+        'a = "fixture" in (source_type, method)',
+        "a = source.is_fixture",
+    ):
+        assert _fixture_decisions(ast.parse(text)), text
+    assert not _fixture_decisions(ast.parse('a = source.scope == "fixture"'))
+
+
+# "check" alone means a Source check; a Source plan and an evidence check have their own
+# words (docs/architecture.md, "Glossary"). A value class of core/ or cli/ named for a check
+# is one the glossary lists as a Source check's, and every name the glossary gives exists.
+ARCHITECTURE_DOC = REPO_ROOT / "docs" / "architecture.md"
+CODE_NAME = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?)`")
+
+
+def _glossary() -> dict[str, str]:
+    """The glossary's rows: the word (its bold text) -> the row's "in code" cell."""
+    text = ARCHITECTURE_DOC.read_text(encoding="utf-8")
+    section = text.split("## Glossary", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        word = re.match(r"\*\*(.+?)\*\*", cells[0]) if len(cells) == 3 else None
+        if word:
+            rows[word[1]] = cells[2]
+    return rows
+
+
+def test_check_names_one_thing_in_core_and_cli() -> None:
+    rows = _glossary()
+    assert {"check", "Source plan", "evidence check"} <= set(rows), sorted(rows)
+    source_check = set(CODE_NAME.findall(rows["check"]))
+    offences = [
+        f"{_where(path, node)}: class {node.name} is named for a check but is not one of a "
+        "Source check's values in the glossary"
+        for folder in ("core", "cli")
+        for path in sorted((PACKAGE_DIR / folder).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and "check" in node.name.lower()
+        and node.name not in source_check
+    ]
+    assert not offences, _report("classes named for a check outside the glossary", offences)
+
+
+def test_every_name_the_glossary_gives_exists() -> None:
+    source = "\n".join(p.read_text(encoding="utf-8") for p in _package_files())
+    missing = [
+        f"{word}: {name}"
+        for word, cell in _glossary().items()
+        for name in CODE_NAME.findall(cell)
+        if not re.search(rf"\b{re.escape(name.rsplit('.', 1)[-1])}\b", source)
+    ]
+    assert not missing, _report("glossary names missing from the package", missing)

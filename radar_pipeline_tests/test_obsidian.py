@@ -20,7 +20,7 @@ from radar_pipeline.core.errors import ParseError
 from radar_pipeline.core.identity.keys import make_signal_id
 from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.parse.feed import parse_feed
-from radar_pipeline.core.plan.collection import PlannedCheck
+from radar_pipeline.core.plan.collection import SourcePlan
 from radar_pipeline.core.registry.sources import SourceRecord, validate_source
 from radar_pipeline.core.vault.signals import read_signal_frontmatter
 from radar_pipeline_tests.conftest import CORPUS_FEEDPARSER
@@ -258,7 +258,7 @@ def test_sanitize_corpus_signals_are_inert_and_read_as_written(feed: Path) -> No
     fetch = FetchResult(
         "sanitize", "https://example.com/feed.xml", "https://example.com/feed.xml", "ok", NOW, 200
     )
-    result = CheckResult(PlannedCheck("sanitize", record, None), fetch, parsed)
+    result = CheckResult(SourcePlan("sanitize", record, None), fetch, parsed)
     for cand in parsed.candidates:
         doc = build_document(
             make_signal_id(NOW, cand.identity), cand, result, record.record_path, None

@@ -42,7 +42,7 @@ def test_origin_is_scheme_host_and_port() -> None:
 
 
 def test_fixture_and_vault_reads_are_not_paced() -> None:
-    fixture = FetchRequest("fx", "Radar/Fixtures/feed.xml", "fixture")
+    fixture = FetchRequest("fx", "Radar/Fixtures/feed.xml", "fixture", from_vault=True)
     vault = FetchRequest("v", "Radar/page.html", "html", from_vault=True)
     feed = FetchRequest("f", "https://example.com/feed.xml", "rss")
     assert [paced_origin(r) for r in (fixture, vault, feed)] == [None, None, "https://example.com"]

@@ -67,7 +67,7 @@ def test_valid_source_loads_with_defaults_and_typed_values(vault: Path) -> None:
     assert (source.min_interval_seconds, source.full_text, source.etag) == (0, "none", None)
     assert source.last_success_at == datetime(2026, 1, 1, tzinfo=UTC)
     assert source.is_eligible
-    assert not source.is_fixture
+    assert source.scope == "production"
 
 
 def test_valid_file_beside_invalid_ones_is_still_active(vault: Path) -> None:
@@ -201,7 +201,7 @@ def test_invalid_url(vault: Path, url: str, method: str) -> None:
 def test_fixture_url_is_a_vault_path(vault: Path) -> None:
     _put(vault, "f.md", _source_text(url="Radar/Fixtures/feed.xml", collectionMethod="fixture"))
     source = load_registry(vault).sources[0].source
-    assert source.is_fixture
+    assert source.scope == "fixture"
     assert source.url == "Radar/Fixtures/feed.xml"
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME
-from radar_pipeline.defs.collection.jobs import AFTER_COLLECTION_KEYS
+from radar_pipeline.defs.collection.jobs import EVIDENCE_KEYS_AFTER_COLLECTION
 from radar_pipeline_tests.daemonkit import DagsterDev, wait_for
 from radar_pipeline_tests.faults.farm import RadarHome, record_figures
 from radar_pipeline_tests.feedserver import FeedServer
@@ -36,7 +36,7 @@ SLOW = "t-min"  # passes, then must not be asked again for a day (minIntervalSec
 WAIT = "t-wait"  # answers 429 with Retry-After: an hour's wait the publisher asked for
 # Every check on `signals` that follows a collection (the registry's and `retention` are on
 # their own assets' tabs).
-SIGNALS_CHECKS = {k.name for k in AFTER_COLLECTION_KEYS if k.asset_key.path == ["signals"]}
+SIGNALS_CHECKS = {k.name for k in EVIDENCE_KEYS_AFTER_COLLECTION if k.asset_key.path == ["signals"]}
 
 
 def ui(dev: DagsterDev, name: str, **variables: Any) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.vault import folder_state
 from radar_pipeline.definitions import defs
-from radar_pipeline.defs.collection.checks import SIGNAL_CHECKS
+from radar_pipeline.defs.collection.checks import SIGNAL_EVIDENCE_CHECKS
 from radar_pipeline.defs.collection.jobs import SIGNAL_AUDIT_JOB_NAME, SIGNAL_CHECKS_JOB_NAME
 from radar_pipeline.defs.collection.launch import launch_collection
 from radar_pipeline.defs.collection.schedules import SIGNAL_AUDIT_CRON, signal_audit_schedule
@@ -187,7 +187,7 @@ def test_checks_after_a_dagster_collection_read_the_folder_incrementally(
 
 
 def _description(check: str) -> str:
-    [spec] = [s for c in SIGNAL_CHECKS for s in c.check_specs if s.name == check]
+    [spec] = [s for c in SIGNAL_EVIDENCE_CHECKS for s in c.check_specs if s.name == check]
     return spec.description or ""
 
 

@@ -45,7 +45,7 @@ _TEMP_NAME = re.compile(r"^\.[^/]+\.(\d+)-[0-9a-f]{16}\.tmp$")
 # and cleaned: `.tmp-signal-<pid>-<random>.md` (Signals), `.tmp-<pid>-<random>.md` (Temporary
 # Content), `.<name>.md.<pid>-<random>.tmp` (Sources; first without the pid: only its age
 # condemns such a file).
-_LEGACY_TEMP_NAMES = (
+_EARLIER_TEMP_NAMES = (
     re.compile(r"^\.tmp-(?:signal-)?(?:(\d+)-)?[^/]*\.md$"),
     re.compile(r"^\.[^/]+\.md\.(?:(\d+)-)?[^/]*\.tmp$"),
 )
@@ -67,7 +67,7 @@ def temp_path(target: Path) -> Path:
 
 def read_temp_name(name: str) -> TempName | None:
     """The temp file convention read back from a file name; None when `name` is not a temp."""
-    for pattern in (_TEMP_NAME, *_LEGACY_TEMP_NAMES):
+    for pattern in (_TEMP_NAME, *_EARLIER_TEMP_NAMES):
         match = pattern.match(name)
         if match is not None:
             return TempName(int(match.group(1)) if match.group(1) else None)

@@ -96,9 +96,10 @@ class ItemCandidate:
     evidence: tuple[FieldEvidence, ...] = ()  # html/json/jsonfeed: each field's selector or path
     categories: tuple[str, ...] = ()  # the feed's own categories or tags (include/exclude rules)
     # The identity the rule before ids were read as written gave this item (None: the same),
-    # looked up so an item already in a vault keeps its Signal ("Faithful to the bytes").
-    legacy_identity: str | None = None
-    legacy_source_item_id: str | None = None  # its item id under that rule, when it differs
+    # looked up beside `identity` so an item already in a vault keeps its Signal
+    # (core/identity/legacy.py computes its key).
+    earlier_identity: str | None = None
+    earlier_item_id: str | None = None  # its item id under that rule, when it differs
 
 
 @dataclass(frozen=True)

@@ -29,17 +29,17 @@ LAUNCH = "radar/launch"
 TICK = "radar/tick"
 # A `signal_checks` run names the collection run it follows.
 AFTER_RUN = "radar/after_run"
-# A collection run whose launcher runs the checks itself (the CLI) carries this tag...
-CHECKS = "radar/checks"
+# A collection run whose launcher runs the evidence checks itself (the CLI) carries this tag...
+EVIDENCE_CHECKS = "radar/checks"
 # ...with this value.
-CHECKS_BY_LAUNCHER = "by-launcher"
+EVIDENCE_CHECKS_BY_LAUNCHER = "by-launcher"
 # What a check-only `on_cadence` run is about (how many Sources late, how many changed).
 VERDICT = "radar/verdict"
 
 # The queue runs higher priorities first. Every collection run ranks 0 or above (by its most
-# urgent Source); the check runs rank below every collection, so a burst's collections are
-# never queued behind its checks.
-CHECKS_PRIORITY = -1
+# urgent Source); the evidence check runs rank below every collection, so a burst's
+# collections are never queued behind its evidence checks.
+EVIDENCE_CHECKS_PRIORITY = -1
 
 
 def partition_range(first: str, last: str) -> dict[str, str]:

@@ -27,7 +27,7 @@ from radar_pipeline.core.frontmatter import split_frontmatter, update_frontmatte
 from radar_pipeline.core.identity.keys import canonicalize_url, identity_hash, make_signal_id
 from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.parse.feed import parse_feed
-from radar_pipeline.core.plan.collection import PlannedCheck
+from radar_pipeline.core.plan.collection import SourcePlan
 from radar_pipeline.core.registry.sources import SourceRecord, load_registry
 from radar_pipeline.core.text import inert_property
 from radar_pipeline.core.vault.signals import read_signal_frontmatter
@@ -147,7 +147,7 @@ def _roundtrip(record: SourceRecord, body: bytes, folder: Path) -> None:
     fetch = FetchResult(
         "fuzz-src", "https://example.com/feed.xml", "https://example.com/feed.xml", "ok", NOW, 200
     )
-    check = PlannedCheck("fuzz-src", record, None)
+    check = SourcePlan("fuzz-src", record, None)
     result = CheckResult(check, fetch, parsed)
     for cand in parsed.candidates:
         COUNTS["signals-read-back"] += 1

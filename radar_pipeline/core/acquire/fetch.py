@@ -97,8 +97,8 @@ class Fetcher:
         """Fetch one Source; never raises for publisher, network or policy problems."""
         progress = CheckProgress(final_url=request.url, started=time.monotonic())
         try:
-            if request.from_vault or request.collection_method == "fixture":
-                return self._fetch_fixture(request, now, progress)
+            if request.from_vault:
+                return self._read_from_vault(request, now, progress)
             deadline = progress.started + self.settings.deadline_s
             with deadline_at(deadline), self._client.open(request, progress) as response:
                 return conclude(request, now, progress, response, self.settings)
@@ -111,10 +111,10 @@ class Fetcher:
             detail = f"{type(exc).__name__}: {exc}"
             return failed(request, now, progress, FetchError("network", detail))
 
-    def _fetch_fixture(
+    def _read_from_vault(
         self, request: FetchRequest, now: datetime, progress: CheckProgress
     ) -> FetchResult:
-        path = _fixture_path(self.vault_root, request.url)
+        path = _vault_path(self.vault_root, request.url)
         cap = self.settings.max_bytes
         try:
             with path.open("rb") as handle:
@@ -131,7 +131,7 @@ class Fetcher:
         return success(request, now, progress, body)
 
 
-def _fixture_path(vault_root: Path, relative: str) -> Path:
+def _vault_path(vault_root: Path, relative: str) -> Path:
     root = vault_root.resolve()
     candidate = Path(relative)
     if candidate.is_absolute() or not relative.strip():

@@ -75,8 +75,8 @@ def host_of_origin(origin: str) -> str:
 
 
 def paced_origin(request: FetchRequest) -> str | None:
-    """The origin a request is paced by; None for a fixture or vault read (no publisher)."""
-    if request.from_vault or request.collection_method == "fixture":
+    """The origin a request is paced by; None for a vault read (no publisher)."""
+    if request.from_vault:
         return None
     return origin_of(request.url)
 

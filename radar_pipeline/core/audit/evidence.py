@@ -1,8 +1,9 @@
 """The evidence snapshot behind `radar report` and the `evidence_snapshot` asset.
 
 Two scopes are kept apart on purpose: the *inventory* (what files exist: six Source files are
-six files) and *production* (what the Radar actually collects: eligible, non-fixture Sources).
-The contract's keys stay at the top level; everything else is grouped beneath them.
+six files) and *production* (what the Radar actually collects: eligible Sources of scope
+`production`, registry/sources.source_scope). The contract's keys stay at the top level;
+everything else is grouped beneath them.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def evidence_snapshot(paths: RadarPaths, now: datetime) -> EvidenceSnapshot:
 
     states, open_dead, indexed, silent = store.atomically(read)
     eligible = [r for r in snapshot.sources if r.source.is_eligible]
-    production = {r.source.id for r in eligible if not r.source.is_fixture}
+    production = {r.source.id for r in eligible if r.source.scope == "production"}
     overdue = overdue_sources(snapshot, states, now)
     launch = last_launch_reports(store)
     last = CollectionReport.merge(launch) if launch else None
@@ -70,7 +71,7 @@ def evidence_snapshot(paths: RadarPaths, now: datetime) -> EvidenceSnapshot:
     return EvidenceSnapshot(
         as_of=format_utc(now),
         production_sources=len(production),
-        fixture_sources=sum(1 for r in eligible if r.source.is_fixture),
+        fixture_sources=sum(1 for r in eligible if r.source.scope == "fixture"),
         signals=len(signal_ids),
         recovery_cap_days=RECOVERY_CAP.days,
         overdue=len(overdue),

@@ -61,7 +61,7 @@ def account(item: DedupedCheck, write: SourceWrite, previous: PreviousCheck | No
     if parsed is None or res.failed:
         return CheckAccount()
     counts = Counter(item_outcome(d, write) for d in item.decisions)
-    coverage_from = res.check.coverage_from
+    coverage_from = res.plan.coverage_from
     late = sum(
         1
         for d in item.decisions
@@ -111,7 +111,7 @@ def item_ids(parsed: ParsedFeed) -> frozenset[str]:
     items with the check before)."""
     entries = (*parsed.candidates, *parsed.outside_window, *_dropped(parsed))
     ids = {c.source_item_id for c in entries}
-    ids.update(c.legacy_source_item_id for c in entries if c.legacy_source_item_id)
+    ids.update(c.earlier_item_id for c in entries if c.earlier_item_id)
     ids.update(r.source_item_id for r in parsed.rejections if r.source_item_id)
     return frozenset(ids)
 
@@ -134,7 +134,7 @@ def accounting_row(
     """The `check_accounting` row of one check (store/accounting.py, its column order)."""
     return (
         spec.collection_id,
-        item.result.check.source_id,
+        item.result.plan.source_id,
         spec.as_of,
         outcome,
         acc.items_parsed,
@@ -147,7 +147,7 @@ def accounting_row(
         acc.outside_window,
         acc.late,
         acc.possible_gap,
-        item.result.check.coverage_from,
+        item.result.plan.coverage_from,
         window_from(spec.as_of),
         acc.newest_observed_at,
         sorted(item_ids(item.result.parsed)) if item.result.parsed is not None else [],

@@ -56,7 +56,7 @@ from radar_pipeline.core.models import FetchRequest, FetchResult
 from radar_pipeline.core.plan.collection import (
     CollectionPlan,
     CollectionSpec,
-    PlannedCheck,
+    SourcePlan,
     plan_collection,
 )
 from radar_pipeline.core.plan.locks import LockBook
@@ -150,7 +150,7 @@ class Collector:
         states, last = planning_state(self.store)
         tokens = self.settings.tokens
         first = plan_collection(spec, snapshot, states, last, self.locks, tokens)
-        if not any(c.request is not None for c in first.checks):
+        if not any(c.request is not None for c in first.source_plans):
             return first
         # The locks are held now. Plan again on the state as it is under them: another process
         # may have committed a check of the same Source between our read and our lock, and
@@ -163,7 +163,9 @@ class Collector:
         enough bodies ahead, each body starts parsing on the workers as it arrives; what the
         parse stage needs, results and started parses, is the returned value."""
         with self._failing_whole():
-            wanted = [c.request for c in plan.checks if c.request is not None and c.failure is None]
+            wanted = [
+                c.request for c in plan.source_plans if c.request is not None and c.failure is None
+            ]
             early = len(wanted) >= MIN_PARALLEL_BODIES
             # The workers boot while we wait on publishers, when enough bodies are to come: a
             # request without validators brings one. A conditional request of an unchanged feed
@@ -172,7 +174,7 @@ class Collector:
             # bodies did arrive instead.
             if sum(1 for r in wanted if _expects_body(r)) >= MIN_PARALLEL_BODIES:
                 self.workers.warm_up()
-            checks = {c.source_id: c for c in plan.checks}
+            planned_by_source = {c.source_id: c for c in plan.source_plans}
             parsing: dict[str, Future[ParseOutcome]] = {}
             bodies = itertools.count(1)  # next() is atomic under the GIL: fetch threads share it
 
@@ -180,11 +182,11 @@ class Collector:
                 # Each body goes to the workers as it arrives: parsing overlaps the fetches still
                 # in flight (the parse stage awaits it; nothing is decided or written before).
                 # Runs in the fetch threads; each writes its own Source's key.
-                check = checks.get(result.source_id)
-                if check is not None and _has_body(check, result):
+                planned = planned_by_source.get(result.source_id)
+                if planned is not None and _has_body(planned, result):
                     if next(bodies) >= MIN_PARALLEL_BODIES:
                         self.workers.warm_up()
-                    future = self.workers.submit(_parse_job(check, result, plan))
+                    future = self.workers.submit(_parse_job(planned, result, plan))
                     if future is not None:
                         parsing[result.source_id] = future
 
@@ -201,13 +203,15 @@ class Collector:
             sent = [r for r in results if r.outcome != "skipped"]
             record_fetches(self.store, plan.spec.collection_id, sent)
             by_source = {r.source_id: r for r in results}
-            return FetchedChecks(tuple(by_source.get(c.source_id) for c in plan.checks), parsing)
+            return FetchedChecks(
+                tuple(by_source.get(c.source_id) for c in plan.source_plans), parsing
+            )
 
     def parse(self, plan: CollectionPlan, fetched: FetchedChecks) -> tuple[CheckResult, ...]:
         """Parse every fetched body (on the parse workers, awaiting those the fetch stage
         started); failures become classified CheckResults, never a silent drop."""
         with self._failing_whole():
-            pairs = list(zip(plan.checks, fetched.results, strict=True))
+            pairs = list(zip(plan.source_plans, fetched.results, strict=True))
             jobs: list[ParseJob] = []
             started: dict[int, Future[ParseOutcome]] = {}
             for c, r in pairs:
@@ -285,7 +289,7 @@ class Collector:
                     states, pending = load_states(con), PendingRows()
                     accounts = self._accounts(con, spec.collection_id, deduped, writes)
                     for item, write in zip(deduped, writes, strict=True):
-                        state = states.get(item.result.check.source_id)
+                        state = states.get(item.result.plan.source_id)
                         commit_source(con, spec, item, write, state, pending)
                     pending.flush(con)
                     page_stage.enqueue_new_pages(con, spec, deduped, writes)
@@ -356,7 +360,7 @@ class Collector:
         if self.planned is not None:
             checked = [
                 c.record
-                for c in self.planned.checks
+                for c in self.planned.source_plans
                 if c.record is not None and c.skip_reason is None
             ]
             return run_failure_of(self.planned.spec, checked, why)
@@ -378,19 +382,19 @@ class Collector:
         writes: list[SourceWrite],
     ) -> list[CheckAccount]:
         """Each check's outcome counts and gap flag (against its Source's previous check)."""
-        parsed = [d.result.check.source_id for d in deduped if d.result.parsed is not None]
+        parsed = [d.result.plan.source_id for d in deduped if d.result.parsed is not None]
         previous = previous_checks(con, parsed, collection_id)
         return [
-            account(d, w, previous.get(d.result.check.source_id))
+            account(d, w, previous.get(d.result.plan.source_id))
             for d, w in zip(deduped, writes, strict=True)
         ]
 
     def _signal_writes(self, spec: CollectionSpec, item: DedupedCheck) -> list[SignalWrite]:
         """The Signal files one Source's new items need (none when the check failed)."""
         res = item.result
-        if res.failed or res.check.record is None or res.fetch is None:
+        if res.failed or res.plan.record is None or res.fetch is None:
             return []
-        rec = res.check.record
+        rec = res.plan.record
         keep_text = rec.source.full_text == "feed-content"
         writes: list[SignalWrite] = []
         for dec in item.decisions:
@@ -420,7 +424,7 @@ class Collector:
                 health_fields(spec, d.result, before.get(rec.source.id)),
             )
             for d in deduped
-            if (rec := d.result.check.record) is not None and d.result.check.skip_reason is None
+            if (rec := d.result.plan.record) is not None and d.result.plan.skip_reason is None
         ]
         for failure in write_health(updates):
             log.warning(
@@ -437,21 +441,21 @@ def _expects_body(request: FetchRequest) -> bool:
     return not request.conditional or (request.etag is None and request.last_modified is None)
 
 
-def _has_body(check: PlannedCheck, result: FetchResult | None) -> bool:
+def _has_body(planned: SourcePlan, result: FetchResult | None) -> bool:
     """Whether the check goes on to parsing (a 304 or a failure ends it before)."""
     return (
-        check.failure is None
+        planned.failure is None
         and result is not None
         and result.outcome == "ok"
         and result.body is not None
     )
 
 
-def _parse_job(check: PlannedCheck, result: FetchResult | None, plan: CollectionPlan) -> ParseJob:
-    assert result is not None and result.body is not None and check.record is not None
-    source = check.record.source
+def _parse_job(planned: SourcePlan, result: FetchResult | None, plan: CollectionPlan) -> ParseJob:
+    assert result is not None and result.body is not None and planned.record is not None
+    source = planned.record.source
     return ParseJob(
-        check.source_id,
+        planned.source_id,
         result.body,
         result.final_url,
         result.content_type,
@@ -463,30 +467,30 @@ def _parse_job(check: PlannedCheck, result: FetchResult | None, plan: Collection
 
 
 def _check_result(
-    check: PlannedCheck, result: FetchResult | None, outcome: ParseOutcome | None
+    planned: SourcePlan, result: FetchResult | None, outcome: ParseOutcome | None
 ) -> CheckResult:
     """One check after fetch and parse, its failure classified by stage (invariant 7)."""
-    if check.failure is not None:
-        return CheckResult(check, result, None, "plan", check.failure[0], check.failure[1])
+    if planned.failure is not None:
+        return CheckResult(planned, result, None, "plan", planned.failure[0], planned.failure[1])
     if result is None:
-        return CheckResult(check)
+        return CheckResult(planned)
     if result.outcome == "skipped":  # deferred by its origin's Retry-After; checked next time
-        return CheckResult(replace(check, skip_reason=result.error_message or "deferred"))
+        return CheckResult(replace(planned, skip_reason=result.error_message or "deferred"))
     if result.outcome == "failed":
         error_class = result.error_class or "network"
         message = result.error_message or "fetch failed"
-        return CheckResult(check, result, None, "fetch", error_class, message)
+        return CheckResult(planned, result, None, "fetch", error_class, message)
     if outcome is None:
-        return CheckResult(check, result)
+        return CheckResult(planned, result)
     if outcome.crashed:  # a parser bug must fail one Source, never the collection
         log.error(
-            "parse of %s crashed: %s: %s", check.source_id, outcome.error_class, outcome.message
+            "parse of %s crashed: %s: %s", planned.source_id, outcome.error_class, outcome.message
         )
         message = f"parse: unexpected {outcome.error_class}: {outcome.message}"[:300]
-        method = check.record.source.collection_method if check.record else "rss"
+        method = planned.record.source.collection_method if planned.record else "rss"
         error_class = UNREADABLE_BODY.get(method, "invalid-xml")
-        return CheckResult(check, result, None, "parse", error_class, message)
+        return CheckResult(planned, result, None, "parse", error_class, message)
     if outcome.error_class is not None:
         message = f"parse: {outcome.error_class}: {outcome.message}"
-        return CheckResult(check, result, None, "parse", outcome.error_class, message)
-    return CheckResult(check, result, filter_for(check.record, outcome.parsed))
+        return CheckResult(planned, result, None, "parse", outcome.error_class, message)
+    return CheckResult(planned, result, filter_for(planned.record, outcome.parsed))

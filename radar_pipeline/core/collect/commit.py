@@ -97,10 +97,10 @@ def commit_source(
     pending: PendingRows,
 ) -> None:
     """Record one Source's check: its items' outcomes and its new feed state, or its failure."""
-    res, check = item.result, item.result.check
-    if check.skip_reason is not None or check.record is None:
+    res, planned = item.result, item.result.plan
+    if planned.skip_reason is not None or planned.record is None:
         return
-    state = state or FeedState(check.source_id)
+    state = state or FeedState(planned.source_id)
     if res.failed:
         _commit_failure(con, spec, res, state, pending)
         return
@@ -121,7 +121,7 @@ def _commit_items(
     write: SourceWrite,
     pending: PendingRows,
 ) -> None:
-    source_id, now = item.result.check.source_id, spec.as_of
+    source_id, now = item.result.plan.source_id, spec.as_of
     resolved = {ident: sid for ident, (sid, _) in write.outcomes.items()}
     for dec in item.decisions:
         cand = dec.candidate
@@ -135,7 +135,7 @@ def _commit_items(
                 signal_id = resolved.get(signal_id[len(PENDING_PREFIX) :], signal_id)
         if dec.decision == Decision.UPDATED:
             pending.revisions.append(_revision(spec, signal_id, cand))
-        if dec.by_legacy_identity and not signal_id.startswith(PENDING_PREFIX):
+        if dec.by_earlier_identity and not signal_id.startswith(PENDING_PREFIX):
             # Found under the rule before ids were read as written: its identity now is an
             # alias of that Signal, whatever URL the feed moves to ("Faithful to the bytes").
             pending.aliases.append((cand.identity, signal_id, source_id, cand.canonical_url, now))
@@ -154,7 +154,7 @@ def _commit_outside_window(spec: CollectionSpec, res: CheckResult, pending: Pend
     """Items dated before the recovery cap: counted and recorded, never decided."""
     if res.parsed is None:
         return
-    source_id, floor = res.check.source_id, format_utc(window_from(spec.as_of))
+    source_id, floor = res.plan.source_id, format_utc(window_from(spec.as_of))
     for cand in res.parsed.outside_window:
         outside = ItemOutcome.OUTSIDE_WINDOW.observation
         row = _observation(spec, source_id, cand, outside, None)
@@ -169,7 +169,7 @@ def _commit_filtered(spec: CollectionSpec, res: CheckResult, pending: PendingRow
     """Items the Source's include/exclude rules dropped: recorded with the rule, never decided."""
     if res.parsed is None:
         return
-    source_id = res.check.source_id
+    source_id = res.plan.source_id
     for dropped in res.parsed.filtered:
         filtered = ItemOutcome.FILTERED.observation
         row = _observation(spec, source_id, dropped.candidate, filtered, None)
@@ -183,13 +183,13 @@ def _commit_filtered(spec: CollectionSpec, res: CheckResult, pending: PendingRow
 def _evidence(spec: CollectionSpec, res: CheckResult, cand: ItemCandidate) -> list[tuple[Any, ...]]:
     """One field_evidence row per field of an observed item (html, json, jsonfeed Sources), and
     for a feed's item the date text that was not read as it stands (its raw text kept)."""
-    if not cand.evidence or res.check.record is None:
+    if not cand.evidence or res.plan.record is None:
         return []
-    method = res.check.record.source.collection_method
+    method = res.plan.record.source.collection_method
     return [
         (
             spec.collection_id,
-            res.check.source_id,
+            res.plan.source_id,
             cand.identity,
             ev.field,
             method,
@@ -221,7 +221,7 @@ def _commit_rejections(spec: CollectionSpec, res: CheckResult, pending: PendingR
         pending.observations.append(
             rejection_row(
                 spec.collection_id,
-                res.check.source_id,
+                res.plan.source_id,
                 spec.as_of,
                 rej.source_item_id,
                 f"{rej.reason}: {rej.detail}"[:500],
@@ -281,7 +281,7 @@ def _commit_failure(
     now = spec.as_of
     failures = state.consecutive_failures + 1
     retry_after = res.fetch.retry_after_s if res.fetch else None
-    rng = random.Random(f"{res.check.source_id}:{failures}:{now.isoformat()}")
+    rng = random.Random(f"{res.plan.source_id}:{failures}:{now.isoformat()}")
     backoff = next_backoff(
         failures, now, error_class=res.error_class, retry_after_s=retry_after, rng=rng
     )
@@ -299,7 +299,7 @@ def _commit_failure(
     record_failure(
         con,
         spec.collection_id,
-        res.check.source_id,
+        res.plan.source_id,
         res.error_stage or "fetch",
         res.error_class,
         res.error_message or "",
@@ -390,7 +390,7 @@ def health_fields(
             fields["lastModified"] = fetch.last_modified
     if fetch is not None:
         fields |= manners_fields(fetch)  # permanentRedirect; a 410 blocks the Source
-        record = res.check.record
+        record = res.plan.record
         if fields.get("permanentRedirect", "") is None and (
             record is None or not record.source.permanent_redirect
         ):

@@ -25,8 +25,8 @@ def decide_checks(
     """Every candidate of every check classified against the index (read only) and the
     Signal files `on_disk` (identity -> Signal id), at most ITEM_CAP unknown ones per check."""
     batch = DedupeBatch()  # new items of earlier Sources in this collection count too
-    checks = [(res.check.source_id, res.parsed.candidates if res.parsed else ()) for res in results]
-    covered = [res.check.coverage_from for res in results]
+    checks = [(res.plan.source_id, res.parsed.candidates if res.parsed else ()) for res in results]
+    covered = [res.plan.coverage_from for res in results]
     decisions = decide_many(con, checks, batch, ITEM_CAP, covered, on_disk)
     return tuple(DedupedCheck(res, d) for res, d in zip(results, decisions, strict=True))
 

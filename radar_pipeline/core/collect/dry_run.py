@@ -32,7 +32,7 @@ from radar_pipeline.core.identity.keys import make_signal_id
 from radar_pipeline.core.layout import SOURCES_DIR
 from radar_pipeline.core.models import FetchRequest, ItemCandidate
 from radar_pipeline.core.parse.items import UNTITLED
-from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, PlannedCheck
+from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, SourcePlan
 from radar_pipeline.core.plan.schedule import coverage_from, window_from
 from radar_pipeline.core.registry.sources import (
     SourceRecord,
@@ -51,16 +51,16 @@ def try_source(settings: Settings, record: SourceRecord, now: datetime) -> TryOu
     """One unconditional fetch of `record`'s Source, then the decisions of a check at `now`."""
     paths, fetch_settings = settings.paths, FetchSettings.of(settings)
     state = reading(paths.db, paths.store_url, load_states).get(record.source.id)
-    check = PlannedCheck(
+    planned = SourcePlan(
         record.source.id,
         record,
         coverage_from(state.last_success_at if state else None, now),
         _request(record, settings),
     )
-    plan = CollectionPlan(CollectionSpec(DRY_RUN_ID, "explicit", now), (check,), 0, None)
-    assert check.request is not None
+    plan = CollectionPlan(CollectionSpec(DRY_RUN_ID, "explicit", now), (planned,), 0, None)
+    assert planned.request is not None
     with Fetcher(fetch_settings, paths.vault) as fetcher:
-        fetched = fetcher.fetch(check.request, now)
+        fetched = fetcher.fetch(planned.request, now)
     with Collector(settings, fetch_settings=fetch_settings, parse_workers=0) as collector:
         [result] = collector.parse(plan, FetchedChecks((fetched,)))
     if result.failed or result.parsed is None:

@@ -52,8 +52,9 @@ PAGE_EXTRACTION = "page-extraction"
 
 
 def _extracts_pages(rec: SourceRecord) -> bool:
-    """The Source's own policy allows pages; a fixture Source never uses the network."""
-    return rec.source.full_text == PAGE_EXTRACTION and not rec.source.is_fixture
+    """The Source's own policy allows pages; a Source read from the vault never uses the
+    network."""
+    return rec.source.full_text == PAGE_EXTRACTION and not rec.source.reads_vault
 
 
 def enqueue_new_pages(
@@ -65,7 +66,7 @@ def enqueue_new_pages(
     """One pending page per Signal this commit created for a page-extraction Source."""
     rows: list[PageRow] = []
     for item, write in zip(deduped, writes, strict=True):
-        rec = item.result.check.record
+        rec = item.result.plan.record
         if rec is None or not _extracts_pages(rec) or item.result.failed:
             continue
         for dec in item.decisions:
@@ -94,9 +95,9 @@ def _page_sources(deduped: Sequence[DedupedCheck]) -> list[SourceRecord]:
     return [
         rec
         for item in deduped
-        if (rec := item.result.check.record) is not None
+        if (rec := item.result.plan.record) is not None
         and _extracts_pages(rec)
-        and item.result.check.skip_reason is None
+        and item.result.plan.skip_reason is None
         and not item.result.failed
     ]
 

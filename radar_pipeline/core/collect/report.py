@@ -10,7 +10,8 @@ from radar_pipeline.core.collect.results import DedupedCheck
 from radar_pipeline.core.contract.collection import CollectionReport, Counts, Scopes, SourceReport
 from radar_pipeline.core.contract.outcomes import Decision, SourceOutcome
 from radar_pipeline.core.models import FetchResult
-from radar_pipeline.core.plan.collection import CollectionPlan, PlannedCheck
+from radar_pipeline.core.plan.collection import CollectionPlan, SourcePlan
+from radar_pipeline.core.registry.sources import SCOPES
 from radar_pipeline.core.store.feed_state import FeedState
 from radar_pipeline.core.store.fetch_attempts import validators_changed
 
@@ -28,14 +29,17 @@ def build_report(
     after = states or {}
     accounts = accounts if accounts is not None else [CheckAccount() for _ in deduped]
     sources = [
-        _source_report(d, w, a, after.get(d.result.check.source_id))
+        _source_report(d, w, a, after.get(d.result.plan.source_id))
         for d, w, a in zip(deduped, writes, accounts, strict=True)
     ]
-    is_fixture = [
-        (rec := item.result.check.record) is not None and rec.source.is_fixture for item in deduped
+    scope_of = [
+        rec.source.scope if (rec := item.result.plan.record) is not None else "production"
+        for item in deduped
     ]
-    fixture = [src for src, fx in zip(sources, is_fixture, strict=True) if fx]
-    production = [src for src, fx in zip(sources, is_fixture, strict=True) if not fx]
+    by_scope: dict[str, Counts] = {
+        scope: Counts.of([s for s, of in zip(sources, scope_of, strict=True) if of == scope])
+        for scope in SCOPES
+    }
     spec = plan.spec
     return CollectionReport.counted(
         Counts.of(sources),
@@ -45,8 +49,8 @@ def build_report(
         mode=spec.mode,
         downtime_from=format_utc(plan.downtime_from) if plan.downtime_from else None,
         overdue=plan.overdue,
-        due=len(plan.checks),
-        scopes=Scopes(production=Counts.of(production), fixture=Counts.of(fixture)),
+        due=len(plan.source_plans),
+        scopes=Scopes(**by_scope),
         sources=tuple(sources),
         clock_behind=format_utc(plan.clock_behind) if plan.clock_behind else None,
     )
@@ -55,9 +59,9 @@ def build_report(
 def _source_report(
     item: DedupedCheck, write: SourceWrite, acc: CheckAccount, state: FeedState | None = None
 ) -> SourceReport:
-    res, check = item.result, item.result.check
+    res, planned = item.result, item.result.plan
     outcome: SourceOutcome
-    if check.skip_reason is not None:
+    if planned.skip_reason is not None:
         outcome = "skipped"
     elif res.failed:
         outcome = "failed"
@@ -67,7 +71,7 @@ def _source_report(
         outcome = "passed"
     fetch = res.fetch
     return SourceReport(
-        id=check.source_id,
+        id=planned.source_id,
         outcome=outcome,
         http_status=fetch.status if fetch else None,
         # itemsParsed = the sum of the item outcomes (contract/outcomes.py); late; gap
@@ -82,26 +86,26 @@ def _source_report(
         filtered=acc.filtered,
         late=acc.late,
         possible_gap=acc.possible_gap,
-        coverage_from=format_utc(check.coverage_from) if check.coverage_from else None,
-        error=check.skip_reason or res.error_message,
+        coverage_from=format_utc(planned.coverage_from) if planned.coverage_from else None,
+        error=planned.skip_reason or res.error_message,
         error_class=res.error_class,
         bytes=fetch.bytes_received if fetch else 0,
         duration_ms=round(fetch.duration_s * 1000, 1) if fetch else 0.0,
         conditional=fetch.conditional if fetch else None,
         temporary_bytes=write.temporary_bytes,
-        notes=tuple(check.notes),
+        notes=tuple(planned.notes),
         # Page extraction's figures are filled in by the page stage for the Sources it ran for.
         # Metrics per attempt (also in fetch_attempts): what came back and what it held.
         error_stage=res.error_stage,
         body_sha256=fetch.body_sha256 if fetch else None,
-        validators_changed=_report_validators_changed(check, fetch),
+        validators_changed=_report_validators_changed(planned, fetch),
         items_new=sum(1 for d in item.decisions if d.decision == Decision.NEW),
         consecutive_failures=state.consecutive_failures if state else 0,
         backoff_until=format_utc(state.backoff_until) if state and state.backoff_until else None,
     )
 
 
-def _report_validators_changed(check: PlannedCheck, fetch: FetchResult | None) -> bool | None:
-    if fetch is None or check.request is None:
+def _report_validators_changed(planned: SourcePlan, fetch: FetchResult | None) -> bool | None:
+    if fetch is None or planned.request is None:
         return None
-    return validators_changed(fetch, check.request.etag, check.request.last_modified)
+    return validators_changed(fetch, planned.request.etag, planned.request.last_modified)

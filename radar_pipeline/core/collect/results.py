@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from radar_pipeline.core.identity.dedupe import ItemDecision
 from radar_pipeline.core.models import FetchResult, ParsedFeed
-from radar_pipeline.core.plan.collection import PlannedCheck
+from radar_pipeline.core.plan.collection import SourcePlan
 
 if TYPE_CHECKING:
     # For types only: the workers import the parsers, which loading the definitions (and so
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 class FetchedChecks:
     """What the fetch stage hands the parse stage.
 
-    `results`: one fetch result per planned check, in plan order (None: not fetched).
+    `results`: one fetch result per Source plan, in plan order (None: not fetched).
     `parsing`: the parses the fetch stage started while other fetches were still in flight,
     by Source id: each body went to the parse workers as its fetch ended. The parse stage
     awaits these futures and never parses those bodies again; the Collector's `close` cancels
@@ -33,9 +33,10 @@ class FetchedChecks:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """A planned check after fetch and parse: either items to dedupe or a classified failure."""
+    """A Source check after fetch and parse, with its plan: either items to dedupe or a
+    classified failure."""
 
-    check: PlannedCheck
+    plan: SourcePlan
     fetch: FetchResult | None = None
     parsed: ParsedFeed | None = None
     error_stage: str | None = None

@@ -172,7 +172,7 @@ def build_document(
     `aliases` holding the title, `collectedOn`/`observedOn` as date properties (UTC days; the
     exact `fetchedAt`/`observedAt` strings stay)."""
     fetch = res.fetch
-    assert fetch is not None and res.check.record is not None
+    assert fetch is not None and res.plan.record is not None
     notes = []
     if cand.future_dated:
         notes.append("future-dated")
@@ -185,13 +185,13 @@ def build_document(
         "title": cand.title,
         "aliases": [cand.title] if cand.title else [],
         "source": wikilink(PurePosixPath(record_path).stem),
-        "sourceId": res.check.source_id,
+        "sourceId": res.plan.source_id,
         "sourceItemId": cand.source_item_id,
         "sourceRecord": record_path,
         "requestedUrl": fetch.requested_url,
         "itemUrl": cand.link,
         "canonicalUrl": cand.canonical_url,
-        "collectionMethod": res.check.record.source.collection_method,
+        "collectionMethod": res.plan.record.source.collection_method,
         "fetchedAt": format_utc(fetch.fetched_at),
         "collectedOn": fetch.fetched_at.astimezone(UTC).date().isoformat(),
         "httpStatus": fetch.status,
@@ -202,7 +202,7 @@ def build_document(
         if cand.observed_at
         else None,
         "observedField": cand.observed_field,
-        "observationKind": observation_kind(res.check.record.source.collection_method),
+        "observationKind": observation_kind(res.plan.record.source.collection_method),
         "publishedAt": None,
         "contentHash": cand.content_hash,
         "simhash": f"{cand.simhash:016x}",
@@ -211,6 +211,6 @@ def build_document(
         if duplicate_candidate_of
         else None,
         "analysisState": "pending",
-        "tags": ["radar/signal", f"radar/source/{res.check.source_id}"],
+        "tags": ["radar/signal", f"radar/source/{res.plan.source_id}"],
     }
     return SignalDocument(signal_id, fm, cand.summary)

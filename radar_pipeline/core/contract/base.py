@@ -28,10 +28,11 @@ from radar_pipeline.core.jsontypes import JsonObject
 UtcTime = Annotated[datetime, PlainSerializer(format_utc, return_type=str)]
 
 
-def absent_when_none() -> Any:
+def absent_when_none(alias: str | None = None) -> Any:
     """A field (default None) whose key is left out of the JSON while it is None, where the
-    contract has always left it out rather than printing null."""
-    return Field(default=None, exclude_if=_is_none)
+    contract has always left it out rather than printing null (`alias`: its key, where the
+    code's name is not the key's camel case)."""
+    return Field(default=None, exclude_if=_is_none, alias=alias, title=alias)
 
 
 def _is_none(value: object) -> bool:

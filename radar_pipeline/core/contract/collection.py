@@ -153,7 +153,8 @@ class CollectionReport(ContractModel):
     dagster_run_status: str | None = absent_when_none()
     dagster_run_id: str | None = absent_when_none()
     dagster_run_ids: tuple[str, ...] | None = absent_when_none()
-    checks: dict[str, bool] | None = absent_when_none()  # each signal check's verdict
+    # Each evidence check's verdict after the collection, by name (the key is `checks`).
+    evidence_checks: dict[str, bool] | None = absent_when_none(alias="checks")
 
     # No return annotation on purpose (see SortedContractModel): the schema stays the fields'.
     @model_serializer(mode="wrap")

@@ -1,8 +1,9 @@
 """Layered dedupe: identity first, then the secondary keys that catch what identity misses.
 
 Decision per candidate (one Source):
-- identity known (or an alias of it recorded by a re-key, or the identity the rule before ids
-  were read as written gave the item: a Signal already in a vault keeps it) -> `reused`, or
+- identity known (or an alias of it recorded by a re-key, or the item's earlier identity, the
+  one the rule before ids were read as written gave it: a Signal already in a vault keeps
+  it) -> `reused`, or
   `updated` when its content hash changed (a revision) and it is dated inside the period the
   check covers (or undated): an older item is looked at again only since every item inside
   the 7-day cap is (invariant 8), and that must not add revisions the rule before it would
@@ -63,7 +64,7 @@ class ItemDecision:
     decision: Decision
     signal_id: str | None = None  # the existing Signal for reused/updated/duplicate
     duplicate_candidate_of: str | None = None  # review flag for new Signals
-    by_legacy_identity: bool = False  # known only by the identity of the rule before
+    by_earlier_identity: bool = False  # known only by its earlier identity
 
 
 @dataclass(frozen=True)
@@ -212,42 +213,41 @@ def decide_many(
     everything = [c for _, cands in checks for c in cands]
     if not everything:
         return [() for _ in checks]
-    legacy = [c.legacy_identity for c in everything if c.legacy_identity is not None]
-    known = lookup_identities(con, [c.identity for c in everything] + legacy)
+    earlier = [c.earlier_identity for c in everything if c.earlier_identity is not None]
+    known = lookup_identities(con, [c.identity for c in everything] + earlier)
     for c in everything:
-        for key in (c.identity, c.legacy_identity):
+        for key in (c.identity, c.earlier_identity):
             if key is not None and key not in known and on_disk and key in on_disk:
                 known[key] = (on_disk[key], c.content_hash)
-    by_legacy = _adopt_legacy(everything, known)
+    by_earlier = _adopt_earlier(everything, known)
     unsettled = [c for c in everything if c.identity not in known]
     repeated = lookup_duplicates(
-        con, [k for c in unsettled for k in (c.identity, c.legacy_identity) if k is not None]
+        con, [k for c in unsettled for k in (c.identity, c.earlier_identity) if k is not None]
     )
     for c in unsettled:
-        if c.identity not in repeated and c.legacy_identity in repeated:
-            repeated[c.identity] = repeated[c.legacy_identity]
+        if c.identity not in repeated and c.earlier_identity in repeated:
+            repeated[c.identity] = repeated[c.earlier_identity]
     unknown = [c for c in everything if c.identity not in known and c.identity not in repeated]
     index = _SecondaryIndex.load(con, unknown, batch.keys)
     periods = list(covered_from) if covered_from is not None else [None] * len(checks)
     return [
         _decide_one(
-            source_id, cands, _Known(known, repeated, by_legacy), index, batch, item_cap, since
+            source_id, cands, _Known(known, repeated, by_earlier), index, batch, item_cap, since
         )
         for (source_id, cands), since in zip(checks, periods, strict=True)
     ]
 
 
-def _adopt_legacy(
+def _adopt_earlier(
     candidates: Sequence[ItemCandidate], known: dict[str, tuple[str, str]]
 ) -> frozenset[str]:
-    """Give each candidate whose identity is unknown but whose identity under the rule before
-    names a Signal that Signal (a vault collected before keeps its Signals); return their
-    identities."""
+    """Give each candidate whose identity is unknown but whose earlier identity names a Signal
+    that Signal (a vault collected before keeps its Signals); return their identities."""
     adopted = set()
     for c in candidates:
-        legacy = c.legacy_identity
-        if c.identity not in known and legacy is not None and legacy in known:
-            known[c.identity] = known[legacy]
+        earlier = c.earlier_identity
+        if c.identity not in known and earlier is not None and earlier in known:
+            known[c.identity] = known[earlier]
             adopted.add(c.identity)
     return frozenset(adopted)
 
@@ -256,7 +256,7 @@ def _adopt_legacy(
 class _Known:
     identities: dict[str, tuple[str, str]]  # identity -> (Signal id, content hash)
     duplicates: dict[str, str]  # identity -> the Signal it was recorded a duplicate of
-    by_legacy: frozenset[str] = frozenset()  # identities known only by their legacy identity
+    by_earlier: frozenset[str] = frozenset()  # identities known only by their earlier one
 
 
 def _decide_one(
@@ -279,7 +279,7 @@ def _decide_one(
                 cand,
                 Decision.UPDATED if changed else Decision.REUSED,
                 signal_id,
-                by_legacy_identity=cand.identity in known.by_legacy,
+                by_earlier_identity=cand.identity in known.by_earlier,
             )
         elif cand.identity in known.duplicates:
             decided[i] = ItemDecision(cand, Decision.DUPLICATE, known.duplicates[cand.identity])

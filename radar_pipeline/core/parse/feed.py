@@ -129,7 +129,7 @@ def _bozo(result: Mapping[str, Any]) -> str | None:
 
 def _raw_item(position: int, raw: Mapping[str, Any], written: FeedBytes) -> RawItem | Rejection:
     """One feedparser entry as the shared item shape (its text still raw), its id and links
-    as the bytes wrote them; `legacy_*` keep what feedparser made of them, the inputs of the
+    as the bytes wrote them; `resolved_*` keep what feedparser made of them, the inputs of the
     identity rule Signals already in a vault were made under."""
     try:
         links = [lnk for lnk in raw.get("links", []) if isinstance(lnk, Mapping)]
@@ -159,8 +159,8 @@ def _raw_item(position: int, raw: Mapping[str, Any], written: FeedBytes) -> RawI
                 if isinstance(tag, Mapping)
             ),
             evidence=evidence,
-            legacy_item_id=resolved_id,
-            legacy_links=(*hrefs, link),
+            resolved_id=resolved_id,
+            resolved_links=(*hrefs, link),
         )
     except Exception as exc:  # one bad item never sinks the feed
         return invalid_item(position, exc)

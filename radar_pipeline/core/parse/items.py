@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from urllib.parse import urljoin, urlsplit
 
 from radar_pipeline.core.identity.keys import (
     canonicalize_url,
@@ -22,6 +21,8 @@ from radar_pipeline.core.identity.keys import (
     normalize_title,
     simhash64,
 )
+from radar_pipeline.core.identity.legacy import legacy_keys
+from radar_pipeline.core.identity.links import DocumentLinks, ItemKey, unique_item_id
 from radar_pipeline.core.models import FieldEvidence, ItemCandidate, ParsedFeed, Rejection
 from radar_pipeline.core.text import one_line, plain_text
 
@@ -57,10 +58,19 @@ class RawItem:
     observed_field: str | None = None
     evidence: tuple[FieldEvidence, ...] = ()
     categories: tuple[str, ...] = ()  # the item's own categories or tags, as written
-    # What the parser made of the id and links before they were read as written (feedparser
-    # resolves ids and copies guids into links); None: the same as `item_id` / `links`.
-    legacy_item_id: str | None = None
-    legacy_links: tuple[str, ...] | None = None
+    # What the parser library made of the id and links (feedparser resolves ids against the
+    # feed's URL and copies a permalink guid into the links); None: the same as `item_id` /
+    # `links`. Only the identity rule before ids were read as written reads them.
+    resolved_id: str | None = None
+    resolved_links: tuple[str, ...] | None = None
+
+    @property
+    def as_resolved(self) -> tuple[str, tuple[str, ...]]:
+        """The id and links as the parser library resolved them."""
+        return (
+            self.item_id if self.resolved_id is None else self.resolved_id,
+            self.links if self.resolved_links is None else self.resolved_links,
+        )
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,7 @@ class _Entry:
     link: str
     canonical_url: str
     raw: RawItem
-    legacy: tuple[str, str] | None = None  # (canonical URL, item id) under the rule before
+    earlier: ItemKey | None = None  # its key under the identity rule before (identity/legacy)
 
 
 def build_parsed(
@@ -92,18 +102,13 @@ def build_parsed(
     only identity says which items still need work). Older items go to `outside_window`.
     """
     entries: list[_Entry] = []
-    rejections: list[Rejection] = []
-    urls = _Urls(base_url)
+    listed = list(items)
+    rejections = [item for item in listed if isinstance(item, Rejection)]
+    raws = [item for item in listed if not isinstance(item, Rejection)]
+    urls = DocumentLinks(base_url)
     seen: dict[str, int] = {}
-    legacy_seen: dict[str, int] = {}
-    for item in items:
-        if isinstance(item, Rejection):
-            rejections.append(item)
-            continue
-        try:
-            legacy = _legacy_key(item, urls, legacy_seen)
-        except Exception:  # the rule before could not identify it either: nothing to find
-            legacy = None
+    earlier_keys = legacy_keys([raw.as_resolved for raw in raws], urls)
+    for item, earlier in zip(raws, earlier_keys, strict=True):
         try:
             entry = _identify(item, urls)
         except Exception as exc:  # one bad item never sinks the check
@@ -111,7 +116,7 @@ def build_parsed(
         if isinstance(entry, Rejection):
             rejections.append(entry)
             continue
-        entries.append(replace(_disambiguate(entry, seen), legacy=legacy))
+        entries.append(replace(_disambiguate(entry, seen), earlier=earlier))
     candidates, outside, more = _select(source_id, entries, now, window_from, urls)
     rejections.extend(more)
     rejections.sort(key=lambda r: -1 if r.position is None else r.position)
@@ -130,50 +135,7 @@ def invalid_item(position: int, exc: BaseException) -> Rejection:
     return Rejection("invalid-item", one_line(repr(exc), 300, html=False), None, position)
 
 
-class _Urls:
-    """`canonicalize_url` for the items of one document, each distinct URL worked once.
-
-    The identity rule and the rule before it look at the same links (~0.2 ms a call, most of
-    it `url_normalize`); a link is canonicalized against the base URL, and later again as the
-    absolute URL that gave; and an item's id often is its link (`identity_hash`'s item key):
-    each would be worked two to four times."""
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
-        self._canonical: dict[tuple[str, bool], str | None] = {}
-
-    def canonical(self, url: str, *, resolved: bool = False) -> str | None:
-        """`canonicalize_url(url)` (`resolved`: against the base URL), None where it raises."""
-        key = (url, resolved)
-        if key not in self._canonical:
-            try:
-                found: str | None = canonicalize_url(url, self.base_url if resolved else None)
-            except ValueError:
-                found = None
-            self._canonical[key] = found
-        return self._canonical[key]
-
-    def link(self, url: str) -> str:
-        """The canonical form of an absolute link; raises ValueError as `canonicalize_url`."""
-        return self.canonical(url) or canonicalize_url(url)  # the second call says why not
-
-    def absolute_http(self, href: str) -> str | None:
-        """`href` resolved against the base URL if it is then an http(s) URL with a host."""
-        href = href.strip()
-        if not href:
-            return None
-        found = self.canonical(href, resolved=True)
-        if found is None:
-            return None
-        link = urljoin(self.base_url, href)
-        if link == link.strip() and self.base_url == self.base_url.strip():
-            # `canonicalize_url(link)` works on the very string the resolved one did
-            # (`urljoin(base.strip(), href.strip())`): the same result, not worked again.
-            self._canonical.setdefault((link, False), found)
-        return link
-
-
-def _identify(item: RawItem, urls: _Urls) -> _Entry | Rejection:
+def _identify(item: RawItem, urls: DocumentLinks) -> _Entry | Rejection:
     """Give the item an id and canonical link, or a reason why it has none.
 
     The id is the item's own, as written; only an absolute http(s) id may stand in for a
@@ -202,37 +164,10 @@ def is_absolute_http(value: str) -> bool:
     return True
 
 
-def _legacy_key(item: RawItem, urls: _Urls, seen: dict[str, int]) -> tuple[str, str] | None:
-    """(canonical URL, item id) under the identity rule before ids were read as written, or
-    None when that rule could not identify the item. Its ids were feedparser's (resolved
-    against the feed's URL), any of them standing in for a link, and an item without one was
-    known by its canonical URL; repeated ids took the same suffixes as now."""
-    guid = (item.legacy_item_id if item.legacy_item_id is not None else item.item_id).strip()
-    links = item.legacy_links if item.legacy_links is not None else item.links
-    link = next((a for h in links if (a := urls.absolute_http(h)) is not None), None)
-    if link is None and urlsplit(guid).scheme.lower() in ("http", "https"):
-        link = urls.absolute_http(guid)
-    if link is None:
-        return None
-    canonical = urls.link(link)
-    entry = _disambiguate(_Entry(guid or canonical, link, canonical, item), seen)
-    return canonical, entry.source_item_id
-
-
 def _disambiguate(entry: _Entry, seen: dict[str, int]) -> _Entry:
     """Give a repeated id a deterministic suffix: `id#canonical_url`, then `#n`."""
-    base = entry.source_item_id
-    count = seen.get(base, 0) + 1
-    seen[base] = count
-    if count == 1:
-        return entry
-    candidate = f"{base}#{entry.canonical_url}"
-    counter = 2
-    while candidate in seen:
-        counter += 1
-        candidate = f"{base}#{entry.canonical_url}#{counter}"
-    seen[candidate] = 1
-    return replace(entry, source_item_id=candidate)
+    unique = unique_item_id(entry.source_item_id, entry.canonical_url, seen)
+    return entry if unique == entry.source_item_id else replace(entry, source_item_id=unique)
 
 
 def _select(
@@ -240,7 +175,7 @@ def _select(
     entries: Sequence[_Entry],
     now: datetime,
     window_from: datetime | None,
-    urls: _Urls,
+    urls: DocumentLinks,
 ) -> tuple[list[ItemCandidate], list[ItemCandidate], list[Rejection]]:
     """Split the entries by the recovery cap, in order: candidates, outside the window, and
     those whose text could not be read."""
@@ -262,27 +197,29 @@ def _select(
     return candidates, outside, rejections
 
 
-def _identities(source_id: str, entry: _Entry, urls: _Urls) -> tuple[str, str | None, str | None]:
-    """The item's identity, and its identity and item id under the rule before when they
-    differ."""
+def _identities(
+    source_id: str, entry: _Entry, urls: DocumentLinks
+) -> tuple[str, str | None, str | None]:
+    """The item's identity, and its earlier identity and item id (under the identity rule
+    before) where they differ."""
     identity = identity_hash(
         source_id, entry.canonical_url, entry.source_item_id, canonicalize=urls.link
     )
-    if entry.legacy is None or entry.legacy == (entry.canonical_url, entry.source_item_id):
+    if entry.earlier is None or entry.earlier == (entry.canonical_url, entry.source_item_id):
         return identity, None, None  # the same inputs: the same hash
-    legacy = identity_hash(source_id, *entry.legacy, canonicalize=urls.link)
-    if legacy == identity:
+    earlier = identity_hash(source_id, *entry.earlier, canonicalize=urls.link)
+    if earlier == identity:
         return identity, None, None
-    old_id = entry.legacy[1]
-    return identity, legacy, old_id if old_id != entry.source_item_id else None
+    old_id = entry.earlier[1]
+    return identity, earlier, old_id if old_id != entry.source_item_id else None
 
 
-def _outside_candidate(source_id: str, entry: _Entry, urls: _Urls) -> ItemCandidate:
+def _outside_candidate(source_id: str, entry: _Entry, urls: DocumentLinks) -> ItemCandidate:
     """An item older than the cap: its identity, link and date, to be counted and recorded.
 
     Its text is never read (it is never decided or written), so the text keys stay empty."""
     raw = entry.raw
-    identity, legacy, legacy_item_id = _identities(source_id, entry, urls)
+    identity, earlier, earlier_item_id = _identities(source_id, entry, urls)
     return ItemCandidate(
         source_item_id=entry.source_item_id,
         title="",
@@ -299,18 +236,18 @@ def _outside_candidate(source_id: str, entry: _Entry, urls: _Urls) -> ItemCandid
         simhash=0,
         position=raw.position,
         evidence=raw.evidence,
-        legacy_identity=legacy,
-        legacy_source_item_id=legacy_item_id,
+        earlier_identity=earlier,
+        earlier_item_id=earlier_item_id,
     )
 
 
-def _candidate(source_id: str, entry: _Entry, now: datetime, urls: _Urls) -> ItemCandidate:
+def _candidate(source_id: str, entry: _Entry, now: datetime, urls: DocumentLinks) -> ItemCandidate:
     raw = entry.raw
     title = _text(raw.title, TITLE_MAX, single_line=True) or UNTITLED
     summary = _text(raw.summary, SUMMARY_MAX, single_line=False)
     content = _text(raw.content, CONTENT_MAX, single_line=False) or None
     observed_at = raw.observed_at
-    identity, legacy, legacy_item_id = _identities(source_id, entry, urls)
+    identity, earlier, earlier_item_id = _identities(source_id, entry, urls)
     return ItemCandidate(
         source_item_id=entry.source_item_id,
         title=title,
@@ -332,8 +269,8 @@ def _candidate(source_id: str, entry: _Entry, now: datetime, urls: _Urls) -> Ite
             for value in raw.categories[:CATEGORIES_MAX]
             if (text := one_line(value, CATEGORY_MAX, html=False))
         ),
-        legacy_identity=legacy,
-        legacy_source_item_id=legacy_item_id,
+        earlier_identity=earlier,
+        earlier_item_id=earlier_item_id,
     )
 
 

@@ -46,8 +46,9 @@ class CollectionSpec:
 
 
 @dataclass(frozen=True)
-class PlannedCheck:
-    """One Source of the collection: a request to make, or the reason it is not made."""
+class SourcePlan:
+    """What a collection plans for one Source's check: the request to make, or the reason it
+    makes none (skipped; failed before fetching)."""
 
     source_id: str
     record: SourceRecord | None
@@ -75,7 +76,7 @@ class SourceTiming:
 @dataclass(frozen=True)
 class CollectionPlan:
     spec: CollectionSpec
-    checks: tuple[PlannedCheck, ...]
+    source_plans: tuple[SourcePlan, ...]
     overdue: int
     downtime_from: datetime | None
     placement: Placement = UNPLACED  # the due grids it decided with
@@ -120,18 +121,18 @@ def plan_collection(
     records = _selected_records(spec, snapshot)
     placement = place_sources(snapshot, spec.partition_order)
     overdue = sum(1 for t in source_timings(snapshot, states, now, placement) if t.overdue)
-    checks: list[PlannedCheck] = []
+    planned: list[SourcePlan] = []
     for rec in _in_priority_order(records):
-        check = _plan_one(spec, rec, states.get(rec.source.id), locks, env, placement)
-        if check is not None:
-            checks.append(check)
+        one = _plan_one(spec, rec, states.get(rec.source.id), locks, env, placement)
+        if one is not None:
+            planned.append(one)
     for missing in sorted(set(spec.source_ids) - {r.source.id for r in records}):
         if spec.mode == "explicit":
-            checks.append(PlannedCheck(missing, None, skip_reason="not a valid Source"))
+            planned.append(SourcePlan(missing, None, skip_reason="not a valid Source"))
     downtime_from = _downtime_from(snapshot, states, last_collection_at, now)
     latest = max((s.last_attempt_at for s in states.values() if s.last_attempt_at), default=None)
     behind = latest if latest is not None and latest > now else None
-    return CollectionPlan(spec, tuple(checks), overdue, downtime_from, placement, behind)
+    return CollectionPlan(spec, tuple(planned), overdue, downtime_from, placement, behind)
 
 
 def source_timings(
@@ -232,15 +233,15 @@ def _plan_one(
     locks: LockBook,
     env: Mapping[str, str],
     placement: Placement,
-) -> PlannedCheck | None:
-    """One Source's check, or None when this collection does not concern it; a check to make
+) -> SourcePlan | None:
+    """One Source's plan, or None when this collection does not concern it; a check to make
     holds the Source's lock (else it is skipped as locked)."""
-    check = _decide(spec, rec, state, env, placement)
-    if check is None or check.skip_reason is not None:
-        return check
-    if not locks.try_acquire(spec.collection_id, check.source_id):
-        return PlannedCheck(check.source_id, rec, skip_reason="locked")
-    return check
+    planned = _decide(spec, rec, state, env, placement)
+    if planned is None or planned.skip_reason is not None:
+        return planned
+    if not locks.try_acquire(spec.collection_id, planned.source_id):
+        return SourcePlan(planned.source_id, rec, skip_reason="locked")
+    return planned
 
 
 def _decide(
@@ -249,7 +250,7 @@ def _decide(
     state: FeedState | None,
     env: Mapping[str, str],
     placement: Placement,
-) -> PlannedCheck | None:
+) -> SourcePlan | None:
     """One Source's check before its lock: None (not concerned), skipped with a reason, failed
     before fetching, or a request to make."""
     src, now = rec.source, spec.as_of
@@ -257,13 +258,13 @@ def _decide(
     if not src.is_eligible:
         if spec.mode != "explicit":
             return None
-        return PlannedCheck(sid, rec, skip_reason=_ineligible_reason(rec))
+        return SourcePlan(sid, rec, skip_reason=_ineligible_reason(rec))
     last_success = _last_success(rec, state)
     if spec.mode == "due" and not _due_now(rec, last_success, now, placement):
         return None
     wait = _wait_reason(spec, rec, state)
     if wait is not None:
-        return PlannedCheck(sid, rec, skip_reason=wait)
+        return SourcePlan(sid, rec, skip_reason=wait)
     window = coverage_from(last_success, now)
     notes: list[str] = []
     token: str | None = None
@@ -271,9 +272,9 @@ def _decide(
         token = env.get(src.auth_token_env) or None
         if token is None:
             failure = ("policy", f"authTokenEnv names {src.auth_token_env}, which is not set")
-            return PlannedCheck(sid, rec, window, failure=failure)
+            return SourcePlan(sid, rec, window, failure=failure)
     request = _fetch_request(rec, state, now, token)
-    return PlannedCheck(sid, rec, window, request, notes=tuple(notes))
+    return SourcePlan(sid, rec, window, request, notes=tuple(notes))
 
 
 def _due_now(
@@ -324,9 +325,9 @@ def _fetch_request(
         last_modified=state.last_modified if state else None,
         conditional=not needs_unconditional(state.last_unconditional_at if state else None, now),
         auth_token=token,
-        # A fixture is a local file with no publisher to spare: always parse it, so a repeat
-        # run reports its items as reused rather than not-modified.
-        previous_body_sha256=None if src.is_fixture or state is None else state.last_body_sha256,
+        # A file in the vault has no publisher to spare: always parse it, so a repeat run
+        # reports its items as reused rather than not-modified.
+        previous_body_sha256=None if src.reads_vault or state is None else state.last_body_sha256,
         from_vault=src.reads_vault,
     )
 

@@ -334,4 +334,4 @@ def _frontmatter(path: Path) -> Frontmatter:
 
 
 def _exportable(records: Sequence[Any]) -> list[Any]:
-    return [r for r in records if not r.source.is_fixture]
+    return [r for r in records if not r.source.reads_vault]

@@ -55,6 +55,20 @@ READING_KEPT_CHARS = 16_384
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+# Which Sources the Radar's own figures cover: `production` Sources are what it collects for
+# people; `fixture` Sources are local files in the vault (the shipped examples, test feeds),
+# counted apart (`fixtureSources` in `radar report --json`).
+Scope = Literal["production", "fixture"]
+SCOPES: tuple[Scope, ...] = ("production", "fixture")
+
+
+def source_scope(source_type: str | None, collection_method: str | None) -> Scope:
+    """A Source's scope, decided here and nowhere else: `fixture` when its sourceType or its
+    collectionMethod says so, else `production`. Everything a fixture Source does otherwise
+    follows from it (`Source.reads_vault`): its `url` is a vault-relative file, read without
+    any network, and its collectionMethod still names the parser (`fixture` alone: a feed)."""
+    return "fixture" if "fixture" in (source_type, collection_method) else "production"
+
 
 DEFAULT_PAGE_BUDGET = 10
 
@@ -121,15 +135,15 @@ class Source(BaseModel):
         return DEFAULT_PAGE_BUDGET if self.page_budget is None else self.page_budget
 
     @property
-    def is_fixture(self) -> bool:
-        """A local test Source, counted apart from production Sources."""
-        return self.source_type == "fixture" or self.collection_method == "fixture"
+    def scope(self) -> Scope:
+        """`production` or `fixture` (`source_scope`): which of the Radar's figures count it."""
+        return source_scope(self.source_type, self.collection_method)
 
     @property
     def reads_vault(self) -> bool:
-        """A fixture Source: its `url` is a vault-relative file, read without any network, and
-        its collectionMethod still names the parser (`fixture` alone: a feed file)."""
-        return self.is_fixture
+        """Its `url` is a vault-relative file, read without any network (no publisher to pace
+        or to spare, no pages to extract, nothing to export as a feed): a fixture Source."""
+        return self.scope == "fixture"
 
     @property
     def extraction_spec(self) -> ExtractionSpec | None:
@@ -187,7 +201,7 @@ class Source(BaseModel):
         if not isinstance(value, str):
             raise PydanticCustomError("invalid_url", "must be text")
         method = info.data.get("collection_method")
-        if method == "fixture" or info.data.get("source_type") == "fixture":
+        if source_scope(info.data.get("source_type"), method) == "fixture":
             problem = fixture_path_problem(value)
         elif method is not None:
             problem = http_url_problem(value)

@@ -94,9 +94,8 @@ def fetch(
         )
         collector = collection.collector(radar.settings())
         plan = collector.plan(spec)
-        context.log.info(
-            f"{len(plan.checks)} Source checks planned ({config.mode}), overdue {plan.overdue}"
-        )
+        planned = len(plan.source_plans)
+        context.log.info(f"{planned} Source checks planned ({config.mode}), overdue {plan.overdue}")
         return FetchedBatch(plan, collector.fetch(plan))
 
 
@@ -201,7 +200,7 @@ def next_due_times(plan: CollectionPlan, states: dict[str, FeedState]) -> dict[s
     """When a `due` collection next checks each checked Source, after this commit (its next
     grid point, not before its backoff ends); `manual` Sources have none."""
     snapshot = RegistrySnapshot(
-        sources=tuple(c.record for c in plan.checks if c.record is not None), issues=()
+        sources=tuple(c.record for c in plan.source_plans if c.record is not None), issues=()
     )
     now = plan.spec.as_of
     out: dict[str, str] = {}

@@ -120,7 +120,7 @@ def agreement_check(config: AuditScope, radar: RadarResource) -> dg.AssetCheckRe
 
 # The checks that read the Signals folder: what the daily full audit re-reads.
 FOLDER_CHECKS = [idempotency_check, provenance_check, agreement_check]
-SIGNAL_CHECKS = [idempotency_check, provenance_check, overdue_check, agreement_check]
+SIGNAL_EVIDENCE_CHECKS = [idempotency_check, provenance_check, overdue_check, agreement_check]
 
 
 # ---- the item stream ----------------------------------------------------------------------
@@ -148,7 +148,7 @@ def silent_sources_check(radar: RadarResource) -> dg.AssetCheckResult:
     return check_result(run_audit("silence", radar.paths(), datetime.now(UTC)))
 
 
-STREAM_CHECKS = [accounting_check, possible_gaps_check, silent_sources_check]
+STREAM_EVIDENCE_CHECKS = [accounting_check, possible_gaps_check, silent_sources_check]
 
 
 # ---- the cadence --------------------------------------------------------------------------

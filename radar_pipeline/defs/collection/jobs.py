@@ -20,8 +20,8 @@ from radar_pipeline.defs.cleanup.checks import retention_check
 from radar_pipeline.defs.collection.checks import (
     CADENCE_CHECK_OP,
     FOLDER_CHECKS,
-    SIGNAL_CHECKS,
-    STREAM_CHECKS,
+    SIGNAL_EVIDENCE_CHECKS,
+    STREAM_EVIDENCE_CHECKS,
     on_cadence_check,
 )
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, SIGNALS_KEY
@@ -34,15 +34,15 @@ CADENCE_CHECK_JOB_NAME = "source_cadence_check"
 
 # Every evidence check, after every collection: those on `signals`, the registry's (a
 # collection reads it) and `retention` (a collection may write full text to Temporary Content).
-AFTER_COLLECTION_CHECKS = [
-    *SIGNAL_CHECKS,
-    *STREAM_CHECKS,
+EVIDENCE_CHECKS_AFTER_COLLECTION = [
+    *SIGNAL_EVIDENCE_CHECKS,
+    *STREAM_EVIDENCE_CHECKS,
     on_cadence_check,
     registry_check,
     retention_check,
 ]
-AFTER_COLLECTION_KEYS = frozenset(
-    key for check in AFTER_COLLECTION_CHECKS for key in check.check_keys
+EVIDENCE_KEYS_AFTER_COLLECTION = frozenset(
+    key for check in EVIDENCE_CHECKS_AFTER_COLLECTION for key in check.check_keys
 )
 # The ops of the checks that read the Signals folder (`<asset>_<check>`).
 FOLDER_CHECK_OPS = tuple(
@@ -65,7 +65,7 @@ collect_job = dg.define_asset_job(
 
 signal_checks_job = dg.define_asset_job(
     SIGNAL_CHECKS_JOB_NAME,
-    selection=dg.AssetSelection.checks(*AFTER_COLLECTION_CHECKS),
+    selection=dg.AssetSelection.checks(*EVIDENCE_CHECKS_AFTER_COLLECTION),
     description=(
         "The evidence checks after a collection: every check on `signals`, the registry's and "
         "`retention`, at the collection's clock, so none reads 'Not evaluated' and `radar "
@@ -95,7 +95,7 @@ cadence_check_job = dg.define_asset_job(
 
 
 def checks_run_config(
-    as_of: str, checks: Iterable[dg.AssetCheckKey] = AFTER_COLLECTION_KEYS
+    as_of: str, checks: Iterable[dg.AssetCheckKey] = EVIDENCE_KEYS_AFTER_COLLECTION
 ) -> dict[str, object]:
     """The checks job's run config after a collection, for the checks it runs: `overdue` and
     `on_cadence` judged at the collection's clock; the Signals folder read incrementally."""

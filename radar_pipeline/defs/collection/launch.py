@@ -90,7 +90,7 @@ def launch_collection(
             "dagster_run_status": "SUCCESS" if all(r.success for r in runs) else "FAILURE",
             "dagster_run_id": runs[0].run_id,
             "dagster_run_ids": tuple(r.run_id for r in runs),
-            "checks": _run_checks(defs, instance, runs[-1].run_id, as_of),
+            "evidence_checks": _run_evidence_checks(defs, instance, runs[-1].run_id, as_of),
         }
     )
 
@@ -126,7 +126,7 @@ def _collect(
         run_tags.TRIGGER: trigger,
         run_tags.MODE: mode,
         run_tags.LAUNCH: launch,
-        run_tags.CHECKS: run_tags.CHECKS_BY_LAUNCHER,
+        run_tags.EVIDENCE_CHECKS: run_tags.EVIDENCE_CHECKS_BY_LAUNCHER,
     }
     sources = list(dict.fromkeys(block + skipped))
     config = collect_run_config(mode, sources, as_of, trigger, launch)
@@ -135,7 +135,7 @@ def _collect(
     )
 
 
-def _run_checks(
+def _run_evidence_checks(
     defs: dg.Definitions, instance: dg.DagsterInstance, run_id: str, as_of: datetime
 ) -> dict[str, bool]:
     """The `signal_checks` run after a collection; each check's verdict by name."""

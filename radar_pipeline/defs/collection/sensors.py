@@ -40,7 +40,7 @@ from radar_pipeline.defs.collection.config import (
     failed_sources_of,
 )
 from radar_pipeline.defs.collection.jobs import (
-    AFTER_COLLECTION_KEYS,
+    EVIDENCE_KEYS_AFTER_COLLECTION,
     cadence_check_job,
     cadence_run_config,
     checks_run_config,
@@ -137,7 +137,7 @@ def _checks_after(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.Skip
     collect = config_of(run.run_config)
     if collect is None and not _materialized_signals(context.instance, run.run_id):
         return dg.SkipReason(f"run {run.run_id} collected no Signals")
-    if run.tags.get(tags.CHECKS) == tags.CHECKS_BY_LAUNCHER:
+    if run.tags.get(tags.EVIDENCE_CHECKS) == tags.EVIDENCE_CHECKS_BY_LAUNCHER:
         return dg.SkipReason(f"run {run.run_id}: its launcher ran the checks")
     launch = run.tags.get(tags.LAUNCH)
     if not launch:
@@ -182,14 +182,14 @@ def _checks_request(
     """The checks run after a collection run: those it did not evaluate itself (all of them
     today: the collection job selects no check, and a launch from the asset's page selects
     them but skips them, as `signal_materialize` yields no output)."""
-    missing = AFTER_COLLECTION_KEYS - _evaluated_checks(context.instance, run_id)
+    missing = EVIDENCE_KEYS_AFTER_COLLECTION - _evaluated_checks(context.instance, run_id)
     if not missing:
         return dg.SkipReason(f"run {run_id} evaluated every check itself")
     return dg.RunRequest(
         run_key=key,
         run_config=checks_run_config(collect.as_of if collect else "", missing),
         asset_check_keys=sorted(missing, key=lambda k: k.to_user_string()),
-        tags={tags.AFTER_RUN: run_id, tags.PRIORITY: str(tags.CHECKS_PRIORITY)},
+        tags={tags.AFTER_RUN: run_id, tags.PRIORITY: str(tags.EVIDENCE_CHECKS_PRIORITY)},
     )
 
 
@@ -253,7 +253,7 @@ def source_freshness_sensor(
         tags={
             tags.TRIGGER: "freshness",
             tags.VERDICT: f"{late} late, {len(flipped)} changed",
-            tags.PRIORITY: str(tags.CHECKS_PRIORITY),
+            tags.PRIORITY: str(tags.EVIDENCE_CHECKS_PRIORITY),
         },
     )
     return dg.SensorResult(run_requests=[request], cursor=cursor)

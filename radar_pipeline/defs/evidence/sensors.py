@@ -44,5 +44,5 @@ def evidence_after_checks(context: dg.RunStatusSensorContext) -> dg.RunRequest |
         return dg.SkipReason(f"run {run.run_id} of {run.job_name} evaluated no check")
     return dg.RunRequest(
         run_key=f"evidence-after:{run.run_id}",
-        tags={tags.AFTER_RUN: run.run_id, tags.PRIORITY: str(tags.CHECKS_PRIORITY)},
+        tags={tags.AFTER_RUN: run.run_id, tags.PRIORITY: str(tags.EVIDENCE_CHECKS_PRIORITY)},
     )
