@@ -317,8 +317,10 @@ def test_no_replay_after_downtime_and_freshness_in_one_run_per_tick(
     assert not due_tick(instance)
     on_time = tick(source_freshness_sensor, instance, cursor=late.cursor)
     assert run_cadence_checks(instance, on_time) == (True, 0, "none")
-    # Nothing changed since: the freshness sensor stays quiet.
-    assert not tick(source_freshness_sensor, instance, cursor=on_time.cursor).run_requests
+    # Nothing changed since: the freshness sensor stays quiet, and its tick says what it saw.
+    quiet = tick(source_freshness_sensor, instance, cursor=on_time.cursor)
+    assert not quiet.run_requests
+    assert quiet.skip_message == "no Source changed its cadence verdict (3 Source(s), 0 late)"
 
 
 def test_schedule_respects_backoff_and_retries_in_a_later_slot(

@@ -73,8 +73,9 @@ def watch_cursor(after: int, since: str) -> str:
 
 
 def _position(cursor: str | None) -> tuple[int, str] | None:
-    """Where the last tick stopped; None on a first tick. A cursor left by the
-    `run_status_sensor` these sensors once were names the same storage id (`record_id`)."""
+    """Where the last tick stopped; None on a first tick. A cursor in the format of Dagster's
+    run status sensors (`record_id`), left under the same sensor name, names the same storage
+    id and is read on."""
     try:
         value = json.loads(cursor) if cursor else None
     except json.JSONDecodeError:
@@ -116,10 +117,12 @@ def runs_ended(context: dg.SensorEvaluationContext, status: dg.DagsterRunStatus)
         if run is None:
             not_followed.append(f"run {record.run_id} is no longer in the run history")
         elif not _launched_here(context, run):
-            not_followed.append(
-                f"run {run.run_id} of {run.job_name} ran outside this code location "
-                "(in-process: its launcher follows it)"
+            where = (
+                f"code location {origin.repository_origin.code_location_origin.location_name}"
+                if (origin := run.remote_job_origin)
+                else "process (its launcher follows it)"
             )
+            not_followed.append(f"run {run.run_id} of {run.job_name} ran in another {where}")
         else:
             event = record.event_log_entry.dagster_event
             ended.append(EndedRun(run, (event.message if event else None) or ""))

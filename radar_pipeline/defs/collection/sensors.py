@@ -237,7 +237,9 @@ def _materialized_signals(instance: dg.DagsterInstance, run_id: str) -> bool:
     default_status=sensor_status(),
     description=(
         "Every minute: runs the `on_cadence` check (job `source_cadence_check`) once when some "
-        "Source became late on its cadence or on time again; one run whatever the number."
+        "Source became late on its cadence or on time again; one run whatever the number. "
+        'Otherwise the tick reads "no Source changed its cadence verdict (N Source(s), K '
+        'late)".'
     ),
 )
 def source_freshness_sensor(
@@ -260,9 +262,12 @@ def source_freshness_sensor(
         current[source_id] = timing is not None and is_late(timing, now)
     flipped = [s for s in partitions if previous.get(s, False) != current[s]]
     cursor = json.dumps(current, sort_keys=True)
-    if not flipped:
-        return dg.SensorResult(skip_reason="no Source changed its cadence verdict", cursor=cursor)
     late = sum(current.values())
+    if not flipped:
+        seen = f"{len(partitions)} Source(s), {late} late"
+        return dg.SensorResult(
+            skip_reason=f"no Source changed its cadence verdict ({seen})", cursor=cursor
+        )
     digest = hashlib.sha256(cursor.encode("utf-8")).hexdigest()[:16]
     request = dg.RunRequest(
         run_key=f"on_cadence:{format_utc(now)}:{digest}",
