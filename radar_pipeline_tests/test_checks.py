@@ -36,6 +36,7 @@ from radar_pipeline.defs.registry.checks import registry_check
 from radar_pipeline.defs.resources import CollectionResource, RadarResource
 from radar_pipeline_tests.evidencekit import content_rss
 from radar_pipeline_tests.feedserver import FeedServer
+from radar_pipeline_tests.sensorkit import outcome_for, tick_after
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
 
 ITEMS = [("a1", "First", "Full text one. " * 30), ("a2", "Second", "Full text two. " * 30)]
@@ -166,28 +167,19 @@ def test_sensor_runs_the_checks_after_runs_whose_launcher_did_not(
     healthy_vault(radar_env["vault"], feed_server, instance)
     [cli_run] = instance.get_runs(filters=dg.RunsFilter(job_name="Collect_signals"))
 
-    def evaluate(run: dg.DagsterRun, result: dg.ExecuteInProcessResult) -> object:
-        context = dg.build_run_status_sensor_context(
-            sensor_name="signal_checks_after_collection",
-            dagster_instance=instance,
-            dagster_run=run,
-            dagster_event=result.get_run_success_event(),
-            context=dg.build_sensor_context(instance=instance, definitions=defs),
-        )
-        return signal_checks_after_collection(context)
+    def evaluate(run_id: str) -> dg.RunRequest | str:
+        return outcome_for(tick_after(signal_checks_after_collection, instance, run_id), run_id)
 
+    # `radar collect` ran the checks itself: the sensor leaves its run alone.
+    assert "its launcher ran the checks" in str(evaluate(cli_run.run_id))
     # A run the daemon or the UI launched (one partition): the sensor requests its checks.
     result = dg.materialize(
         [signals], partition_key="fixture", instance=instance, resources=RESOURCES
     )
-    run = instance.get_run_by_id(result.run_id)
-    assert run is not None
-    request = evaluate(run, result)
+    request = evaluate(result.run_id)
     assert isinstance(request, dg.RunRequest)
-    assert request.run_key == f"checks-after:{run.run_id}"
-    assert request.tags["radar/after_run"] == run.run_id
-    # `radar collect` ran the checks itself: the sensor leaves its run alone.
-    assert isinstance(evaluate(cli_run, result), dg.SkipReason)
+    assert request.run_key == f"checks-after:{result.run_id}"
+    assert request.tags["radar/after_run"] == result.run_id
 
 
 def test_every_check_passes_on_a_healthy_vault(

@@ -19,6 +19,7 @@ from radar_pipeline.defs.resources import RadarResource
 from radar_pipeline_tests.conftest import empty_postgres_store, store_url_under_test
 from radar_pipeline_tests.evidencekit import content_rss, radar_json, radar_process
 from radar_pipeline_tests.feedserver import FeedServer
+from radar_pipeline_tests.sensorkit import outcome_for, tick_after
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
 
 CONTRACT_KEYS = {
@@ -180,27 +181,15 @@ def test_evidence_follows_every_run_that_evaluated_checks(
         checks = defs.resolve_job_def("signal_checks").execute_in_process(instance=instance)
         prune = defs.resolve_job_def("prune_run_history").execute_in_process(instance=instance)
 
-        def evaluate(run_id: str) -> dg.RunRequest | dg.SkipReason:
-            run = instance.get_run_by_id(run_id)
-            assert run is not None
-            [success] = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_SUCCESS)
-            assert success.dagster_event is not None
-            context = dg.build_run_status_sensor_context(
-                sensor_name=evidence_after_checks.name,
-                dagster_event=success.dagster_event,
-                dagster_instance=instance,
-                dagster_run=run,
-            )
-            result = evidence_after_checks(context)
-            assert isinstance(result, dg.RunRequest | dg.SkipReason)
-            return result
+        def evaluate(run_id: str) -> dg.RunRequest | str:
+            return outcome_for(tick_after(evidence_after_checks, instance, run_id), run_id)
 
         after_checks = evaluate(checks.run_id)
         assert isinstance(after_checks, dg.RunRequest)
         assert after_checks.run_key == f"evidence-after:{checks.run_id}"
         skipped = evaluate(prune.run_id)
-        assert isinstance(skipped, dg.SkipReason)
-        assert "evaluated no check" in str(skipped.skip_message)
+        assert isinstance(skipped, str)
+        assert "evaluated no check" in skipped
         # The requested job materializes the snapshot.
         run = defs.resolve_job_def("evidence_snapshot_job").execute_in_process(
             instance=instance, resources={"radar": RadarResource()}

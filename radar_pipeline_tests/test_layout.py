@@ -1442,3 +1442,22 @@ def test_every_name_the_glossary_gives_exists() -> None:
         if not re.search(rf"\b{re.escape(name.rsplit('.', 1)[-1])}\b", source)
     ]
     assert not missing, _report("glossary names missing from the package", missing)
+
+
+def _run_status_sensors(sensors: list[dg.SensorDefinition]) -> list[str]:
+    return [s.name for s in sensors if isinstance(s, dg.RunStatusSensorDefinition)]
+
+
+def test_no_sensor_is_a_run_status_sensor() -> None:
+    """Dagster's run status sensors record an idle tick as "Sensor function returned an empty
+    result"; the sensors that follow runs read them through defs/run_watch.py instead, so that
+    every tick says what it saw (docs/operations.md, Automation)."""
+    from radar_pipeline.definitions import defs
+
+    @dg.run_failure_sensor(name="layout_probe_failures")
+    def probe(context: dg.RunFailureSensorContext) -> None:
+        """Not wired: shows the check below tells a run status sensor."""
+
+    assert _run_status_sensors([probe]) == ["layout_probe_failures"]
+    offences = _run_status_sensors(list(defs.sensors or []))
+    assert not offences, _report("run status sensors (their idle tick says nothing)", offences)

@@ -22,6 +22,7 @@ from radar_pipeline.defs.collection.sensors import (
 from radar_pipeline.defs.registry.sensors import source_registry_sensor
 from radar_pipeline_tests.conftest import store_rows
 from radar_pipeline_tests.feedserver import FeedServer
+from radar_pipeline_tests.sensorkit import outcome_for, tick_after
 from radar_pipeline_tests.test_sensors import (
     SIX_HOURS,
     T0,
@@ -156,17 +157,6 @@ def test_a_source_held_by_a_run_is_not_asked_again_when_its_slot_rolls_over(
     assert len(collection_runs(instance)) == 1
 
 
-def run_end_event(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterEvent:
-    kind = (
-        dg.DagsterEventType.RUN_SUCCESS
-        if run.status == dg.DagsterRunStatus.SUCCESS
-        else dg.DagsterEventType.RUN_FAILURE
-    )
-    [entry] = instance.all_logs(run.run_id, of_type=kind)
-    assert entry.dagster_event is not None
-    return entry.dagster_event
-
-
 def test_one_checks_run_follows_the_last_run_of_a_tick(
     radar_env: dict[str, Path],
     instance: dg.DagsterInstance,
@@ -196,19 +186,10 @@ def test_one_checks_run_follows_the_last_run_of_a_tick(
             if run.status == dg.DagsterRunStatus.SUCCESS
             else signal_checks_after_failed_collection
         )
-        for candidate in (signal_checks_after_collection, signal_checks_after_failed_collection):
-            if candidate is not sensor:
-                continue
-            context = dg.build_run_status_sensor_context(
-                sensor_name=sensor.name,
-                dagster_event=run_end_event(instance, run),
-                dagster_instance=instance,
-                dagster_run=run,
-            )
-            verdicts.append(sensor(context))
+        verdicts.append(outcome_for(tick_after(sensor, instance, run.run_id), run.run_id))
     # Two runs, one launch: the first to end waits, the last one asks for the checks.
     first, last = verdicts
-    assert isinstance(first, dg.SkipReason) and "follow its last run" in str(first.skip_message)
+    assert isinstance(first, str) and "follow its last run" in first
     assert isinstance(last, dg.RunRequest)
     assert last.run_key == f"checks-after:{requests[0].tags['radar/launch']}"
     assert int(last.tags["dagster/priority"]) < min(

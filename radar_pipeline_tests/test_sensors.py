@@ -29,6 +29,7 @@ from radar_pipeline.defs.registry.sensors import source_registry_sensor
 from radar_pipeline.defs.resources import ClockResource, RadarResource
 from radar_pipeline_tests.conftest import refused_store_url, store_rows, store_url_under_test
 from radar_pipeline_tests.feedserver import FeedServer
+from radar_pipeline_tests.sensorkit import outcome_for, tick_after
 from radar_pipeline_tests.vaultkit import rss, write_source
 
 SIX_HOURS = timedelta(hours=6)
@@ -316,8 +317,10 @@ def test_no_replay_after_downtime_and_freshness_in_one_run_per_tick(
     assert not due_tick(instance)
     on_time = tick(source_freshness_sensor, instance, cursor=late.cursor)
     assert run_cadence_checks(instance, on_time) == (True, 0, "none")
-    # Nothing changed since: the freshness sensor stays quiet.
-    assert not tick(source_freshness_sensor, instance, cursor=on_time.cursor).run_requests
+    # Nothing changed since: the freshness sensor stays quiet, and its tick says what it saw.
+    quiet = tick(source_freshness_sensor, instance, cursor=on_time.cursor)
+    assert not quiet.run_requests
+    assert quiet.skip_message == "no Source changed its cadence verdict (3 Source(s), 0 late)"
 
 
 def test_schedule_respects_backoff_and_retries_in_a_later_slot(
@@ -387,20 +390,10 @@ def test_run_failure_sensor_records_a_dead_letter(
     monkeypatch.setenv("RADAR_DB", str(radar_env["db"]))
     if url:
         monkeypatch.setenv("RADAR_STORE_URL", url)
+    resources = {"radar": RadarResource(), "clock": ClockResource()}
     for run_id in (result.run_id, check_only.run_id, result.run_id):
         # The collection's failure twice: a repeated evaluation adds nothing.
-        run = instance.get_run_by_id(run_id)
-        assert run is not None
-        [failure] = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
-        assert failure.dagster_event is not None
-        context = dg.build_run_status_sensor_context(
-            sensor_name=run_failure_dead_letter_sensor.name,
-            dagster_event=failure.dagster_event,
-            dagster_instance=instance,
-            dagster_run=run,
-            resources={"radar": RadarResource(), "clock": ClockResource()},
-        ).for_run_failure()
-        run_failure_dead_letter_sensor(context)
+        tick_after(run_failure_dead_letter_sensor, instance, run_id, resources)
     rows = store_rows(
         "SELECT collection_id, source_id, stage, error_class, status, attempt FROM dead_letters"
     )
@@ -469,28 +462,16 @@ def test_a_run_failed_by_its_sources_gets_no_second_dead_letter_and_still_its_ch
     monkeypatch.setenv("RADAR_AS_OF", format_utc(T0))
     assert launch(instance, due_tick(instance)) == {"down": False}
     [run] = instance.get_runs(dg.RunsFilter(job_name=COLLECT_JOB_NAME))
-    [failure] = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
-    assert failure.dagster_event is not None
-    context = dg.build_run_status_sensor_context(
-        sensor_name=run_failure_dead_letter_sensor.name,
-        dagster_event=failure.dagster_event,
-        dagster_instance=instance,
-        dagster_run=run,
-        resources={"radar": RadarResource(), "clock": ClockResource()},
-    )
-    run_failure_dead_letter_sensor(context.for_run_failure())
+    resources = {"radar": RadarResource(), "clock": ClockResource()}
+    dead_letters = tick_after(run_failure_dead_letter_sensor, instance, run.run_id, resources)
+    assert "their failures are recorded already" in outcome_for(dead_letters, run.run_id)
     rows = store_rows("SELECT source_id, collection_id, stage FROM dead_letters")
     # Only the commit's own dead letter: the run failed because its Source failed.
     assert [(s, c) for s, c, _ in rows] == [("down", run.run_id)]
     assert rows[0][2] != "dagster-run"
 
-    checks_context = dg.build_run_status_sensor_context(
-        sensor_name=signal_checks_after_failed_collection.name,
-        dagster_event=failure.dagster_event,
-        dagster_instance=instance,
-        dagster_run=run,
-    )
-    request = signal_checks_after_failed_collection(checks_context)
+    checks = tick_after(signal_checks_after_failed_collection, instance, run.run_id)
+    request = outcome_for(checks, run.run_id)
     assert isinstance(request, dg.RunRequest)
     # The checks follow the tick's launch (here one run): requested once, by its last run.
     assert request.run_key == f"checks-after:{run.tags['radar/launch']}"

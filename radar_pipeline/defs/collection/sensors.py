@@ -4,13 +4,15 @@
 - `signal_checks_after_collection` / `signal_checks_after_failed_collection`: the evidence
   checks after every collection run that changed what they judge. `radar collect` runs the
   `signal_checks` job itself right after its collection (and tags its run so); for every other
-  collection run (schedule, backfill, UI) these run status sensors request it: after a
-  successful run, and after a run that failed only because some of its Sources failed (its
-  commit went through, so the vault and DuckDB changed). A run that died before its commit
+  collection run (schedule, backfill, UI) these sensors request it: after a successful run,
+  and after a run that failed only because some of its Sources failed (its commit went
+  through, so the vault and DuckDB changed). A run that died before its commit
   changed nothing to judge. The runs of one launch (one tick of the schedule: a run per block
   of due Sources) share a `radar/launch` tag and are followed by one checks run, requested
   when the last of them ends; check runs queue behind every collection (`dagster/priority`,
   defs/tags.py).
+  These three read the runs that ended through defs/run_watch.py: plain sensors, so that
+  every tick, idle or not, says what it saw.
 - `source_freshness_sensor`: one `on_cadence` run when some Source became late or on time
   again (cadence.py).
 
@@ -49,107 +51,122 @@ from radar_pipeline.defs.collection.jobs import (
 from radar_pipeline.defs.collection.runs import collects_signals, run_sources
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import ClockResource, RadarResource
+from radar_pipeline.defs.run_watch import EndedRun, runs_ended, tick_result
 
 # ---- after a run that died -----------------------------------------------------------------
+# Plain sensors over the runs that ended (defs/run_watch.py says why not `run_status_sensor`).
 
 
-@dg.run_failure_sensor(
+@dg.sensor(
     minimum_interval_seconds=TICK_SECONDS,
     default_status=sensor_status(),
     description=(
         "After a collection run that failed as a whole (crash, killed process, an error "
         "before its commit): one open dead letter per Source it covered (`radar dlq list`). "
-        "A tick that records some succeeds (the run's log names the sensor); one that needs "
-        "none is skipped with the reason."
+        'Each tick names the failed runs it read and what it did for each (e.g. "1 run(s) '
+        'failed: run ... failed as a whole: 2 dead letter(s) for a, b"); an idle tick reads '
+        '"no run failed since <time>".'
     ),
 )
 def run_failure_dead_letter_sensor(
-    context: dg.RunFailureSensorContext, radar: RadarResource, clock: ClockResource
-) -> dg.SkipReason | None:
+    context: dg.SensorEvaluationContext, radar: RadarResource, clock: ClockResource
+) -> dg.SensorResult:
+    """Every run that failed since the last tick, each handled by `_dead_letters_after`; the
+    tick's skip reason says what it did for each (it requests no run)."""
+    watch = runs_ended(context, dg.DagsterRunStatus.FAILURE)
+    outcomes = [_dead_letters_after(context.instance, radar, clock, e) for e in watch.ended]
+    return tick_result(context, watch, outcomes)
+
+
+def _dead_letters_after(
+    instance: dg.DagsterInstance, radar: RadarResource, clock: ClockResource, ended: EndedRun
+) -> str:
     """A failed run leaves one open dead letter, stage `dagster-run`, per Source it covered,
     when it failed as a whole (a crash, a killed process, an op error before the commit); the
     next due slot retries those Sources. A run that failed because some of its Sources failed
     adds nothing: its commit already recorded each failure (dead letter, health, DuckDB).
-    Returns the reason when it records nothing (the tick shows it as skipped)."""
-    run = context.dagster_run
+    Returns what it did, in one line."""
+    run = ended.run
     if not collects_signals(run.job_name, run.asset_selection):
-        return dg.SkipReason(f"run {run.run_id} of {run.job_name} failed; it collects no Signals")
-    recorded = failed_sources_of(context.instance, run.run_id)
+        return f"run {run.run_id} of {run.job_name} collects no Signals"
+    recorded = failed_sources_of(instance, run.run_id)
     if recorded is not None:
-        return dg.SkipReason(
+        return (
             f"run {run.run_id} failed because Sources failed ({', '.join(recorded)}); "
             "their failures are recorded already"
         )
-    partitions = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
+    partitions = list(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     sources = run_sources(run.tags, run.run_config or {}, partitions)
     if not sources:
-        return dg.SkipReason(f"run {run.run_id} failed but covered no Source partition")
-    message = context.failure_event.message or f"Dagster run {run.run_id} failed"
+        return f"run {run.run_id} failed but covered no Source partition"
+    message = ended.message or f"Dagster run {run.run_id} failed"
     added = record_run_failure(radar.store(), run.run_id, sources, message, clock.now())
-    context.log.info(f"run {run.run_id} failed: {added} dead letters for {', '.join(sources)}")
-    return None
+    return f"run {run.run_id} failed as a whole: {added} dead letter(s) for {', '.join(sources)}"
 
 
 # ---- the checks after a collection ---------------------------------------------------------
 
 
-@dg.run_status_sensor(
-    run_status=dg.DagsterRunStatus.SUCCESS,
-    request_job=signal_checks_job,
+@dg.sensor(
+    job=signal_checks_job,
     default_status=sensor_status(),
     minimum_interval_seconds=CHECKS_AFTER_TICK_SECONDS,
-    description="Runs the evidence checks on `signals` after each successful collection run.",
+    description=(
+        "Runs the evidence checks on `signals` after each successful collection run. A tick "
+        'that requests none names each run it read and why (e.g. "run ...: its launcher ran '
+        'the checks"); an idle tick reads "no run succeeded since <time>".'
+    ),
 )
-def signal_checks_after_collection(
-    context: dg.RunStatusSensorContext,
-) -> dg.RunRequest | dg.SkipReason:
+def signal_checks_after_collection(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     """After a successful collection run whose launcher does not run the checks itself, run
     the evidence checks once for it, at its clock."""
-    return _checks_after(context)
+    watch = runs_ended(context, dg.DagsterRunStatus.SUCCESS)
+    outcomes = [_checks_after(context.instance, e.run) for e in watch.ended]
+    return tick_result(context, watch, outcomes)
 
 
-@dg.run_status_sensor(
-    run_status=dg.DagsterRunStatus.FAILURE,
-    request_job=signal_checks_job,
+@dg.sensor(
+    job=signal_checks_job,
     default_status=sensor_status(),
     minimum_interval_seconds=CHECKS_AFTER_TICK_SECONDS,
     description=(
         "Runs the evidence checks on `signals` after a collection run that failed because some "
-        "of its Sources failed (the others' Signals were committed)."
+        "of its Sources failed (the others' Signals were committed). A tick that requests "
+        'none names each run it read and why; an idle tick reads "no run failed since '
+        '<time>".'
     ),
 )
-def signal_checks_after_failed_collection(
-    context: dg.RunStatusSensorContext,
-) -> dg.RunRequest | dg.SkipReason:
+def signal_checks_after_failed_collection(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     """After a collection run that failed only because Sources failed (its commit recorded
     them), run the evidence checks once for it (or for its launch), at its clock. A run that
     died before its commit changed nothing the checks judge."""
-    return _checks_after(context)
+    watch = runs_ended(context, dg.DagsterRunStatus.FAILURE)
+    outcomes = [_checks_after(context.instance, e.run) for e in watch.ended]
+    return tick_result(context, watch, outcomes)
 
 
-def _checks_after(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
+def _checks_after(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.RunRequest | str:
     """The checks after a collection run, once per launch: the runs of one launch (one tick of
     the schedule, split into blocks) are followed by one `signal_checks` run, requested when
     the last of them ends (by end time, then run id, so exactly one of the two sensors asks),
     if any of them committed. A run without a launch (a UI materialization, a backfill) is
-    followed on its own."""
-    run = context.dagster_run
+    followed on its own. Otherwise the reason it requests nothing."""
     collect = config_of(run.run_config)
-    if collect is None and not _materialized_signals(context.instance, run.run_id):
-        return dg.SkipReason(f"run {run.run_id} collected no Signals")
+    if collect is None and not _materialized_signals(instance, run.run_id):
+        return f"run {run.run_id} of {run.job_name} collected no Signals"
     if run.tags.get(tags.EVIDENCE_CHECKS) == tags.EVIDENCE_CHECKS_BY_LAUNCHER:
-        return dg.SkipReason(f"run {run.run_id}: its launcher ran the checks")
+        return f"run {run.run_id}: its launcher ran the checks"
     launch = run.tags.get(tags.LAUNCH)
     if not launch:
-        if not _committed(context.instance, run):
-            return dg.SkipReason(f"run {run.run_id} failed before its commit")
-        return _checks_request(context, f"checks-after:{run.run_id}", run.run_id, collect)
-    records = context.instance.get_run_records(
+        if not _committed(instance, run):
+            return f"run {run.run_id} failed before its commit"
+        return _checks_request(instance, f"checks-after:{run.run_id}", run.run_id, collect)
+    records = instance.get_run_records(
         dg.RunsFilter(job_name=run.job_name, tags={tags.LAUNCH: launch})
     )
     going = [r.dagster_run.run_id for r in records if not r.dagster_run.is_finished]
     if going:
-        return dg.SkipReason(
+        return (
             f"run {run.run_id}: {len(going)} more run(s) of launch {launch} still going; "
             "the checks follow the last"
         )
@@ -157,13 +174,13 @@ def _checks_after(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.Skip
     ended = [r for r in records if r.dagster_run.status in _SENSED] or records
     last = max(ended, key=lambda r: (r.end_time or 0.0, r.dagster_run.run_id))
     if last.dagster_run.run_id != run.run_id:
-        return dg.SkipReason(
+        return (
             f"run {run.run_id}: the checks of launch {launch} follow its last run, "
             f"{last.dagster_run.run_id}"
         )
-    if not any(_committed(context.instance, r.dagster_run) for r in records):
-        return dg.SkipReason(f"no run of launch {launch} reached its commit")
-    return _checks_request(context, f"checks-after:{launch}", run.run_id, collect)
+    if not any(_committed(instance, r.dagster_run) for r in records):
+        return f"no run of launch {launch} reached its commit"
+    return _checks_request(instance, f"checks-after:{launch}", run.run_id, collect)
 
 
 _SENSED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE)
@@ -177,14 +194,14 @@ def _committed(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
 
 
 def _checks_request(
-    context: dg.RunStatusSensorContext, key: str, run_id: str, collect: CollectConfig | None
-) -> dg.RunRequest | dg.SkipReason:
+    instance: dg.DagsterInstance, key: str, run_id: str, collect: CollectConfig | None
+) -> dg.RunRequest | str:
     """The checks run after a collection run: those it did not evaluate itself (all of them
     today: the collection job selects no check, and a launch from the asset's page selects
     them but skips them, as `signal_materialize` yields no output)."""
-    missing = EVIDENCE_KEYS_AFTER_COLLECTION - _evaluated_checks(context.instance, run_id)
+    missing = EVIDENCE_KEYS_AFTER_COLLECTION - _evaluated_checks(instance, run_id)
     if not missing:
-        return dg.SkipReason(f"run {run_id} evaluated every check itself")
+        return f"run {run_id} evaluated every check itself"
     return dg.RunRequest(
         run_key=key,
         run_config=checks_run_config(collect.as_of if collect else "", missing),
@@ -220,7 +237,9 @@ def _materialized_signals(instance: dg.DagsterInstance, run_id: str) -> bool:
     default_status=sensor_status(),
     description=(
         "Every minute: runs the `on_cadence` check (job `source_cadence_check`) once when some "
-        "Source became late on its cadence or on time again; one run whatever the number."
+        "Source became late on its cadence or on time again; one run whatever the number. "
+        'Otherwise the tick reads "no Source changed its cadence verdict (N Source(s), K '
+        'late)".'
     ),
 )
 def source_freshness_sensor(
@@ -243,9 +262,12 @@ def source_freshness_sensor(
         current[source_id] = timing is not None and is_late(timing, now)
     flipped = [s for s in partitions if previous.get(s, False) != current[s]]
     cursor = json.dumps(current, sort_keys=True)
-    if not flipped:
-        return dg.SensorResult(skip_reason="no Source changed its cadence verdict", cursor=cursor)
     late = sum(current.values())
+    if not flipped:
+        seen = f"{len(partitions)} Source(s), {late} late"
+        return dg.SensorResult(
+            skip_reason=f"no Source changed its cadence verdict ({seen})", cursor=cursor
+        )
     digest = hashlib.sha256(cursor.encode("utf-8")).hexdigest()[:16]
     request = dg.RunRequest(
         run_key=f"on_cadence:{format_utc(now)}:{digest}",
