@@ -160,9 +160,11 @@ def signal_evidence(
     radar: RadarResource,
     clock: ClockResource,
 ) -> Iterator[dg.AssetCheckResult]:
-    """One result per selected check on `signals`, in the specs' order; the audits among them
-    run together (`run_audits`: one pass over the folder, one transaction)."""
-    selected = [s.key for s in SIGNAL_CHECK_SPECS if s.key in context.selected_asset_check_keys]
+    """One result per selected check on `signals`; the audits among them run together
+    (`run_audits`: one pass over the folder, one transaction)."""
+    # In name order: the order their own ops ran in, which `radar collect`'s report keeps.
+    chosen = context.selected_asset_check_keys
+    selected = sorted((s.key for s in SIGNAL_CHECK_SPECS if s.key in chosen), key=lambda k: k.name)
     audits = [AUDIT_OF[key] for key in selected if key in AUDIT_OF]
     # `now` only dates `overdue`; the other audits judge the vault and DuckDB as they are.
     now = as_of_or_now(config.as_of)
