@@ -28,12 +28,13 @@ from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.defs.collection.assets import signals
 from radar_pipeline.defs.collection.checks import (
+    ACCOUNTING,
+    POSSIBLE_GAPS,
+    SILENT_SOURCES,
     STREAM_EVIDENCE_CHECKS,
-    accounting_check,
-    possible_gaps_check,
-    silent_sources_check,
+    signal_evidence,
 )
-from radar_pipeline.defs.resources import CollectionResource, RadarResource
+from radar_pipeline.defs.resources import ClockResource, CollectionResource, RadarResource
 from radar_pipeline_tests.conftest import CORPUS_REAL, new_collection_id
 from radar_pipeline_tests.faults.test_hostile_corpus import corpus_files, declared_headers
 from radar_pipeline_tests.feedserver import FeedServer
@@ -44,6 +45,7 @@ T = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 OUTCOMES = ("created", "reused", "updated", "duplicates", "rejected", "deferred", "outsideWindow")
 RESOURCES = {
     "radar": RadarResource(),
+    "clock": ClockResource(),
     "collection": CollectionResource(),
     "radar_mem_io": dg.mem_io_manager,
 }
@@ -98,11 +100,11 @@ def instance(radar_env: dict[str, Path]) -> Iterator[dg.DagsterInstance]:
 
 
 def run_checks(
-    instance: dg.DagsterInstance, *checks: dg.AssetChecksDefinition
+    instance: dg.DagsterInstance, *checks: dg.AssetCheckKey
 ) -> dict[str, dg.AssetCheckEvaluation]:
     """The checks alone, as the UI's "execute check" does."""
     result = dg.materialize(
-        [signals, *STREAM_EVIDENCE_CHECKS],
+        [signals, signal_evidence],
         instance=instance,
         resources=RESOURCES,
         selection=dg.AssetSelection.checks(*checks),
@@ -183,7 +185,7 @@ def test_accounting_check_fails_on_a_row_altered_on_purpose(
 
     with Store.of(Settings.from_env().paths).transaction() as con:
         con.execute("UPDATE check_accounting SET created = created - 1 WHERE source_id = 'acct'")
-    evaluation = run_checks(instance, accounting_check)["accounting"]
+    evaluation = run_checks(instance, ACCOUNTING.key)["accounting"]
     assert not evaluation.passed
     assert evaluation.severity == dg.AssetCheckSeverity.ERROR
     text = table(evaluation)
@@ -231,7 +233,7 @@ def test_scrolled_past_feed_is_a_possible_gap_and_an_overlapping_one_is_not(
         ).fetchall()
     assert rows == [("overlap", False), ("scroll", True)]
 
-    evaluation = run_checks(instance, possible_gaps_check)["possible_gaps"]
+    evaluation = run_checks(instance, POSSIBLE_GAPS.key)["possible_gaps"]
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
     text = table(evaluation)
     assert "| scroll |" in text and "shorten its cadence" in text and "| overlap |" not in text
@@ -257,13 +259,13 @@ def test_quiet_source_is_silent_only_after_three_times_its_rhythm(
     assert radar_report()["silentSources"] == []
     collect(radar_env, T + timedelta(days=2, hours=23))  # quiet 2.96 rhythms: not yet
     assert radar_report()["silentSources"] == []
-    assert run_checks(instance, silent_sources_check)["silent_sources"].passed
+    assert run_checks(instance, SILENT_SOURCES.key)["silent_sources"].passed
 
     collect(radar_env, T + timedelta(days=3, hours=1))  # 3.04 rhythms, checks still passing
     evidence = radar_report()
     assert evidence["silentSources"] == ["quiet"]
     assert evidence["checks"]["silence"]["findings"] == 1
-    evaluation = run_checks(instance, silent_sources_check)["silent_sources"]
+    evaluation = run_checks(instance, SILENT_SOURCES.key)["silent_sources"]
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
     assert "| quiet |" in table(evaluation) and "| young |" not in table(evaluation)
 

@@ -13,6 +13,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from radar_pipeline.core.audit.run import run_audits
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.store.connection import Store
@@ -22,18 +23,27 @@ from radar_pipeline.defs.cleanup.checks import retention_check
 from radar_pipeline.defs.cleanup.launch import launch_cleanup
 from radar_pipeline.defs.collection.assets import signals
 from radar_pipeline.defs.collection.checks import (
+    AGREEMENT,
+    AUDIT_OF,
+    FOLDER_CHECKS,
+    IDEMPOTENCY,
+    ON_CADENCE_CHECK,
+    OVERDUE,
+    PROVENANCE,
     SIGNAL_EVIDENCE_CHECKS,
-    agreement_check,
-    idempotency_check,
-    overdue_check,
-    provenance_check,
+    signal_evidence,
 )
-from radar_pipeline.defs.collection.jobs import SIGNAL_CHECKS_JOB_NAME
+from radar_pipeline.defs.collection.jobs import (
+    CADENCE_CHECK_JOB_NAME,
+    EVIDENCE_KEYS_AFTER_COLLECTION,
+    SIGNAL_AUDIT_JOB_NAME,
+    SIGNAL_CHECKS_JOB_NAME,
+)
 from radar_pipeline.defs.collection.launch import launch_collection
 from radar_pipeline.defs.collection.sensors import signal_checks_after_collection
 from radar_pipeline.defs.registry.assets import source_registry
 from radar_pipeline.defs.registry.checks import registry_check
-from radar_pipeline.defs.resources import CollectionResource, RadarResource
+from radar_pipeline.defs.resources import ClockResource, CollectionResource, RadarResource
 from radar_pipeline_tests.evidencekit import content_rss
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.sensorkit import outcome_for, tick_after
@@ -42,10 +52,13 @@ from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_sourc
 ITEMS = [("a1", "First", "Full text one. " * 30), ("a2", "Second", "Full text two. " * 30)]
 RESOURCES = {
     "radar": RadarResource(),
+    "clock": ClockResource(),
     "collection": CollectionResource(),
     "radar_mem_io": dg.mem_io_manager,
 }
-EVIDENCE_CHECKS = [*SIGNAL_EVIDENCE_CHECKS, registry_check, retention_check]
+EVIDENCE_CHECKS = [*SIGNAL_EVIDENCE_CHECKS, *registry_check.check_keys, *retention_check.check_keys]
+# The definitions that evaluate them (the checks on `signals` are one multi-asset check).
+CHECK_DEFS = [signal_evidence, registry_check, retention_check]
 
 
 @pytest.fixture
@@ -75,11 +88,11 @@ def healthy_vault(vault: Path, feed_server: FeedServer, instance: dg.DagsterInst
 
 
 def run_checks(
-    instance: dg.DagsterInstance, *checks: dg.AssetChecksDefinition
+    instance: dg.DagsterInstance, *checks: dg.AssetCheckKey | dg.AssetChecksDefinition
 ) -> dict[str, dg.AssetCheckEvaluation]:
     """The checks alone, as the UI's "execute check" does: no asset is materialized."""
     result = dg.materialize(
-        [signals, source_registry, weekly_cleanup, *EVIDENCE_CHECKS],
+        [signals, source_registry, weekly_cleanup, *CHECK_DEFS],
         instance=instance,
         resources=RESOURCES,
         selection=dg.AssetSelection.checks(*checks),
@@ -216,7 +229,7 @@ def test_duplicate_identity_file_fails_idempotency(
     person_copy = original.with_name(f"{original.stem} 1.md")  # Obsidian's "duplicate file"
     shutil.copyfile(original, person_copy)
 
-    evaluation = run_checks(instance, idempotency_check)["idempotency"]
+    evaluation = run_checks(instance, IDEMPOTENCY.key)["idempotency"]
 
     assert not evaluation.passed
     assert evaluation.severity == dg.AssetCheckSeverity.ERROR
@@ -241,7 +254,7 @@ def test_signal_missing_canonical_url_fails_provenance(
     )
     second.write_text(text)
 
-    evaluation = run_checks(instance, provenance_check)["provenance"]
+    evaluation = run_checks(instance, PROVENANCE.key)["provenance"]
 
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
     report = table(evaluation)
@@ -306,7 +319,7 @@ def test_index_row_without_a_file_fails_agreement_and_idempotency(
     with Store.of(Settings.from_env().paths).transaction() as con:
         con.execute("DELETE FROM signals WHERE signal_id = $1", [unindexed.stem])
 
-    found = run_checks(instance, agreement_check, idempotency_check)
+    found = run_checks(instance, AGREEMENT.key, IDEMPOTENCY.key)
 
     agreement = found["agreement"]
     assert not agreement.passed and agreement.severity == dg.AssetCheckSeverity.ERROR
@@ -325,7 +338,7 @@ def test_only_a_file_without_index_row_is_a_warning(
     unindexed = signal_files(vault)[0]
     with Store.of(Settings.from_env().paths).transaction() as con:
         con.execute("DELETE FROM signals WHERE signal_id = $1", [unindexed.stem])
-    found = run_checks(instance, agreement_check, idempotency_check)
+    found = run_checks(instance, AGREEMENT.key, IDEMPOTENCY.key)
     for evaluation in found.values():
         assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
 
@@ -362,7 +375,7 @@ def test_overdue_counts_sources_past_cadence_and_is_zero_after_recovery(
     down = collect(instance, t0, mode="due")
     assert down["failed"] == 1
 
-    evaluation = run_checks(instance, overdue_check)["overdue"]
+    evaluation = run_checks(instance, OVERDUE.key)["overdue"]
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
     assert "| WARN | web | normal | PT6H | never | first check |" in table(evaluation)
 
@@ -378,9 +391,95 @@ def test_overdue_counts_sources_past_cadence_and_is_zero_after_recovery(
 
 
 def test_checks_are_unpartitioned_and_documented() -> None:
-    for check in EVIDENCE_CHECKS:
-        [spec] = check.check_specs
-        assert check.partitions_def is None, spec.name
-        assert spec.description and len(spec.description) > 40
-    [spec] = idempotency_check.check_specs
-    assert "whole vault" in (spec.description or "")
+    specs = [spec for check in CHECK_DEFS for spec in check.check_specs]
+    assert {spec.key for spec in specs} >= set(EVIDENCE_CHECKS)
+    for check in CHECK_DEFS:
+        assert check.partitions_def is None, check.check_keys
+    for spec in specs:
+        assert spec.description and len(spec.description) > 40, spec.name
+    assert "whole vault" in (IDEMPOTENCY.description or "")
+
+
+# ---- the shape of a checks run --------------------------------------------------------------
+
+# The audit of core/audit/run.py behind each check that an audit judges (`on_cadence` is judged
+# from cadence.py's rule instead).
+AUDIT_BEHIND = {
+    **{key.name: audit for key, audit in AUDIT_OF.items()},
+    "registry_validity": "registry",
+    "retention": "retention",
+}
+
+
+def evaluated_keys(instance: dg.DagsterInstance, run_id: str) -> list[dg.AssetCheckKey]:
+    """Every check evaluation a run recorded, repeats included."""
+    records = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+    return [
+        r.dagster_event.asset_check_evaluation_data.asset_check_key
+        for r in records
+        if r.dagster_event is not None
+    ]
+
+
+def test_a_collections_checks_run_is_three_steps_with_each_check_evaluated_once(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
+) -> None:
+    """The checks run after a collection: the eight checks on `signals` in one step, the
+    registry's and `retention` in their own; each of the ten evaluated exactly once, with the
+    verdict, severity and headline the audits give now (a vault broken on purpose, so the
+    verdicts differ), and `radar collect`'s report agreeing."""
+    healthy_vault(radar_env["vault"], feed_server, instance)
+    first = sorted(signal_files(radar_env["vault"]))[0]
+    shutil.copyfile(first, first.with_name("copy of a signal.md"))
+    now = datetime.now(UTC).replace(microsecond=0)
+    report = collect(instance, now)
+    [latest, _] = instance.get_runs(filters=dg.RunsFilter(job_name="Collect_signals"))
+    run = checks_after(instance, latest.run_id)
+
+    steps = instance.get_run_step_stats(run.run_id)
+    assert sorted(s.step_key for s in steps) == [
+        "signal_evidence",
+        "source_registry_registry_validity",
+        "weekly_cleanup_retention",
+    ]
+    assert {s.status.value for s in steps if s.status} == {"SUCCESS"} and len(steps) == 3
+    keys = evaluated_keys(instance, run.run_id)
+    assert sorted(keys) == sorted(EVIDENCE_KEYS_AFTER_COLLECTION) and len(keys) == 10
+
+    audits = run_audits(Settings.from_env().paths, now)
+    evaluations = run_evaluations(instance, run.run_id)
+    for name, audit in AUDIT_BEHIND.items():
+        evaluation = evaluations[name]
+        assert evaluation.passed == audits[audit].passed, name
+        assert evaluation.description == audits[audit].headline, name
+        if not evaluation.passed:
+            assert evaluation.severity.value == audits[audit].severity, name
+    assert not evaluations["idempotency"].passed and evaluations["overdue"].passed
+    assert evaluations["on_cadence"].metadata["overdue"].value == 0
+    assert report["checks"] == {name: e.passed for name, e in evaluations.items()}
+
+
+def test_the_daily_audit_and_the_cadence_job_evaluate_only_their_checks(
+    radar_env: dict[str, Path], feed_server: FeedServer, instance: dg.DagsterInstance
+) -> None:
+    """The one op of the checks on `signals` evaluates the checks a run selects, no more: the
+    daily `signal_audit` the three folder checks (a full read), `source_cadence_check` only
+    `on_cadence`, each in one step."""
+    healthy_vault(radar_env["vault"], feed_server, instance)
+    for job, wanted in (
+        (SIGNAL_AUDIT_JOB_NAME, set(FOLDER_CHECKS)),
+        (CADENCE_CHECK_JOB_NAME, {ON_CADENCE_CHECK}),
+    ):
+        result = defs.resolve_job_def(job).execute_in_process(instance=instance)
+        assert result.success
+        [step] = instance.get_run_step_stats(result.run_id)
+        assert step.step_key == "signal_evidence"
+        keys = evaluated_keys(instance, result.run_id)
+        assert sorted(keys) == sorted(wanted)
+    evaluations = run_evaluations(instance, result.run_id)
+    assert evaluations["on_cadence"].passed
+    folder = run_evaluations(
+        instance,
+        instance.get_runs(filters=dg.RunsFilter(job_name=SIGNAL_AUDIT_JOB_NAME))[0].run_id,
+    )
+    assert {e.metadata["folder_scan"].value for e in folder.values()} == {"full"}

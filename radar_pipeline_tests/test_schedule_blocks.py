@@ -195,4 +195,4 @@ def test_one_checks_run_follows_the_last_run_of_a_tick(
     assert int(last.tags["dagster/priority"]) < min(
         int(r.tags["dagster/priority"]) for r in requests
     )
-    assert last.run_config["ops"]["signals_overdue"]["config"]["as_of"] == format_utc(T0)
+    assert last.run_config["ops"]["signal_evidence"]["config"]["as_of"] == format_utc(T0)

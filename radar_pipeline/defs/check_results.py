@@ -9,9 +9,12 @@ import dagster as dg
 from radar_pipeline.core.audit.findings import AuditResult
 
 
-def check_result(audit: AuditResult) -> dg.AssetCheckResult:
-    """An audit as a check result, with its findings as a Markdown table."""
+def check_result(audit: AuditResult, key: dg.AssetCheckKey | None = None) -> dg.AssetCheckResult:
+    """An audit as a check result, with its findings as a Markdown table; `key` names the
+    check when one op evaluates several (a multi-asset check)."""
     return dg.AssetCheckResult(
+        asset_key=key.asset_key if key else None,
+        check_name=key.name if key else None,
         passed=audit.passed,
         severity=_severity(audit),
         description=audit.headline,

@@ -4,11 +4,7 @@ resources only its ops use (the run's Collector, the in-memory hand-over between
 import dagster as dg
 
 from radar_pipeline.defs.collection.assets import MEM_IO, signals, with_freshness
-from radar_pipeline.defs.collection.checks import (
-    SIGNAL_EVIDENCE_CHECKS,
-    STREAM_EVIDENCE_CHECKS,
-    on_cadence_check,
-)
+from radar_pipeline.defs.collection.checks import signal_evidence
 from radar_pipeline.defs.collection.jobs import (
     cadence_check_job,
     collect_job,
@@ -26,7 +22,7 @@ from radar_pipeline.defs.resources import CollectionResource
 
 defs = dg.Definitions(
     assets=[with_freshness(signals)],
-    asset_checks=[*SIGNAL_EVIDENCE_CHECKS, *STREAM_EVIDENCE_CHECKS, on_cadence_check],
+    asset_checks=[signal_evidence],
     jobs=[collect_job, signal_checks_job, signal_audit_job, cadence_check_job],
     schedules=[due_sources_schedule, signal_audit_schedule],
     sensors=[

@@ -18,11 +18,10 @@ import dagster as dg
 
 from radar_pipeline.defs.cleanup.checks import retention_check
 from radar_pipeline.defs.collection.checks import (
-    CADENCE_CHECK_OP,
     FOLDER_CHECKS,
-    SIGNAL_EVIDENCE_CHECKS,
-    STREAM_EVIDENCE_CHECKS,
-    on_cadence_check,
+    ON_CADENCE_CHECK,
+    SIGNAL_CHECK_SPECS,
+    signal_evidence,
 )
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, SIGNALS_KEY
 from radar_pipeline.defs.partitions import sources_partitions
@@ -34,22 +33,17 @@ CADENCE_CHECK_JOB_NAME = "source_cadence_check"
 
 # Every evidence check, after every collection: those on `signals`, the registry's (a
 # collection reads it) and `retention` (a collection may write full text to Temporary Content).
-EVIDENCE_CHECKS_AFTER_COLLECTION = [
-    *SIGNAL_EVIDENCE_CHECKS,
-    *STREAM_EVIDENCE_CHECKS,
-    on_cadence_check,
-    registry_check,
-    retention_check,
-]
-EVIDENCE_KEYS_AFTER_COLLECTION = frozenset(
-    key for check in EVIDENCE_CHECKS_AFTER_COLLECTION for key in check.check_keys
+# Three steps: the eight on `signals` are one op (`signal_evidence`); the other two are their
+# areas' own (docs/architecture.md, "The evidence checks").
+EVIDENCE_CHECKS_AFTER_COLLECTION = (
+    *(spec.key for spec in SIGNAL_CHECK_SPECS),
+    *registry_check.check_keys,
+    *retention_check.check_keys,
 )
-# The ops of the checks that read the Signals folder (`<asset>_<check>`).
-FOLDER_CHECK_OPS = tuple(
-    f"{key.asset_key.to_python_identifier()}_{key.name}"
-    for check in FOLDER_CHECKS
-    for key in check.check_keys
-)
+EVIDENCE_KEYS_AFTER_COLLECTION = frozenset(EVIDENCE_CHECKS_AFTER_COLLECTION)
+# The op of the checks on `signals`, and so of those that read the Signals folder.
+SIGNAL_EVIDENCE_OP = signal_evidence.node_def.name
+FOLDER_CHECK_OPS = (SIGNAL_EVIDENCE_OP,)
 
 collect_job = dg.define_asset_job(
     COLLECT_JOB_NAME,
@@ -86,7 +80,7 @@ signal_audit_job = dg.define_asset_job(
 
 cadence_check_job = dg.define_asset_job(
     CADENCE_CHECK_JOB_NAME,
-    selection=dg.AssetSelection.checks(on_cadence_check),
+    selection=dg.AssetSelection.checks(ON_CADENCE_CHECK),
     description=(
         "The `on_cadence` check alone: which Sources are late on their cadence. Requested by "
         "`source_freshness_sensor` when some Source's verdict flipped."
@@ -98,17 +92,14 @@ def checks_run_config(
     as_of: str, checks: Iterable[dg.AssetCheckKey] = EVIDENCE_KEYS_AFTER_COLLECTION
 ) -> dict[str, object]:
     """The checks job's run config after a collection, for the checks it runs: `overdue` and
-    `on_cadence` judged at the collection's clock; the Signals folder read incrementally."""
-    ops: dict[str, object] = {
-        "signals_overdue": {"config": {"as_of": as_of}},
-        CADENCE_CHECK_OP: {"config": {"as_of": as_of}},
-    }
-    ops.update({op: {"config": {"full": False}} for op in FOLDER_CHECK_OPS})
-    wanted = {f"{key.asset_key.to_python_identifier()}_{key.name}" for key in checks}
-    return {"ops": {op: config for op, config in ops.items() if op in wanted}}
+    `on_cadence` judged at the collection's clock; the Signals folder read incrementally. No
+    config when none of them is on `signals` (the op is then not in the run)."""
+    if not {spec.key for spec in SIGNAL_CHECK_SPECS} & set(checks):
+        return {"ops": {}}
+    return {"ops": {SIGNAL_EVIDENCE_OP: {"config": {"as_of": as_of, "full": False}}}}
 
 
 def cadence_run_config(as_of: str) -> dict[str, object]:
     """The check-only run's config: the sensor's tick clock, so the run judges (and a prune
     dates it) by the clock it was requested at, as the collection runs are."""
-    return {"ops": {CADENCE_CHECK_OP: {"config": {"as_of": as_of}}}}
+    return {"ops": {SIGNAL_EVIDENCE_OP: {"config": {"as_of": as_of}}}}
