@@ -65,9 +65,25 @@ PAGES = {
     # Its rows load one by one: every schedule's and sensor's kind line is the last to come.
     "automation": (
         "/automation",
-        ("Scheduled*4", "Standard sensor*2", "Run status sensor*4"),
+        ("Scheduled*4", "Standard sensor*6"),
     ),
 }
+# Every schedule's and sensor's recent ticks: a failed one is drawn red on the Automation page,
+# so the script names it (and its error) and fails, rather than commit a picture of it.
+AUTOMATION_TICKS = """
+query($selector: RepositorySelector!) {
+  repositoryOrError(repositorySelector: $selector) {
+    __typename
+    ... on Repository {
+      schedules { name scheduleState { ...Ticks } }
+      sensors { name sensorState { ...Ticks } }
+    }
+  }
+}
+fragment Ticks on InstigationState {
+  ticks(limit: 50) { status error { message cause { message } } }
+}
+"""
 WIDTH, HEIGHT = 1400, 1000
 LOAD_TIMEOUT_S = 180  # a loaded 2-core machine answers the UI's queries slowly
 SETTLE_S = 10  # after the markers appear: late requests (each row's status), the layout
@@ -243,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     server = FeedServer().start()
     root = Path(tempfile.mkdtemp(prefix="radar-screenshots-"))
     missing: list[str] = []  # pages photographed before they showed their markers
+    failed_ticks: list[str] = []  # schedules' and sensors' failed ticks, with their errors
     try:
         home = RadarHome(root)
         write_vault(home, server)
@@ -277,10 +294,36 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"{target}: taken without {markers} on the page", flush=True)
             finally:
                 chromium.close()
+            # After the pictures: a tick that failed before the last one was taken is named.
+            failed_ticks[:] = tick_failures(dev)
+            for line in failed_ticks:
+                print(f"failed tick: {line}", flush=True)
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
-    return 1 if missing else 0
+    return 1 if missing or failed_ticks else 0
+
+
+def tick_failures(dev: DagsterDev) -> list[str]:
+    """Each failed tick of a schedule or sensor so far, as "<name>: <error's first line>"."""
+    location, repository = dev.location()
+    selector = {"repositoryLocationName": location, "repositoryName": repository}
+    repo = dev.graphql(AUTOMATION_TICKS, {"selector": selector})["repositoryOrError"]
+    assert repo["__typename"] == "Repository", repo
+    instigators = [(s["name"], s["scheduleState"]) for s in repo["schedules"]] + [
+        (s["name"], s["sensorState"]) for s in repo["sensors"]
+    ]
+    return [
+        f"{name}: {first_line(tick['error'])}"
+        + (f" (cause: {first_line(tick['error']['cause'])})" if tick["error"]["cause"] else "")
+        for name, state in instigators
+        for tick in state["ticks"]
+        if tick["status"] == "FAILURE"
+    ]
+
+
+def first_line(error: dict[str, Any]) -> str:
+    return (error["message"].strip().splitlines() or [""])[0]
 
 
 if __name__ == "__main__":
