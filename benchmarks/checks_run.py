@@ -24,21 +24,10 @@ import dagster as dg
 from benchmarks.farm import FeedFarm
 from benchmarks.measure import run_child
 from benchmarks.scenarios import Workspace, json_or_error, write_sources
+from radar_pipeline.defs.collection.checks import SIGNAL_CHECK_SPECS
 
 # The steps of the checks on `signals`: one op each before, one op for all of them after.
-SIGNAL_STEPS = {"signal_evidence"} | {
-    f"signals_{name}"
-    for name in (
-        "idempotency",
-        "provenance",
-        "overdue",
-        "agreement",
-        "accounting",
-        "possible_gaps",
-        "silent_sources",
-        "on_cadence",
-    )
-}
+SIGNAL_STEPS = {"signal_evidence"} | {f"signals_{spec.name}" for spec in SIGNAL_CHECK_SPECS}
 
 
 def _took(step: Any) -> float:
