@@ -287,7 +287,11 @@ def rps_svg(series: dict[str, list[tuple[float, int]]], bin_s: float = 0.5) -> s
         parts.append(
             f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{points}"/>'
         )
-        parts.append(f'<text x="{pad + 10}" y="{pad + 14 * k}" fill="{colour}">{label}</text>')
+        # The legend above the plot's top right corner, clear of the lines.
+        parts.append(
+            f'<text x="{width - pad}" y="{14 + 13 * k}" text-anchor="end" fill="{colour}">'
+            f"{label}</text>"
+        )
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
