@@ -315,15 +315,19 @@ def tick_failures(dev: DagsterDev) -> list[str]:
     ]
     return [
         f"{name}: {first_line(tick['error'])}"
-        + (f" (cause: {first_line(tick['error']['cause'])})" if tick["error"]["cause"] else "")
         for name, state in instigators
         for tick in state["ticks"]
         if tick["status"] == "FAILURE"
     ]
 
 
-def first_line(error: dict[str, Any]) -> str:
-    return (error["message"].strip().splitlines() or [""])[0]
+def first_line(error: dict[str, Any] | None) -> str:
+    """An error's first line, and its cause's where it has one (the schedule's own exception
+    under Dagster's "Error occurred during the execution of ..." wrapper)."""
+    if not error:
+        return "(no error recorded)"
+    line = (error["message"].strip().splitlines() or [""])[0]
+    return f"{line} (cause: {first_line(error['cause'])})" if error.get("cause") else line
 
 
 if __name__ == "__main__":
