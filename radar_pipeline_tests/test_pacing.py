@@ -216,8 +216,10 @@ def test_a_hosts_own_ceiling_from_the_environment(
 def test_an_origin_whose_latency_grows_with_load_is_not_pushed_past_it(
     allow_loopback: None, origins: Origins, tmp_path: Path
 ) -> None:
-    # Each request more in flight triples the wait: 20 ms alone, 60 ms for two, 180 ms for three.
-    origins.behaviour = lambda n, busy: (0.02 * 3 ** (busy - 1), 200, {})
+    # Each request more in flight triples the wait: 50 ms alone, 150 ms for two, 450 ms for
+    # three. Tens of ms, not a few: a loaded machine's scheduling delay is added to every wait
+    # the client measures (its fastest included), and must not hide a tripling.
+    origins.behaviour = lambda n, busy: (0.05 * 3 ** (busy - 1), 200, {})
     settings = replace(FetchSettings.of(Settings.from_env()), host_ceilings=HostCeilings(8))
     assert _outcomes(_fetch(settings, tmp_path, origins.requests([40, 0]))) == ["ok"] * 40
     seen = origins.busy_seen[0]
