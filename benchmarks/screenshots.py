@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 chromium.close()
             # After the pictures: a tick that failed before the last one was taken is named.
-            failed_ticks[:] = tick_failures(dev)
+            failed_ticks = tick_failures(dev)
             for line in failed_ticks:
                 print(f"failed tick: {line}", flush=True)
     finally:
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def tick_failures(dev: DagsterDev) -> list[str]:
-    """Each failed tick of a schedule or sensor so far, as "<name>: <error's first line>"."""
+    """Each failed tick of a schedule or sensor so far, as "<name>: <its error (cause)>"."""
     location, repository = dev.location()
     selector = {"repositoryLocationName": location, "repositoryName": repository}
     repo = dev.graphql(AUTOMATION_TICKS, {"selector": selector})["repositoryOrError"]

@@ -223,7 +223,7 @@ def test_an_origin_whose_latency_grows_with_load_is_not_pushed_past_it(
     settings = replace(FetchSettings.of(Settings.from_env()), host_ceilings=HostCeilings(8))
     assert _outcomes(_fetch(settings, tmp_path, origins.requests([40, 0]))) == ["ok"] * 40
     seen = origins.busy_seen[0]
-    # A flat origin reaches its ceiling (test above); this one is held near two or three:
+    # A flat origin reaches its ceiling (test above); this one is held at a few at once:
     # each probe past that is answered slowly and halves the limit (AIMD probes again).
     assert max(seen) <= 5, seen
     assert max(seen[20:]) <= 4, seen
