@@ -125,6 +125,33 @@ def test_a_worker_killed_mid_parse_loses_no_feed() -> None:
         assert workers.parse_all(jobs) == [parse_job(job) for job in jobs]
 
 
+def test_closing_ends_a_worker_that_does_not_exit_on_the_pools_sigterm() -> None:
+    """After a worker dies, the pool ends the others with SIGTERM and joins them without a
+    timeout: one that does not exit on it (here: stopped) must not hold the collection."""
+    import threading
+
+    jobs = _jobs()
+    before = {child.pid for child in multiprocessing.active_children()}
+    workers = ParseWorkers(2, close_timeout_s=1.0)
+    workers.warm_up()
+    mine = [c for c in multiprocessing.active_children() if c.pid not in before]
+    assert len(mine) == 2 and all(c.pid is not None for c in mine)
+    stopped, victim = mine
+    try:
+        os.kill(stopped.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+        os.kill(victim.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        assert workers.parse_all(jobs) == [parse_job(job) for job in jobs]
+        closing = threading.Thread(target=workers.close, daemon=True)
+        closing.start()
+        closing.join(60)
+        assert not closing.is_alive(), "close() waited on the stopped worker"
+        assert not any(child.is_alive() for child in mine)
+    finally:
+        for child in mine:  # a failed run leaves no stopped process behind
+            if child.is_alive():
+                child.kill()
+
+
 def test_bodies_handed_over_during_the_fetch_are_parsed_once_and_alike() -> None:
     """The fetch stage submits each body as it arrives; `parse_all` awaits those futures and
     parses the others: the outcomes are the plain path's, in order."""

@@ -36,6 +36,11 @@ MAX_WORKERS = 4
 # Signal documents per render job: the round trip to a worker is paid once a chunk, and a
 # collection's file writes start as soon as its first chunk is back.
 RENDER_CHUNK = 40
+# How long closing waits for the pool to shut down before it ends the workers still there.
+# `ProcessPoolExecutor` joins its workers without a timeout, and after a worker dies it ends the
+# others with SIGTERM: one that does not exit on it (stopped, or stuck in the kernel) would hold
+# the collection, and the process's exit, forever. A healthy worker exits in milliseconds.
+CLOSE_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -99,12 +104,16 @@ class ParseWorkers:
     """A pool of parse processes for one collection (a context manager; `close` joins them).
 
     With `count` below 2 nothing is ever started and every job is parsed in-process.
+    `close_timeout_s`: how long `close` waits for the workers before it kills them.
     """
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, close_timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         self.count = count
+        self.close_timeout_s = close_timeout_s
         self._pool: ProcessPoolExecutor | None = None
         self._starting = threading.Lock()  # fetch threads may start the pool at once
+        # This process's children from before the pool: never the pool's workers.
+        self._earlier_children: frozenset[int] = frozenset()
 
     def __enter__(self) -> ParseWorkers:
         return self
@@ -118,6 +127,9 @@ class ParseWorkers:
         with self._starting:
             if self.count < 2 or self._pool is not None:
                 return
+            self._earlier_children = frozenset(
+                child.pid for child in multiprocessing.active_children() if child.pid
+            )
             pool = ProcessPoolExecutor(
                 max_workers=self.count, mp_context=multiprocessing.get_context("spawn")
             )
@@ -184,9 +196,34 @@ class ParseWorkers:
         return calls
 
     def close(self) -> None:
+        """Shut the pool down and join its workers. One still there `close_timeout_s` after
+        the shutdown began (it ignored the pool's SIGTERM) is killed, so closing always ends."""
         pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        if pool is None:
+            return
+        stopping = threading.Thread(
+            target=pool.shutdown,
+            kwargs={"wait": True, "cancel_futures": True},
+            name="radar-parse-close",
+            daemon=True,
+        )
+        stopping.start()
+        stopping.join(self.close_timeout_s)
+        if not stopping.is_alive():
+            return
+        stuck = [
+            child
+            for child in multiprocessing.active_children()
+            if child.pid not in self._earlier_children
+        ]
+        log.warning(
+            "parse workers %s still running %.0f s after closing began; killing them",
+            [child.pid for child in stuck],
+            self.close_timeout_s,
+        )
+        for child in stuck:
+            child.kill()
+        stopping.join()
 
     @staticmethod
     def _outcome(future: Future[ParseOutcome] | None, job: ParseJob) -> ParseOutcome:
