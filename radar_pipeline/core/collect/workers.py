@@ -112,8 +112,8 @@ class ParseWorkers:
         self.close_timeout_s = close_timeout_s
         self._pool: ProcessPoolExecutor | None = None
         self._starting = threading.Lock()  # fetch threads may start the pool at once
-        # This process's children from before the pool: never the pool's workers.
-        self._earlier_children: frozenset[int] = frozenset()
+        # The pool's worker processes (the executor spawns them as `warm_up` submits).
+        self._workers: tuple[multiprocessing.process.BaseProcess, ...] = ()
 
     def __enter__(self) -> ParseWorkers:
         return self
@@ -127,14 +127,13 @@ class ParseWorkers:
         with self._starting:
             if self.count < 2 or self._pool is not None:
                 return
-            self._earlier_children = frozenset(
-                child.pid for child in multiprocessing.active_children() if child.pid
-            )
+            earlier = set(multiprocessing.active_children())
             pool = ProcessPoolExecutor(
                 max_workers=self.count, mp_context=multiprocessing.get_context("spawn")
             )
             for _ in range(self.count):
                 pool.submit(os.getpid)
+            self._workers = tuple(set(multiprocessing.active_children()) - earlier)
             self._pool = pool
         log.debug("parse workers started: %d", self.count)
 
@@ -211,11 +210,7 @@ class ParseWorkers:
         stopping.join(self.close_timeout_s)
         if not stopping.is_alive():
             return
-        stuck = [
-            child
-            for child in multiprocessing.active_children()
-            if child.pid not in self._earlier_children
-        ]
+        stuck = [worker for worker in self._workers if worker.is_alive()]
         log.warning(
             "parse workers %s still running %.0f s after closing began; killing them",
             [child.pid for child in stuck],
