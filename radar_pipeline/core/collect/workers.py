@@ -200,25 +200,29 @@ class ParseWorkers:
         pool, self._pool = self._pool, None
         if pool is None:
             return
-        stopping = threading.Thread(
-            target=pool.shutdown,
-            kwargs={"wait": True, "cancel_futures": True},
-            name="radar-parse-close",
-            daemon=True,
-        )
+        failed: list[BaseException] = []
+
+        def shut_down() -> None:
+            try:
+                pool.shutdown(wait=True, cancel_futures=True)
+            except BaseException as exc:  # raised again below, in the closing thread
+                failed.append(exc)
+
+        stopping = threading.Thread(target=shut_down, name="radar-parse-close", daemon=True)
         stopping.start()
         stopping.join(self.close_timeout_s)
-        if not stopping.is_alive():
-            return
-        stuck = [worker for worker in self._workers if worker.is_alive()]
-        log.warning(
-            "parse workers %s still running %.0f s after closing began; killing them",
-            [child.pid for child in stuck],
-            self.close_timeout_s,
-        )
-        for child in stuck:
-            child.kill()
-        stopping.join()
+        if stopping.is_alive():
+            stuck = [worker for worker in self._workers if worker.is_alive()]
+            log.warning(
+                "parse workers %s still running %.0f s after closing began; killing them",
+                [worker.pid for worker in stuck],
+                self.close_timeout_s,
+            )
+            for worker in stuck:
+                worker.kill()
+            stopping.join()
+        if failed:
+            raise failed[0]
 
     @staticmethod
     def _outcome(future: Future[ParseOutcome] | None, job: ParseJob) -> ParseOutcome:
