@@ -127,29 +127,37 @@ def test_a_worker_killed_mid_parse_loses_no_feed() -> None:
 
 def test_closing_ends_a_worker_that_does_not_exit_on_the_pools_sigterm() -> None:
     """After a worker dies, the pool ends the others with SIGTERM and joins them without a
-    timeout: one that does not exit on it (here: stopped) must not hold the collection."""
+    timeout: one that does not exit on it (here: stopped) must not hold the collection.
+    Closing kills only the pool's own workers: another child of the process lives on."""
     import threading
+    import time
 
     jobs = _jobs()
-    before = {child.pid for child in multiprocessing.active_children()}
+    expected = [parse_job(job) for job in jobs]
+    bystander = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(120,))
+    bystander.start()
     workers = ParseWorkers(2, close_timeout_s=1.0)
-    workers.warm_up()
-    mine = [c for c in multiprocessing.active_children() if c.pid not in before]
-    assert len(mine) == 2 and all(c.pid is not None for c in mine)
-    stopped, victim = mine
+    started: tuple[multiprocessing.process.BaseProcess, ...] = ()
     try:
-        os.kill(stopped.pid, signal.SIGSTOP)  # type: ignore[arg-type]
-        os.kill(victim.pid, signal.SIGKILL)  # type: ignore[arg-type]
-        assert workers.parse_all(jobs) == [parse_job(job) for job in jobs]
+        workers.warm_up()
+        assert workers.parse_all(jobs) == expected  # both workers are started by now
+        started = workers.processes
+        stopped, victim = started
+        assert stopped.pid is not None and victim.pid is not None
+        os.kill(stopped.pid, signal.SIGSTOP)
+        os.kill(victim.pid, signal.SIGKILL)
+        assert workers.parse_all(jobs) == expected  # the broken pool's bodies parsed here
         closing = threading.Thread(target=workers.close, daemon=True)
         closing.start()
         closing.join(60)
         assert not closing.is_alive(), "close() waited on the stopped worker"
-        assert not any(child.is_alive() for child in mine)
-    finally:
-        for child in mine:  # a failed run leaves no stopped process behind
+        assert not any(worker.is_alive() for worker in (stopped, victim))
+        assert bystander.is_alive()
+    finally:  # a failed run leaves no stopped process behind
+        for child in (*started, bystander):
             if child.is_alive():
                 child.kill()
+                child.join()
 
 
 def test_bodies_handed_over_during_the_fetch_are_parsed_once_and_alike() -> None:

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import multiprocessing.context
+import multiprocessing.process
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from radar_pipeline.core.errors import ParseError
 from radar_pipeline.core.models import ParsedFeed
@@ -41,6 +44,24 @@ RENDER_CHUNK = 40
 # others with SIGTERM: one that does not exit on it (stopped, or stuck in the kernel) would hold
 # the collection, and the process's exit, forever. A healthy worker exits in milliseconds.
 CLOSE_TIMEOUT_S = 15.0
+
+
+class _RecordingSpawnContext(multiprocessing.context.SpawnContext):
+    """The `spawn` start method, remembering every process it creates: the pool's workers,
+    whenever the executor starts them (it may start one late, on a later submit)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.processes: list[multiprocessing.process.BaseProcess] = []
+
+    # The stubs declare `Process` a class; a method that returns the class's instance is what
+    # the executor calls (`mp_context.Process(target=..., args=...)`).
+    def Process(  # type: ignore[override]
+        self, *args: Any, **kwargs: Any
+    ) -> multiprocessing.context.SpawnProcess:
+        process = multiprocessing.context.SpawnProcess(*args, **kwargs)
+        self.processes.append(process)
+        return process
 
 
 @dataclass(frozen=True)
@@ -112,8 +133,7 @@ class ParseWorkers:
         self.close_timeout_s = close_timeout_s
         self._pool: ProcessPoolExecutor | None = None
         self._starting = threading.Lock()  # fetch threads may start the pool at once
-        # The pool's worker processes (the executor spawns them as `warm_up` submits).
-        self._workers: tuple[multiprocessing.process.BaseProcess, ...] = ()
+        self._context: _RecordingSpawnContext | None = None
 
     def __enter__(self) -> ParseWorkers:
         return self
@@ -127,13 +147,10 @@ class ParseWorkers:
         with self._starting:
             if self.count < 2 or self._pool is not None:
                 return
-            earlier = set(multiprocessing.active_children())
-            pool = ProcessPoolExecutor(
-                max_workers=self.count, mp_context=multiprocessing.get_context("spawn")
-            )
+            self._context = _RecordingSpawnContext()
+            pool = ProcessPoolExecutor(max_workers=self.count, mp_context=self._context)
             for _ in range(self.count):
                 pool.submit(os.getpid)
-            self._workers = tuple(set(multiprocessing.active_children()) - earlier)
             self._pool = pool
         log.debug("parse workers started: %d", self.count)
 
@@ -194,9 +211,15 @@ class ParseWorkers:
             calls.extend(_RenderedText(future, k, doc) for k, doc in enumerate(chunk))
         return calls
 
+    @property
+    def processes(self) -> tuple[multiprocessing.process.BaseProcess, ...]:
+        """The worker processes the pool has started so far (none before `warm_up`)."""
+        return tuple(self._context.processes) if self._context is not None else ()
+
     def close(self) -> None:
-        """Shut the pool down and join its workers. One still there `close_timeout_s` after
-        the shutdown began (it ignored the pool's SIGTERM) is killed, so closing always ends."""
+        """Shut the pool down and join its workers. A worker still there `close_timeout_s`
+        after the shutdown began is killed: one that did not exit on the pool's SIGTERM, or
+        still busy with a job nobody will read. Also when closing is interrupted."""
         pool, self._pool = self._pool, None
         if pool is None:
             return
@@ -210,19 +233,30 @@ class ParseWorkers:
 
         stopping = threading.Thread(target=shut_down, name="radar-parse-close", daemon=True)
         stopping.start()
+        try:
+            stopping.join(self.close_timeout_s)
+        finally:  # an interrupted close leaves no worker for the interpreter's exit to wait on
+            if stopping.is_alive():
+                self._kill_workers()
         stopping.join(self.close_timeout_s)
-        if stopping.is_alive():
-            stuck = [worker for worker in self._workers if worker.is_alive()]
-            log.warning(
-                "parse workers %s still running %.0f s after closing began; killing them",
-                [worker.pid for worker in stuck],
+        self._context = None
+        if stopping.is_alive():  # a killed process ends once the kernel lets it
+            log.error(
+                "the parse pool has not shut down %.0f s after its workers were killed",
                 self.close_timeout_s,
             )
-            for worker in stuck:
-                worker.kill()
-            stopping.join()
         if failed:
             raise failed[0]
+
+    def _kill_workers(self) -> None:
+        stuck = [worker for worker in self.processes if worker.is_alive()]
+        log.warning(
+            "parse workers %s still running %.0f s after closing began; killing them",
+            [worker.pid for worker in stuck],
+            self.close_timeout_s,
+        )
+        for worker in stuck:
+            worker.kill()
 
     @staticmethod
     def _outcome(future: Future[ParseOutcome] | None, job: ParseJob) -> ParseOutcome:
