@@ -113,11 +113,9 @@ def test_workers_start_in_a_threaded_process_and_inherit_nothing() -> None:
 
 def test_a_worker_killed_mid_parse_loses_no_feed() -> None:
     jobs = _jobs()
-    # The victim is one of this pool's workers: other tests may leave children of their own.
-    before = {child.pid for child in multiprocessing.active_children()}
     with ParseWorkers(2) as workers:
         workers.warm_up()
-        [victim, *_] = [c for c in multiprocessing.active_children() if c.pid not in before]
+        [victim, *_] = workers.processes  # this pool's, whatever other children there are
         assert victim.pid is not None
         os.kill(victim.pid, signal.SIGKILL)
         victim.join(timeout=30)
