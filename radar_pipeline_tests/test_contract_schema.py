@@ -101,6 +101,7 @@ def test_every_real_output_is_its_contract(
     _, outputs["cleanup"] = printed_by(capsys, "cleanup", "--as-of", now)
     _, outputs["history-prune"] = printed_by(capsys, "history", "prune", "--as-of", now)
     _, outputs["index-rebuild"] = printed_by(capsys, "index", "rebuild")
+    _, outputs["vault-check"] = printed_by(capsys, "vault", "check")
 
     # Every output but `store migrate` (it needs a PostgreSQL server: test_store_migrate.py).
     assert set(outputs) == set(OUTPUTS) - {"store-migrate"}

@@ -1,7 +1,7 @@
 """`radar`: the command line, a thin layer over the same Dagster definitions and instance.
 
-One module per command group (`sources`, `collection`, `dlq`, `history`, `store`), each adding its
-sub-commands to the parser built here; what they share is in `shell`.
+One module per command group (`sources`, `collection`, `dlq`, `history`, `store`, `vault`), each
+adding its sub-commands to the parser built here; what they share is in `shell`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from radar_pipeline import __version__
-from radar_pipeline.cli import collection, dlq, history, sources, store
+from radar_pipeline.cli import collection, dlq, history, sources, store, vault
 from radar_pipeline.cli.shell import (
     EXIT_ERROR,
     FORMAT,
@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    for group in (sources, collection, dlq, history, store):
+    for group in (sources, collection, dlq, history, store, vault):
         group.add_parsers(sub)
     return parser
 

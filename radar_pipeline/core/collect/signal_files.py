@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path, PurePosixPath
 
-from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.results import CheckResult
+from radar_pipeline.core.contract.notes import SIGNAL_SCHEMA_VERSION, ObservationKind, SignalNote
 from radar_pipeline.core.contract.outcomes import ItemOutcome
 from radar_pipeline.core.files import BatchSync, link_staged, stage_once
 from radar_pipeline.core.identity.keys import IDENTITY_VERSION
-from radar_pipeline.core.jsontypes import Frontmatter
 from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.models import ItemCandidate
 from radar_pipeline.core.text import wikilink
@@ -152,10 +151,13 @@ def _link_one(vault: Path, staged: _Staged) -> WrittenSignal:
 
 # What kind of reading produced an item's observedAt (docs/architecture.md, invariant 9): a feed
 # (RSS, Atom, JSON Feed, a feed fixture), a page's selectors, or a JSON answer's paths.
-OBSERVATION_KINDS = {"html": "html-observation", "json": "json-observation"}
+OBSERVATION_KINDS: dict[str, ObservationKind] = {
+    "html": "html-observation",
+    "json": "json-observation",
+}
 
 
-def observation_kind(collection_method: str) -> str:
+def observation_kind(collection_method: str) -> ObservationKind:
     """`rss-observation` for feeds, `html-observation`, `json-observation`."""
     return OBSERVATION_KINDS.get(collection_method, "rss-observation")
 
@@ -168,7 +170,8 @@ def build_document(
     duplicate_candidate_of: str | None,
 ) -> SignalDocument:
     """The Signal's frontmatter: identity, provenance, observation, review flags, and what makes
-    it an Obsidian note (docs/obsidian.md): `source` and `duplicateCandidateOf` as links,
+    it an Obsidian note (docs/obsidian.md), built through `SignalNote` (core/contract/notes.py,
+    the one definition of its keys): `source` and `duplicateCandidateOf` as links,
     `aliases` holding the title, `collectedOn`/`observedOn` as date properties (UTC days; the
     exact `fetchedAt`/`observedAt` strings stay)."""
     fetch = res.fetch
@@ -178,39 +181,36 @@ def build_document(
         notes.append("future-dated")
     if res.parsed is not None and res.parsed.bozo:
         notes.append("feed-ill-formed")
-    fm: Frontmatter = {
-        "entityType": "signal",
-        "schemaVersion": 1,
-        "id": signal_id,
-        "title": cand.title,
-        "aliases": [cand.title] if cand.title else [],
-        "source": wikilink(PurePosixPath(record_path).stem),
-        "sourceId": res.plan.source_id,
-        "sourceItemId": cand.source_item_id,
-        "sourceRecord": record_path,
-        "requestedUrl": fetch.requested_url,
-        "itemUrl": cand.link,
-        "canonicalUrl": cand.canonical_url,
-        "collectionMethod": res.plan.record.source.collection_method,
-        "fetchedAt": format_utc(fetch.fetched_at),
-        "collectedOn": fetch.fetched_at.astimezone(UTC).date().isoformat(),
-        "httpStatus": fetch.status,
-        "validationState": "valid-with-warnings" if notes else "valid",
-        "validationNotes": notes,
-        "observedAt": format_utc(cand.observed_at) if cand.observed_at else None,
-        "observedOn": cand.observed_at.astimezone(UTC).date().isoformat()
-        if cand.observed_at
-        else None,
-        "observedField": cand.observed_field,
-        "observationKind": observation_kind(res.plan.record.source.collection_method),
-        "publishedAt": None,
-        "contentHash": cand.content_hash,
-        "simhash": f"{cand.simhash:016x}",
-        "identityVersion": IDENTITY_VERSION,
-        "duplicateCandidateOf": wikilink(duplicate_candidate_of)
-        if duplicate_candidate_of
-        else None,
-        "analysisState": "pending",
-        "tags": ["radar/signal", f"radar/source/{res.plan.source_id}"],
-    }
-    return SignalDocument(signal_id, fm, cand.summary)
+    observed = cand.observed_at
+    note = SignalNote(
+        entity_type="signal",
+        schema_version=SIGNAL_SCHEMA_VERSION,
+        id=signal_id,
+        title=cand.title,
+        aliases=(cand.title,) if cand.title else (),
+        source=wikilink(PurePosixPath(record_path).stem),
+        source_id=res.plan.source_id,
+        source_item_id=cand.source_item_id,
+        source_record=record_path,
+        requested_url=fetch.requested_url,
+        item_url=cand.link,
+        canonical_url=cand.canonical_url,
+        collection_method=res.plan.record.source.collection_method,
+        fetched_at=fetch.fetched_at,
+        collected_on=fetch.fetched_at.astimezone(UTC).date(),
+        http_status=fetch.status,
+        validation_state="valid-with-warnings" if notes else "valid",
+        validation_notes=tuple(notes),
+        observed_at=observed,
+        observed_on=observed.astimezone(UTC).date() if observed else None,
+        observed_field=cand.observed_field,
+        observation_kind=observation_kind(res.plan.record.source.collection_method),
+        published_at=None,
+        content_hash=cand.content_hash,
+        simhash=f"{cand.simhash:016x}",
+        identity_version=IDENTITY_VERSION,
+        duplicate_candidate_of=wikilink(duplicate_candidate_of) if duplicate_candidate_of else None,
+        analysis_state="pending",
+        tags=("radar/signal", f"radar/source/{res.plan.source_id}"),
+    )
+    return SignalDocument.of(note, cand.summary)

@@ -82,7 +82,9 @@ class Source(BaseModel):
 
     entity_type: Literal["source"]
     schema_version: Literal[1]
-    id: str
+    # The shape is checked by `_id_shape` (its message says the fix); the pattern is for the
+    # published schema (docs/schema/source-note.schema.json).
+    id: Annotated[str, Field(json_schema_extra={"pattern": _ID_RE.pattern})]
     name: Annotated[str, Strict(), Field(min_length=1)]
     role: Literal["primary", "discovery", "engineering-blog", "research"]
     source_type: Literal["official", "community", "fixture"]

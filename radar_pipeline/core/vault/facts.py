@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from radar_pipeline.core.contract.notes import PROVENANCE_FIELDS, SIGNAL_ID_RE
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.files import is_temp_name
 from radar_pipeline.core.identity.keys import identity_of
@@ -41,11 +42,7 @@ from radar_pipeline.core.vault.folder_state import (
     judge,
     save_state,
 )
-from radar_pipeline.core.vault.signals import (
-    PROVENANCE_FIELDS,
-    SIGNAL_ID_RE,
-    read_signal_frontmatter,
-)
+from radar_pipeline.core.vault.signals import read_signal_frontmatter
 
 # Marks the end of what the pipeline wrote; people may annotate below it freely.
 BODY_TRAILER = "*Collected by Radar from "

@@ -18,7 +18,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
+from radar_pipeline.core.contract.notes import PROVENANCE_FIELDS as PROVENANCE_FIELDS
+from radar_pipeline.core.contract.notes import SIGNAL_ID_RE as SIGNAL_ID_RE
+from radar_pipeline.core.contract.notes import SignalNote
 from radar_pipeline.core.contract.outcomes import FileOutcome
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.files import fsync_dir, read_temp_name
@@ -29,23 +34,6 @@ from radar_pipeline.core.text import (
     link_destination,
     one_line,
     wikilink,
-)
-
-SIGNAL_SCHEMA_VERSION = 1
-SIGNAL_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{16}$")
-
-# Every provenance field a Signal must carry (docs/architecture.md, invariant 11); checks read
-# this list.
-PROVENANCE_FIELDS = (
-    "sourceId",
-    "sourceItemId",
-    "sourceRecord",
-    "requestedUrl",
-    "canonicalUrl",
-    "collectionMethod",
-    "fetchedAt",
-    "httpStatus",
-    "validationState",
 )
 
 # Properties that hold a link the pipeline made (`[[<note name>]]`), never feed text: the only
@@ -62,11 +50,19 @@ CreateOutcome = FileOutcome  # what became of one Signal file: created, or reuse
 
 @dataclass(frozen=True)
 class SignalDocument:
-    """What goes into one Signal file: frontmatter (flat) and the inert summary body."""
+    """What goes into one Signal file: frontmatter (flat) and the inert summary body.
+
+    A new note's frontmatter is a `SignalNote`'s (`of`); the document carries it as the plain
+    mapping it writes, so the collection's workers render it on other cores as a plain value."""
 
     signal_id: str
     frontmatter: dict[str, Any]
     summary: str
+
+    @classmethod
+    def of(cls, note: SignalNote, summary: str) -> SignalDocument:
+        """The document of a new note: its frontmatter as the model writes it."""
+        return cls(note.id, note.frontmatter(), summary)
 
     def fields(self) -> dict[str, Any]:
         """The frontmatter as written: string values made inert (`render` reads them back)."""
@@ -222,6 +218,39 @@ def read_signal_frontmatter(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise VaultError(f"cannot read Signal {path.name}: {exc}") from exc
     return parse_signal_frontmatter(text, path)
+
+
+def read_signal_note(path: Path) -> SignalNote:
+    """A Signal file's frontmatter read back through `SignalNote`; VaultError naming the first
+    key that does not hold what the model says (`signal_note_problems` lists them all)."""
+    fm = read_signal_frontmatter(path)
+    return signal_note_of(fm, path)
+
+
+def signal_note_of(fm: dict[str, Any], path: Path) -> SignalNote:
+    """`fm` (a Signal file's frontmatter, read) as a `SignalNote`; VaultError if it is not one."""
+    try:
+        return SignalNote.model_validate(fm)
+    except ValidationError as exc:
+        key, reason = model_problems(exc)[0]
+        raise VaultError(f"Signal {path.name}: `{key}` {reason}") from exc
+
+
+def model_problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """(key, reason) for each problem a note model found: the key as the note spells it."""
+    return [
+        (".".join(str(part) for part in error["loc"]) or "(frontmatter)", _reason(error))
+        for error in exc.errors(include_url=False)
+    ]
+
+
+def _reason(error: ErrorDetails) -> str:
+    if error["type"] == "missing":
+        return "is missing"
+    value = error.get("input")
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    message = error["msg"].removeprefix("Value error, ")
+    return f"{message} (found {shown})"
 
 
 def parse_signal_frontmatter(text: str, path: Path) -> dict[str, Any]:
