@@ -1,11 +1,15 @@
 """Assembles the Dagster definitions: each area's own (defs/<area>/definitions.py), the
 resources they all share (the settings and the clock) and the one executor; nothing else
-lives here."""
+lives here.
+
+The clock is the one the code location is loaded with: RADAR_AS_OF (a daemon under a
+simulated time) else the real time; a run's config may set its own (`clock_run_config`)."""
 
 from __future__ import annotations
 
 import dagster as dg
 
+from radar_pipeline.core.config import clock_from_env
 from radar_pipeline.defs.cleanup import definitions as cleanup
 from radar_pipeline.defs.collection import definitions as collection
 from radar_pipeline.defs.evidence import definitions as evidence
@@ -22,7 +26,7 @@ defs = dg.Definitions.merge(
     # Every job runs in process: a subprocess per op costs seconds a run and buys nothing
     # here (docs/architecture.md, "The defs/ layout").
     dg.Definitions(
-        resources={"radar": RadarResource(), "clock": ClockResource()},
+        resources={"radar": RadarResource(), "clock": ClockResource(as_of=clock_from_env())},
         executor=dg.in_process_executor,
     ),
 )

@@ -12,14 +12,14 @@ import pytest
 
 from radar_pipeline.core import config
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.config import AS_OF_ENV, Settings
+from radar_pipeline.core.config import AS_OF_ENV, Settings, clock_from_env
 from radar_pipeline.core.errors import ConfigError
 from radar_pipeline.definitions import defs
 from radar_pipeline.defs.resources import ClockResource, CollectionResource, RadarResource
 
 T = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 # Read by the command or the definitions' loading, not by a run: no field stands for them.
-NOT_A_FIELD = {"DAGSTER_HOME", "RADAR_AUTOMATION"}
+NOT_A_FIELD = {"DAGSTER_HOME", "RADAR_AUTOMATION", "RADAR_AS_OF"}
 
 
 def test_every_variable_a_run_reads_is_a_described_field() -> None:
@@ -51,21 +51,24 @@ def test_a_field_set_on_the_resource_wins_over_the_environment(
 def test_a_bad_field_is_refused_by_its_variable(radar_env: dict[str, Path]) -> None:
     with pytest.raises(ConfigError, match="RADAR_RUN_RETENTION_DAYS"):
         RadarResource(run_retention_days="a month").settings()
-    with pytest.raises(ConfigError, match=AS_OF_ENV):
+    with pytest.raises(ConfigError, match="yesterday-ish"):
         ClockResource(as_of="yesterday-ish").now()
+    with pytest.raises(ConfigError, match=AS_OF_ENV):
+        clock_from_env({AS_OF_ENV: "yesterday-ish"})
 
 
-def test_the_clock_is_its_field_else_the_variable_else_now(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv(AS_OF_ENV, raising=False)
+def test_the_clock_is_its_field_else_the_real_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resource reads no environment: RADAR_AS_OF reaches it only where the definitions
+    are assembled (`clock_from_env`), or through a run's config."""
+    monkeypatch.setenv(AS_OF_ENV, format_utc(T))
     assert ClockResource().given() == "" and ClockResource().fixed() is None
     before = datetime.now(UTC)
     assert before <= ClockResource().now() <= datetime.now(UTC)
-    monkeypatch.setenv(AS_OF_ENV, format_utc(T))
-    assert ClockResource().now() == T and ClockResource().given() == format_utc(T)
     later = format_utc(T.replace(hour=13))
-    assert ClockResource(as_of=later).fixed() == T.replace(hour=13)
+    assert ClockResource(as_of=later).fixed() == ClockResource(as_of=later).now()
+    assert ClockResource(as_of=later).now() == T.replace(hour=13)
+    assert clock_from_env({AS_OF_ENV: f" {later} "}) == later
+    assert clock_from_env({}) is None
 
 
 def test_the_collection_resource_uses_the_settings_it_is_given(

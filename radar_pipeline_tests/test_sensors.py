@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 
 from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.config import clock_from_env
 from radar_pipeline.core.plan.collection import place_sources
 from radar_pipeline.core.plan.schedule import due_slot
 from radar_pipeline.core.registry.sources import load_registry
@@ -70,7 +71,7 @@ def tick(
             instance_ref=instance.get_ref(),
             cursor=cursor,
             definitions=defs,
-            resources={"radar": RadarResource(), "clock": ClockResource()},
+            resources={"radar": RadarResource(), "clock": ClockResource(as_of=clock_from_env())},
         )
     )
 
@@ -83,7 +84,7 @@ def due_tick(instance: dg.DagsterInstance) -> list[dg.RunRequest]:
         instance=instance,
         scheduled_execution_time=datetime.now(UTC),
         repository_def=defs.get_repository_def(),
-        resources={"radar": RadarResource(), "clock": ClockResource()},
+        resources={"radar": RadarResource(), "clock": ClockResource(as_of=clock_from_env())},
     )
     data = due_sources_schedule.evaluate_tick(context)
     return list(data.run_requests or [])
@@ -390,7 +391,7 @@ def test_run_failure_sensor_records_a_dead_letter(
     monkeypatch.setenv("RADAR_DB", str(radar_env["db"]))
     if url:
         monkeypatch.setenv("RADAR_STORE_URL", url)
-    resources = {"radar": RadarResource(), "clock": ClockResource()}
+    resources = {"radar": RadarResource(), "clock": ClockResource(as_of=clock_from_env())}
     for run_id in (result.run_id, check_only.run_id, result.run_id):
         # The collection's failure twice: a repeated evaluation adds nothing.
         tick_after(run_failure_dead_letter_sensor, instance, run_id, resources)
@@ -462,7 +463,7 @@ def test_a_run_failed_by_its_sources_gets_no_second_dead_letter_and_still_its_ch
     monkeypatch.setenv("RADAR_AS_OF", format_utc(T0))
     assert launch(instance, due_tick(instance)) == {"down": False}
     [run] = instance.get_runs(dg.RunsFilter(job_name=COLLECT_JOB_NAME))
-    resources = {"radar": RadarResource(), "clock": ClockResource()}
+    resources = {"radar": RadarResource(), "clock": ClockResource(as_of=clock_from_env())}
     dead_letters = tick_after(run_failure_dead_letter_sensor, instance, run.run_id, resources)
     assert "their failures are recorded already" in outcome_for(dead_letters, run.run_id)
     rows = store_rows("SELECT source_id, collection_id, stage FROM dead_letters")

@@ -17,6 +17,7 @@ from radar_pipeline.cli.shell import (
     EXIT_ERROR,
     FORMAT,
     UsageError,
+    command_clock,
     dagster_definitions,
     dagster_instance,
 )
@@ -44,6 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The one read of the environment: every command gets these settings (a bad value is
         # one line naming the variable, like any other error below).
         settings = Settings.from_env()
+        # ... and the one reading of the clock: every "now" of the command and of the runs it
+        # launches is this one (or its --as-of).
+        args.clock = command_clock(settings)
         code: int = args.handler(args, settings)
         return code
     except UsageError as exc:

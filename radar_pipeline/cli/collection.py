@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from radar_pipeline.cli.shell import (
@@ -82,7 +81,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
-    as_of = as_of_arg(args.as_of)
+    as_of = as_of_arg(args)
     if args.source and args.all:
         raise UsageError("collect: use either --source or --all, not both")
     from radar_pipeline.core.store.connection import Store
@@ -147,8 +146,8 @@ def cmd_cleanup(args: argparse.Namespace, settings: Settings) -> int:
     """One weekly close through the Dagster definitions: the partition of the week of --as-of."""
     from radar_pipeline.defs.cleanup.launch import launch_cleanup
 
-    as_of = as_of_arg(args.as_of)
-    close = launch_cleanup(dagster_definitions(), dagster_instance(settings), as_of)
+    as_of = as_of_arg(args)
+    close = launch_cleanup(dagster_definitions(), dagster_instance(settings), as_of, now=args.clock)
     emit(
         args,
         close,
@@ -163,7 +162,7 @@ def cmd_cleanup(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.audit.evidence import evidence_snapshot, evidence_text
 
-    payload = evidence_snapshot(settings.paths, datetime.now(UTC))
+    payload = evidence_snapshot(settings.paths, args.clock)
     emit(args, payload, evidence_text(payload))
     return EXIT_OK
 
@@ -175,7 +174,7 @@ def cmd_index_rebuild(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.vault import index
 
     paths = settings.paths
-    now = datetime.now(UTC)
+    now = args.clock
     store = Store.of(paths)
     # A file DuckDB cannot open or read to its end is kept under another name, never deleted.
     # (the team profile's PostgreSQL store has no such file)

@@ -76,7 +76,7 @@ def cmd_dlq_replay(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.store.dead_letters import replay
     from radar_pipeline.defs.collection.launch import launch_collection
 
-    paths, now = settings.paths, as_of_arg(args.as_of)
+    paths, now = settings.paths, as_of_arg(args)
 
     def run_check(source_id: str) -> CollectionReport:
         defs, instance = dagster_definitions(), dagster_instance(settings)
@@ -102,6 +102,6 @@ def cmd_dlq_dismiss(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.core.store.dead_letters import dismiss
 
-    letter = dismiss(Store.of(settings.paths), args.id, as_of_arg(args.as_of))
+    letter = dismiss(Store.of(settings.paths), args.id, as_of_arg(args))
     emit(args, DismissOutput(dead_letter=letter), _dlq_line(letter))
     return EXIT_OK

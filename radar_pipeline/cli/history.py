@@ -44,7 +44,7 @@ def cmd_history_prune(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.store.connection import Store
     from radar_pipeline.defs.history.prune import prune_run_history
 
-    as_of = as_of_arg(args.as_of)
+    as_of = as_of_arg(args)
     keep = (
         settings.run_retention_days
         if args.keep_days is None

@@ -9,11 +9,11 @@ import json
 import logging
 import sys
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from radar_pipeline.core.clock import as_of_or_now
+from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.core.config import Settings, export_dagster_home
 
 if TYPE_CHECKING:
@@ -40,9 +40,20 @@ def command(sub: Any, name: str, summary: str, *examples: str) -> argparse.Argum
     return parser
 
 
-def as_of_arg(value: str | None) -> datetime:
+def command_clock(settings: Settings) -> datetime:
+    """The clock of one command, read once (cli/__init__.py) and handed to everything the
+    command does and every run it launches: RADAR_AS_OF when set, else the wall clock."""
+    return settings.as_of or datetime.now(UTC)
+
+
+def as_of_arg(args: argparse.Namespace) -> datetime:
+    """The command's `--as-of`, else its clock (`args.clock`, `command_clock`)."""
+    value: str | None = getattr(args, "as_of", None)
+    if value is None or not value.strip():
+        clock: datetime = args.clock
+        return clock
     try:
-        return as_of_or_now(value)
+        return parse_utc(value)
     except ValueError as exc:
         raise UsageError(f"--as-of {value!r} is not an ISO-8601 time: {exc}") from exc
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +108,7 @@ def cmd_sources_import(args: argparse.Namespace, settings: Settings) -> int:
     ensure_bases(vault)
     allowed = FetchSettings.of(settings).allowed_private_hosts  # the fetch stage's own allow-list
     snapshot = load_registry(vault)
-    result = import_opml(vault, data, snapshot, datetime.now(UTC), source.name, allowed)
+    result = import_opml(vault, data, snapshot, args.clock, source.name, allowed)
     lines = [f"imported {r.id:<28} {r.path}  {r.url}" for r in result.imported]
     lines += [f"skipped  {r.url}: {r.reason}" for r in result.skipped]
     lines.append(
@@ -124,7 +123,7 @@ def cmd_sources_export(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.registry.opml import export_opml
     from radar_pipeline.core.registry.sources import load_registry
 
-    opml = export_opml(load_registry(settings.vault), datetime.now(UTC))
+    opml = export_opml(load_registry(settings.vault), args.clock)
     if not args.output:
         sys.stdout.write(opml.decode("utf-8"))
         return EXIT_OK
@@ -143,7 +142,7 @@ def cmd_sources_add(args: argparse.Namespace, settings: Settings) -> int:
 
     vault = settings.vault
     with Fetcher(FetchSettings.of(settings), vault) as fetcher:
-        result = add_source(vault, args.url, args.id, fetcher, datetime.now(UTC))
+        result = add_source(vault, args.url, args.id, fetcher, args.clock)
     lines = [
         f"found    {c.kind:<9} {c.items:>4} items  {c.url}  {c.title}" for c in result.candidates
     ]
@@ -164,7 +163,7 @@ def cmd_sources_try(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.core.collect.dry_run import source_to_try, try_source
 
     record = source_to_try(settings.vault, args.source)
-    tried = try_source(settings, record, as_of_arg(args.as_of))
+    tried = try_source(settings, record, as_of_arg(args))
     lines = [
         f"{i.decision:<13} {(i.title or '-')[:60]:<60} {i.canonical_url or '-'}"
         + (f"\n{'':<14}{i.reason}" if i.reason else "")

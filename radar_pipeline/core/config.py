@@ -107,6 +107,16 @@ class Settings:
         return (self.tokens.get(name) or None) if name else None
 
 
+def clock_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """RADAR_AS_OF of `environ` (default: the process environment), checked, or None: the
+    clock of a code location loaded under a simulated time (`dg dev` in a test or a
+    benchmark), read once where the definitions are assembled (definitions.py)."""
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    text = env.get(AS_OF_ENV, "").strip()
+    _as_of(text)
+    return text or None
+
+
 def _as_of(value: str) -> datetime | None:
     if not value:
         return None

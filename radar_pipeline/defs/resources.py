@@ -13,16 +13,15 @@ run: dagster-io/dagster#3947, #16232); docs/deployment.md says more.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from radar_pipeline.core.clock import as_of_or_now
+from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.core.config import (
     ALLOWED_PRIVATE_HOSTS_ENV,
-    AS_OF_ENV,
     DB_ENV,
     HOST_MAX_IN_FLIGHT_ENV,
     RUN_RETENTION_DAYS_ENV,
@@ -32,6 +31,7 @@ from radar_pipeline.core.config import (
     RadarPaths,
     Settings,
 )
+from radar_pipeline.core.errors import ConfigError
 from radar_pipeline.core.store.connection import Store
 
 if TYPE_CHECKING:
@@ -115,29 +115,43 @@ class RadarResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 
 class ClockResource(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """The clock of the schedules, the sensors and the runs they request: `as_of` replaces
-    now (simulations and tests); empty: RADAR_AS_OF, else the system clock (a schedule: the
-    tick's scheduled time)."""
+    """The one clock of a run, a check, a schedule or a sensor: `as_of` when it is set (the
+    run's config, shown on the Launchpad: a simulation, a test, the `--as-of` of the command
+    that launched the run), else the real time (a schedule: its tick's scheduled time). It
+    reads no environment: `definitions.py` sets it where the code location is loaded."""
 
-    as_of: str = Field(
-        default="",
-        description=f"ISO-8601 time replacing the clock; empty: {AS_OF_ENV}, else now",
+    as_of: str | None = Field(
+        default=None,
+        description="ISO-8601 time replacing the clock for every decision and timestamp of "
+        "the run (simulations, tests); unset: the real time",
     )
 
     def given(self) -> str:
-        """The clock as given (`as_of`, else RADAR_AS_OF); "" when it is the system clock. A
-        tick passes it on to the runs it requests, so they decide with the same clock."""
-        overrides = _set({AS_OF_ENV: self.as_of})
-        return environment_settings(overrides).as_of_text
+        """The set time as its text, "" when the clock is the real time: a tick passes it on
+        to the runs it requests (their `as_of`), so they decide with the same clock."""
+        return (self.as_of or "").strip()
 
     def fixed(self) -> datetime | None:
-        """The clock when it is set, else None (the system clock)."""
+        """The clock when it is set, else None (the real time)."""
         text = self.given()
-        return as_of_or_now(text) if text else None
+        if not text:
+            return None
+        try:
+            return parse_utc(text)
+        except ValueError:
+            raise ConfigError(f"the clock's as_of {text!r} is not an ISO-8601 time") from None
 
     def now(self) -> datetime:
-        """The clock: the set time, else now (UTC)."""
-        return as_of_or_now(self.given())
+        """The clock: the set time, else the real time (UTC)."""
+        return self.fixed() or datetime.now(UTC)
+
+
+def clock_run_config(as_of: str) -> dict[str, object]:
+    """The part of a run's config that sets its `clock` resource to `as_of` (nothing for ""):
+    every op and check of the run then reads that one time, and the Launchpad shows it."""
+    if not as_of.strip():
+        return {}
+    return {"resources": {"clock": {"config": {"as_of": as_of.strip()}}}}
 
 
 class CollectionResource(dg.ConfigurableResource):  # type: ignore[type-arg]

@@ -1,6 +1,6 @@
 """Launching the weekly close from a command: one run of `weekly_cleanup_job` in this process."""
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import dagster as dg
 
@@ -19,7 +19,10 @@ class CleanupFailed(RadarError):
 
 
 def launch_cleanup(
-    defs: dg.Definitions, instance: dg.DagsterInstance, as_of: datetime
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    as_of: datetime,
+    now: datetime | None = None,
 ) -> CleanupOutput:
     """Materialize the week of `as_of` in this process (one Dagster run, its retention check
     after it) on the vault and DuckDB of the environment (`RADAR_VAULT`, `RADAR_DB`).
@@ -27,10 +30,11 @@ def launch_cleanup(
     Returns what was deleted and retained, with the week, clock, kept entries and run id.
     The week becomes a partition of `weekly_cleanup` first (the partitions are the weeks a
     close was launched for). Raises CleanupRefused (nothing deleted) when the close refuses
-    the layout, or when the week is after the running week.
+    the layout, or when the week is after the running week (the week of `now`: the caller's
+    reading of the wall clock; None: `as_of` is that reading).
     """
     week = week_of(as_of)
-    now_week = week_of(datetime.now(UTC))
+    now_week = week_of(as_of if now is None else now)
     if week > now_week:
         raise CleanupRefused(
             f"--as-of {format_utc(as_of)} falls in week {week}, after the running week "

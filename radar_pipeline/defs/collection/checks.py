@@ -42,7 +42,7 @@ from typing import Any
 import dagster as dg
 
 from radar_pipeline.core.audit.run import run_audits
-from radar_pipeline.core.clock import as_of_or_now, format_utc
+from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.defs.check_results import check_result
 from radar_pipeline.defs.collection.cadence import cadence_table, is_late, source_timings_now
 from radar_pipeline.defs.collection.config import SIGNALS_KEY, config_of
@@ -60,10 +60,10 @@ class EvidenceConfig(dg.Config):
     """How the checks on `signals` judge.
 
     `as_of`: the clock of `overdue` and `on_cadence` (the collection's, or the freshness
-    sensor's tick); empty: `overdue` judges at now, `on_cadence` at the clock of the collection
-    it runs in, else the `clock` resource's. `full`: stat every Signal file (the default);
-    false: the incremental read the checks after a collection use (core/vault/folder_state.py
-    says what it trusts)."""
+    sensor's tick); empty: `overdue` judges at the `clock` resource's time, `on_cadence` at
+    the clock of the collection it runs in, else the `clock` resource's. `full`: stat every
+    Signal file (the default); false: the incremental read the checks after a collection use
+    (core/vault/folder_state.py says what it trusts)."""
 
     as_of: str = ""
     full: bool = True
@@ -167,7 +167,7 @@ def signal_evidence(
     selected = sorted((s.key for s in SIGNAL_CHECK_SPECS if s.key in chosen), key=lambda k: k.name)
     audits = [AUDIT_OF[key] for key in selected if key in AUDIT_OF]
     # `now` only dates `overdue`; the other audits judge the vault and DuckDB as they are.
-    now = as_of_or_now(config.as_of)
+    now = parse_utc(config.as_of) if config.as_of else clock.now()
     found = run_audits(radar.paths(), now, audits, config.full) if audits else {}
     for key in selected:
         if key == ON_CADENCE_CHECK:
@@ -184,7 +184,7 @@ def _run_clock(
 ) -> datetime:
     """The tick's clock, else that of the collection this check runs in, else the resource's."""
     if given.as_of:
-        return as_of_or_now(given.as_of)
+        return parse_utc(given.as_of)
     config = config_of(run_config)
     return config.clock() if config is not None and config.as_of else clock.now()
 

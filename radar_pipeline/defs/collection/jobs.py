@@ -26,6 +26,7 @@ from radar_pipeline.defs.collection.checks import (
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, SIGNALS_KEY
 from radar_pipeline.defs.partitions import sources_partitions
 from radar_pipeline.defs.registry.checks import registry_check
+from radar_pipeline.defs.resources import clock_run_config
 
 SIGNAL_CHECKS_JOB_NAME = "signal_checks"
 SIGNAL_AUDIT_JOB_NAME = "signal_audit"
@@ -92,14 +93,16 @@ def checks_run_config(
     as_of: str, checks: Iterable[dg.AssetCheckKey] = EVIDENCE_KEYS_AFTER_COLLECTION
 ) -> dict[str, object]:
     """The checks job's run config after a collection, for the checks it runs: `overdue` and
-    `on_cadence` judged at the collection's clock; the Signals folder read incrementally. No
-    config when none of them is on `signals` (the op is then not in the run)."""
+    `on_cadence` judged at the collection's clock, which is also the run's `clock` (the other
+    checks' time); the Signals folder read incrementally. No op config when none of them is
+    on `signals` (the op is then not in the run)."""
+    clock = clock_run_config(as_of)
     if not {spec.key for spec in SIGNAL_CHECK_SPECS} & set(checks):
-        return {"ops": {}}
-    return {"ops": {SIGNAL_EVIDENCE_OP: {"config": {"as_of": as_of, "full": False}}}}
+        return {"ops": {}, **clock}
+    return {"ops": {SIGNAL_EVIDENCE_OP: {"config": {"as_of": as_of, "full": False}}}, **clock}
 
 
 def cadence_run_config(as_of: str) -> dict[str, object]:
     """The check-only run's config: the sensor's tick clock, so the run judges (and a prune
     dates it) by the clock it was requested at, as the collection runs are."""
-    return {"ops": {SIGNAL_EVIDENCE_OP: {"config": {"as_of": as_of}}}}
+    return {"ops": {SIGNAL_EVIDENCE_OP: {"config": {"as_of": as_of}}}, **clock_run_config(as_of)}

@@ -1,17 +1,15 @@
 """The `evidence_snapshot` asset: what the Radar can show about itself, as `radar report`."""
 
-from datetime import UTC, datetime
-
 import dagster as dg
 
 from radar_pipeline.defs.cleanup.assets import weekly_cleanup
 from radar_pipeline.defs.collection.config import SIGNALS_KEY
 from radar_pipeline.defs.registry.assets import source_registry
-from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.resources import ClockResource, RadarResource
 
 
 @dg.asset(deps=[source_registry, SIGNALS_KEY, weekly_cleanup], group_name="evidence")
-def evidence_snapshot(radar: RadarResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
+def evidence_snapshot(radar: RadarResource, clock: ClockResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The evidence snapshot: inventory (files) and production scope (what is collected) kept
     apart, the last collection's recovery and what stayed overdue after it, retained temporary
     text and the last weekly close, and every audit's verdict. The same object as
@@ -22,7 +20,7 @@ def evidence_snapshot(radar: RadarResource) -> dg.MaterializeResult:  # type: ig
     from radar_pipeline.core.audit.evidence import evidence_snapshot as build_snapshot
     from radar_pipeline.core.audit.evidence import evidence_text
 
-    report = build_snapshot(radar.paths(), datetime.now(UTC))
+    report = build_snapshot(radar.paths(), clock.now())
     return dg.MaterializeResult(
         metadata={
             "production_sources": report.production_sources,

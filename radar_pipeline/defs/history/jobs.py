@@ -1,21 +1,21 @@
 """The job of the daily prune of the run history: one op, `prune_runs`, and its config."""
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.defs.history.prune import prune_run_history
-from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.resources import ClockResource, RadarResource
 
 PRUNE_JOB_NAME = "prune_run_history"
 PRUNE_OP = "prune_runs"
 
 
 class PruneConfig(dg.Config):
-    """The prune's clock (empty: now) and how many days it keeps (-1: the `radar` resource's
-    `RADAR_RUN_RETENTION_DAYS`, default 30)."""
+    """The prune's clock (empty: the `clock` resource's) and how many days it keeps (-1: the
+    `radar` resource's `RADAR_RUN_RETENTION_DAYS`, default 30)."""
 
     as_of: str = ""
     keep_days: int = -1
@@ -27,11 +27,14 @@ def prune_run_config(as_of: datetime | None) -> dict[str, object]:
 
 @dg.op(name=PRUNE_OP)
 def prune_run_history_op(
-    context: dg.OpExecutionContext, config: PruneConfig, radar: RadarResource
+    context: dg.OpExecutionContext,
+    config: PruneConfig,
+    radar: RadarResource,
+    clock: ClockResource,
 ) -> None:
     """Delete the Dagster runs (and their event logs) older than the retention, except those
     a partition, a check or an open dead letter still needs (core/run_history.py)."""
-    as_of = parse_utc(config.as_of) if config.as_of else datetime.now(UTC)
+    as_of = parse_utc(config.as_of) if config.as_of else clock.now()
     settings = radar.settings()
     keep = config.keep_days if config.keep_days >= 0 else settings.run_retention_days
     result = prune_run_history(context.instance, Store.of(settings.paths), keep, as_of)
