@@ -43,14 +43,14 @@ def test_a_field_set_on_the_resource_wins_over_the_environment(
     other = tmp_path / "other-vault"
     assert RadarResource().paths().vault == radar_env["vault"]  # empty: the environment
     assert RadarResource(vault=str(other)).paths().vault == other
-    settings = RadarResource(run_retention_days="7", allowed_private_hosts="mirror.lan").settings()
+    settings = RadarResource(run_retention_days=7, allowed_private_hosts="mirror.lan").settings()
     assert (settings.run_retention_days, settings.allowed_private_hosts) == (7, ("mirror.lan",))
     assert settings.db == radar_env["db"]  # the fields not set still come from the environment
 
 
 def test_a_bad_field_is_refused_by_its_variable(radar_env: dict[str, Path]) -> None:
     with pytest.raises(ConfigError, match="RADAR_RUN_RETENTION_DAYS"):
-        RadarResource(run_retention_days="a month").settings()
+        RadarResource(run_retention_days=-1).settings()
     with pytest.raises(ConfigError, match="yesterday-ish"):
         ClockResource(as_of="yesterday-ish").now()
     with pytest.raises(ConfigError, match=AS_OF_ENV):

@@ -180,7 +180,7 @@ def cmd_index_rebuild(args: argparse.Namespace, settings: Settings) -> int:
     # (the team profile's PostgreSQL store has no such file)
     moved = None if paths.store_url else move_aside_if_unreadable(paths.db, now)
     with progress("index", "indexing Signal files"):
-        repair = index.rebuild(store, paths.vault)
+        repair = index.rebuild(store, paths.vault, now)
     rekey = repair.rekey
     payload = IndexRebuildOutput(
         indexed=repair.indexed,

@@ -3,9 +3,10 @@ of a run.
 
 They are the Dagster face of `core.config.Settings`: each field is one documented variable
 (README, "Environment"), shown with its description on the resource's page and the Launchpad,
-where a run may set it. A field left empty means the variable, read when the resource is set
-up for a run or an evaluation (`environment_settings`: the one read of the environment on this
-side), else its documented default. Why the fields are not `dg.EnvVar`s: every variable here is
+where a run may set it. A field left unset (None, never an empty string) means the variable,
+read when the resource is first asked for its settings in a run or an evaluation
+(`environment_settings`: the one read of the environment on this side, once per resource),
+else its documented default. Why the fields are not `dg.EnvVar`s: every variable here is
 optional with a default, and Dagster 1.13's `EnvVar` has no default (an unset one fails the
 run: dagster-io/dagster#3947, #16232); docs/deployment.md says more.
 """
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 # Every process that loads the definitions pays for what it imports, and most of them (the
 # daemon's code server, the checks runs, sensor and schedule evaluations) never collect.
 PAGE_INTERVAL_S = 1.0
-EMPTY_MEANS = "; empty: the environment variable, else its default (README, Environment)"
+UNSET_MEANS = "; unset: the environment variable, else its default (README, Environment)"
 
 
 def environment_settings(overrides: Mapping[str, str] | None = None) -> Settings:
@@ -53,57 +54,60 @@ def environment_settings(overrides: Mapping[str, str] | None = None) -> Settings
     return Settings.from_env(overrides=overrides)
 
 
-def _set(fields: Mapping[str, str]) -> dict[str, str]:
-    """The fields given a value, by the variable each stands for."""
-    return {name: value for name, value in fields.items() if value.strip()}
-
-
 class RadarResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """Where the pipeline reads and writes (the vault, the provenance store) and the limits of
-    its fetches: the documented environment, one field per variable."""
+    its fetches: the documented environment, one field per variable. A field left unset is the
+    variable, else its default; the settings are read once per resource (`settings`)."""
 
-    vault: str = Field(default="", description=f"{VAULT_ENV}: the vault root{EMPTY_MEANS}")
-    db: str = Field(default="", description=f"{DB_ENV}: the DuckDB file{EMPTY_MEANS}")
-    store_url: str = Field(
-        default="",
+    vault: str | None = Field(default=None, description=f"{VAULT_ENV}: the vault root{UNSET_MEANS}")
+    db: str | None = Field(default=None, description=f"{DB_ENV}: the DuckDB file{UNSET_MEANS}")
+    store_url: str | None = Field(
+        default=None,
         description=f"{STORE_URL_ENV}: a postgresql:// provenance store (the team profile)"
-        f"{EMPTY_MEANS}",
+        f"{UNSET_MEANS}",
     )
-    allowed_private_hosts: str = Field(
-        default="",
+    allowed_private_hosts: str | None = Field(
+        default=None,
         description=f"{ALLOWED_PRIVATE_HOSTS_ENV}: comma list of private hosts that may be "
-        f"fetched{EMPTY_MEANS}",
+        f"fetched{UNSET_MEANS}",
     )
-    user_agent_contact: str = Field(
-        default="",
+    user_agent_contact: str | None = Field(
+        default=None,
         description=f"{USER_AGENT_CONTACT_ENV}: an e-mail address or URL sent in the "
-        f"User-Agent{EMPTY_MEANS}",
+        f"User-Agent{UNSET_MEANS}",
     )
-    host_max_in_flight: str = Field(
-        default="",
+    host_max_in_flight: str | None = Field(
+        default=None,
         description=f"{HOST_MAX_IN_FLIGHT_ENV}: requests in flight per host, e.g. "
-        f"8,github.com=4{EMPTY_MEANS}",
+        f"8,github.com=4{UNSET_MEANS}",
     )
-    run_retention_days: str = Field(
-        default="",
-        description=f"{RUN_RETENTION_DAYS_ENV}: days of run history kept by the prune{EMPTY_MEANS}",
+    run_retention_days: int | None = Field(
+        default=None,
+        description=f"{RUN_RETENTION_DAYS_ENV}: days of run history kept by the prune{UNSET_MEANS}",
     )
+
+    # The settings of this resource, read on first use: a run's ops, checks and sensors ask
+    # for them many times; the environment is read once per resource (a run, an evaluation).
+    _settings: Settings | None = PrivateAttr(default=None)
 
     def settings(self) -> Settings:
         """The settings this resource stands for: its fields over the environment."""
-        return environment_settings(
-            _set(
-                {
-                    VAULT_ENV: self.vault,
-                    DB_ENV: self.db,
-                    STORE_URL_ENV: self.store_url,
-                    ALLOWED_PRIVATE_HOSTS_ENV: self.allowed_private_hosts,
-                    USER_AGENT_CONTACT_ENV: self.user_agent_contact,
-                    HOST_MAX_IN_FLIGHT_ENV: self.host_max_in_flight,
-                    RUN_RETENTION_DAYS_ENV: self.run_retention_days,
-                }
+        if self._settings is None:
+            fields = {
+                VAULT_ENV: self.vault,
+                DB_ENV: self.db,
+                STORE_URL_ENV: self.store_url,
+                ALLOWED_PRIVATE_HOSTS_ENV: self.allowed_private_hosts,
+                USER_AGENT_CONTACT_ENV: self.user_agent_contact,
+                HOST_MAX_IN_FLIGHT_ENV: self.host_max_in_flight,
+                RUN_RETENTION_DAYS_ENV: None
+                if self.run_retention_days is None
+                else str(self.run_retention_days),
+            }
+            self._settings = environment_settings(
+                {name: value for name, value in fields.items() if value is not None}
             )
-        )
+        return self._settings
 
     def paths(self) -> RadarPaths:
         """The vault and the store of these settings."""

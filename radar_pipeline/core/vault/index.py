@@ -82,23 +82,25 @@ def index_row_from_note(signal_id: str, note: SignalNote) -> tuple[Any, ...]:
     )
 
 
-def reconcile(con: Connection, vault: Path, on_disk: set[str] | None = None) -> IndexRepair:
+def reconcile(
+    con: Connection, vault: Path, on_disk: set[str] | None = None, now: datetime | None = None
+) -> IndexRepair:
     """Index every Signal file that has no row (a crash between file and record leaves one).
 
     `on_disk`: the Signal ids of the folder's files, from a listing the caller already made
-    (None: list the folder here)."""
+    (None: list the folder here). `now`: the run's clock, the time a re-key records (`rekey`)."""
     on_disk = list_signal_ids(vault) if on_disk is None else on_disk
     if not on_disk:
         return IndexRepair(0, ())
     indexed = stored_signals.indexed_signal_ids(con)
-    return _index_files(con, vault, sorted(on_disk - indexed))
+    return _index_files(con, vault, sorted(on_disk - indexed), now)
 
 
-def reconcile_known(con: Connection, vault: Path) -> IndexRepair:
+def reconcile_known(con: Connection, vault: Path, now: datetime | None = None) -> IndexRepair:
     """`reconcile` for a folder that is as its recorded state says: its files are the names
     the stored facts hold, so the unindexed ones come from one query, not a listing."""
     stems = stored_facts.unindexed_stems(con)
-    return _index_files(con, vault, sorted(s for s in stems if SIGNAL_ID_RE.fullmatch(s)))
+    return _index_files(con, vault, sorted(s for s in stems if SIGNAL_ID_RE.fullmatch(s)), now)
 
 
 def files_of_identities(con: Connection, identities: list[str]) -> dict[str, str]:
@@ -108,10 +110,12 @@ def files_of_identities(con: Connection, identities: list[str]) -> dict[str, str
     return {identity_of(stem): stem for stem in stems}
 
 
-def _index_files(con: Connection, vault: Path, missing: list[str]) -> IndexRepair:
+def _index_files(
+    con: Connection, vault: Path, missing: list[str], now: datetime | None
+) -> IndexRepair:
     """Read and index the Signal files `missing` names (unreadable ones are skipped, named)."""
     if not missing:
-        return IndexRepair(0, (), rekey(con))
+        return IndexRepair(0, (), rekey(con, now))
     rows, unreadable = [], []
     facts: list[tuple[str, FactsKey, SignalFile]] = []
     for done, signal_id in enumerate(missing, 1):
@@ -140,24 +144,25 @@ def _index_files(con: Connection, vault: Path, missing: list[str]) -> IndexRepai
         facts.append((path.name, key, facts_of_written(path.name, fm, text)))
     insert_signals(con, rows)
     record_facts(con, facts)
-    return IndexRepair(len(rows), tuple(unreadable), rekey(con))
+    return IndexRepair(len(rows), tuple(unreadable), rekey(con, now))
 
 
-def rebuild(store: Store, vault: Path) -> IndexRepair:
+def rebuild(store: Store, vault: Path, now: datetime) -> IndexRepair:
     """Drop the Signal index and derive it again from the vault files, re-keying every Signal
-    indexed under another identity version (its aliases are derived data too)."""
+    indexed under another identity version (its aliases are derived data too), at `now` (the
+    command's clock)."""
 
     def derive(con: Connection) -> IndexRepair:
         # The audits' per-file facts too: reconcile records them again from the same reads;
         # they no longer name every file, so the folder's recorded state goes with them.
         stored_signals.clear_derived(con)
         forget_state(con)
-        return reconcile(con, vault)
+        return reconcile(con, vault, now=now)
 
     return store.atomically(derive)
 
 
-def rekey(con: Connection) -> Rekey:
+def rekey(con: Connection, now: datetime | None = None) -> Rekey:
     """Give every Signal indexed under another identity version its current identity.
 
     The identity is recomputed from what the Signal file recorded (sourceId, canonicalUrl
@@ -187,7 +192,10 @@ def rekey(con: Connection) -> Rekey:
         aliases.append((current, str(signal_id), str(source_id), canonical))
     if aliases:
         # An alias equal to the Signal's own identity only marks it as checked at `version`.
-        stored_signals.insert_aliases(con, aliases, version, datetime.now(UTC))
+        # `now`: the run's clock. None only from the collection's dedupe stage, which does not
+        # hand its clock down yet (core/collect/collector.py): the real time.
+        recorded = now if now is not None else datetime.now(UTC)
+        stored_signals.insert_aliases(con, aliases, version, recorded)
     if conflicts:
         log.warning("re-key: %d Signals share an identity with an older one", len(conflicts))
     return Rekey(version, len(aliases), changed, tuple(conflicts))
