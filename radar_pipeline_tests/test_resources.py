@@ -4,12 +4,15 @@ resource wins over the environment, and the clock is one of them."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from radar_pipeline.cli import main
+from radar_pipeline.cli.shell import dagster_instance
 from radar_pipeline.core import config
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import AS_OF_ENV, Settings, clock_from_env
@@ -83,3 +86,19 @@ def test_the_collection_resource_uses_the_settings_it_is_given(
         assert (collector.paths, collector.workers.count) == (settings.paths, 1)
     finally:
         resource.teardown_after_execution(dg.build_init_resource_context())
+
+
+def test_a_run_the_command_launches_gets_the_settings_it_read(
+    radar_env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`radar cleanup` hands its run the settings it read, as the `radar` resource's config
+    (what the run's page and the Launchpad show), and its clock as the run's time."""
+    assert main(["cleanup", "--as-of", format_utc(T), "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["dagsterRunId"]
+    run = dagster_instance(Settings.from_env()).get_run_by_id(run_id)
+    assert run is not None
+    radar = run.run_config["resources"]["radar"]["config"]
+    assert (radar["vault"], radar["db"]) == (str(radar_env["vault"]), str(radar_env["db"]))
+    assert radar["run_retention_days"] == 30
+    assert radar.get("store_url") == (Settings.from_env().store_url or None)
+    assert run.run_config["ops"]["weekly_cleanup"]["config"]["as_of"] == format_utc(T)

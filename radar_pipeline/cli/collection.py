@@ -147,7 +147,9 @@ def cmd_cleanup(args: argparse.Namespace, settings: Settings) -> int:
     from radar_pipeline.defs.cleanup.launch import launch_cleanup
 
     as_of = as_of_arg(args)
-    close = launch_cleanup(dagster_definitions(), dagster_instance(settings), as_of, now=args.clock)
+    close = launch_cleanup(
+        dagster_definitions(), dagster_instance(settings), as_of, now=args.clock, settings=settings
+    )
     emit(
         args,
         close,

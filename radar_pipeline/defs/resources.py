@@ -150,6 +150,36 @@ class ClockResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         return self.fixed() or datetime.now(UTC)
 
 
+def settings_run_config(settings: Settings) -> dict[str, object]:
+    """The part of a run's config that hands it the settings its launcher read (the `radar`
+    command reads the environment once): the run then reads no environment for them, and the
+    Launchpad and the run's page show the values in force."""
+    limit, hosts = settings.host_max_in_flight
+    fields: dict[str, object] = {
+        "vault": str(settings.vault),
+        "db": str(settings.db),
+        "store_url": settings.store_url or None,
+        "allowed_private_hosts": ",".join(settings.allowed_private_hosts) or None,
+        "user_agent_contact": settings.user_agent_contact or None,
+        "host_max_in_flight": ",".join([str(limit), *(f"{h}={n}" for h, n in hosts)]),
+        "run_retention_days": settings.run_retention_days,
+    }
+    config = {name: value for name, value in fields.items() if value is not None}
+    return {"resources": {"radar": {"config": config}}}
+
+
+def with_resources(run_config: Mapping[str, Any], *parts: Mapping[str, Any]) -> dict[str, Any]:
+    """`run_config` with the resource configs of `parts` (`settings_run_config`,
+    `clock_run_config`) merged into its `resources`."""
+    merged = dict(run_config)
+    resources = dict(merged.get("resources", {}))
+    for part in parts:
+        resources.update(part.get("resources", {}))
+    if resources:
+        merged["resources"] = resources
+    return merged
+
+
 def clock_run_config(as_of: str) -> dict[str, object]:
     """The part of a run's config that sets its `clock` resource to `as_of` (nothing for ""):
     every op and check of the run then reads that one time, and the Launchpad shows it."""

@@ -5,11 +5,13 @@ from datetime import datetime
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.contract.operations import CleanupOutput
 from radar_pipeline.core.errors import CleanupRefused, RadarError
 from radar_pipeline.defs import tags
 from radar_pipeline.defs.cleanup.jobs import WEEKLY_CLEANUP_JOB_NAME
 from radar_pipeline.defs.cleanup.partitions import add_week, week_of
+from radar_pipeline.defs.resources import settings_run_config, with_resources
 
 
 class CleanupFailed(RadarError):
@@ -23,6 +25,7 @@ def launch_cleanup(
     instance: dg.DagsterInstance,
     as_of: datetime,
     now: datetime | None = None,
+    settings: Settings | None = None,
 ) -> CleanupOutput:
     """Materialize the week of `as_of` in this process (one Dagster run, its retention check
     after it) on the vault and DuckDB of the environment (`RADAR_VAULT`, `RADAR_DB`).
@@ -31,7 +34,8 @@ def launch_cleanup(
     The week becomes a partition of `weekly_cleanup` first (the partitions are the weeks a
     close was launched for). Raises CleanupRefused (nothing deleted) when the close refuses
     the layout, or when the week is after the running week (the week of `now`: the caller's
-    reading of the wall clock; None: `as_of` is that reading).
+    reading of the wall clock; None: `as_of` is that reading). `settings`: those the caller
+    read (the `radar` command), handed to the run as its `radar` resource's config.
     """
     week = week_of(as_of)
     now_week = week_of(as_of if now is None else now)
@@ -48,6 +52,8 @@ def launch_cleanup(
         # traceback) stays in the run's log in the UI, not on the terminal.
         "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
     }
+    if settings is not None:
+        run_config = with_resources(run_config, settings_run_config(settings))
     result = job.execute_in_process(
         run_config=run_config,
         instance=instance,
