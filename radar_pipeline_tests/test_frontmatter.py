@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import (
+    FrontmatterUpdate,
     apply_updates,
     format_scalar,
     split_frontmatter,
@@ -151,31 +152,25 @@ def test_update_keeps_bom_and_mode(tmp_path: Path) -> None:
 def test_a_concurrent_edit_is_kept_and_the_update_reapplied(tmp_path: Path) -> None:
     path = _write(tmp_path, PERSONAL)
     person = PERSONAL.replace("Headlines only.", "Headlines only, edited by Ana.")
-    calls: list[int] = []
+    attempt = FrontmatterUpdate.read(path, UPDATES)
+    path.write_text(person, encoding="utf-8")  # the person's save lands between read and write
 
-    def person_saves(target: Path) -> None:
-        calls.append(1)
-        if len(calls) == 1:  # the person's save lands between our read and our replace
-            target.write_text(person, encoding="utf-8")
-
-    update_frontmatter_keys(path, UPDATES, on_before_replace=person_saves)
-    assert len(calls) == 2
+    assert attempt.apply() is False  # nothing written over the person's save
+    assert path.read_text(encoding="utf-8") == person
+    update_frontmatter_keys(path, UPDATES)  # the next attempt applies to the new content
     assert path.read_text(encoding="utf-8") == UPDATED.replace(
         "Headlines only.", "Headlines only, edited by Ana."
     )
 
 
-def test_a_file_that_never_settles_is_refused_not_overwritten(tmp_path: Path) -> None:
+def test_a_file_that_keeps_changing_is_never_overwritten(tmp_path: Path) -> None:
     path = _write(tmp_path, PERSONAL)
-    edits = iter(range(100))
-
-    def keeps_editing(target: Path) -> None:
-        target.write_text(PERSONAL + f"edit {next(edits)}\n", encoding="utf-8")
-
-    with pytest.raises(RegistryError, match="kept changing"):
-        update_frontmatter_keys(path, UPDATES, retries=2, on_before_replace=keeps_editing)
+    for edit in range(3):
+        attempt = FrontmatterUpdate.read(path, UPDATES)
+        path.write_text(PERSONAL + f"edit {edit}\n", encoding="utf-8")
+        assert attempt.apply() is False
     assert path.read_text(encoding="utf-8") == PERSONAL + "edit 2\n"
-    assert [p.name for p in tmp_path.iterdir()] == ["source.md"]
+    assert [p.name for p in tmp_path.iterdir()] == ["source.md"]  # no temp file left
 
 
 def test_hundred_updates_change_only_the_values(tmp_path: Path) -> None:

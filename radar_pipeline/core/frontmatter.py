@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -317,23 +317,19 @@ def _read_text(path: Path) -> tuple[bytes, str]:
 
 
 def update_frontmatter_keys(
-    path: Path,
-    updates: Mapping[str, str | int | None],
-    *,
-    retries: int = 5,
-    on_before_replace: Callable[[Path], None] | None = None,
+    path: Path, updates: Mapping[str, str | int | None], *, retries: int = 5
 ) -> None:
     """Set frontmatter keys of the note at `path` atomically, keeping every other byte.
 
     A key that is missing is appended at the end of the frontmatter; None or "" writes `key:`.
     If the file changes between reading and replacing (a person saving in Obsidian), the update
-    is re-applied to the new content, up to `retries` times; a person's edit is never lost.
-    `on_before_replace` runs just before the final check (a seam for tests of that race).
-    Raises RegistryError when the frontmatter is broken or a key holds a multi-line value.
+    is re-applied to the new content (`FrontmatterUpdate`), up to `retries` times; a person's
+    edit is never lost. Raises RegistryError when the frontmatter is broken or a key holds a
+    multi-line value.
     """
     try:
         for _ in range(retries + 1):
-            if _replace_if_unchanged(path, updates, on_before_replace):
+            if FrontmatterUpdate.read(path, updates).apply():
                 return
     except OSError as exc:
         raise RegistryError(
@@ -344,27 +340,35 @@ def update_frontmatter_keys(
     )
 
 
-def _replace_if_unchanged(
-    path: Path,
-    updates: Mapping[str, str | int | None],
-    on_before_replace: Callable[[Path], None] | None,
-) -> bool:
-    """One read-apply-replace attempt; False when the file changed under us (nothing written)."""
-    original, text = _read_text(path)
-    new = apply_updates(text, updates).encode("utf-8")
-    if new == original:
-        return True
-    # The note keeps its own mode (a person may have chosen it).
-    temp = write_temp(path, new, stat.S_IMODE(path.stat().st_mode))
-    try:
-        if on_before_replace is not None:
-            on_before_replace(path)
-        # Compare content, not mtime: mtime granularity can hide a quick second save. A save
-        # landing between this read and the replace is still possible (no lock binds Obsidian);
-        # the window is microseconds, against seconds between a person's saves.
-        if path.read_bytes() != original:
-            return False
-        replace_with(temp, path)
-        return True
-    finally:
-        temp.unlink(missing_ok=True)
+@dataclass(frozen=True)
+class FrontmatterUpdate:
+    """One read-apply-replace attempt on a note: the bytes read (`original`) and what they
+    become with the updates (`new`). `apply` replaces the note only while it still holds the
+    bytes read, so a person's save in between is never overwritten."""
+
+    path: Path
+    original: bytes
+    new: bytes
+
+    @classmethod
+    def read(cls, path: Path, updates: Mapping[str, str | int | None]) -> FrontmatterUpdate:
+        """Read the note and apply `updates` to its text (nothing written yet)."""
+        original, text = _read_text(path)
+        return cls(path, original, apply_updates(text, updates).encode("utf-8"))
+
+    def apply(self) -> bool:
+        """Write the updated note; False when it changed since `read` (nothing written)."""
+        if self.new == self.original:
+            return True
+        # The note keeps its own mode (a person may have chosen it).
+        temp = write_temp(self.path, self.new, stat.S_IMODE(self.path.stat().st_mode))
+        try:
+            # Compare content, not mtime: mtime granularity can hide a quick second save. A
+            # save landing between this read and the replace is still possible (no lock binds
+            # Obsidian); the window is microseconds, against seconds between a person's saves.
+            if self.path.read_bytes() != self.original:
+                return False
+            replace_with(temp, self.path)
+            return True
+        finally:
+            temp.unlink(missing_ok=True)

@@ -21,10 +21,25 @@ import pytest
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.locks import LockBook
 from radar_pipeline.core.store.connection import Store
-from radar_pipeline.core.store.postgres import held_source_locks, source_lock_key
+from radar_pipeline.core.store.postgres import SOURCE_LOCK_CLASS, connect, source_lock_key
 from radar_pipeline_tests.conftest import store_url_under_test
 from radar_pipeline_tests.feedserver import FeedServer, drip
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
+
+
+def held_source_locks(url: str) -> list[int]:
+    """The Source lock keys any session of the server holds now (pg_locks)."""
+    con = connect(url)
+    try:
+        rows = con.raw.execute(
+            "SELECT objid::INTEGER FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 "
+            "AND granted",
+            [SOURCE_LOCK_CLASS],
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+    finally:
+        con.close()
+
 
 pytestmark = pytest.mark.skipif(
     not store_url_under_test(), reason="needs a PostgreSQL store: run `make test-postgres`"

@@ -271,17 +271,3 @@ class SourceLocks:
             if self._con is not None:
                 self._con.close()
                 self._con = None
-
-
-def held_source_locks(url: str) -> list[int]:
-    """The Source lock keys any session holds now (for tests and operators)."""
-    con = connect(url)
-    try:
-        rows = con.raw.execute(
-            "SELECT objid::INTEGER FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 "
-            "AND granted",
-            [SOURCE_LOCK_CLASS],
-        ).fetchall()
-        return [int(r[0]) for r in rows]
-    finally:
-        con.close()
