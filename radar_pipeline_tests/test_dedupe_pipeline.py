@@ -465,7 +465,7 @@ def test_identity_rule_change_rekeys_instead_of_duplicating(
     ) == [(old["k1"],)]
 
     # The index is derived data: rebuilt from the vault, it is re-keyed again, same result.
-    repair = index.rebuild(env_store(), vault)
+    repair = index.rebuild(env_store(), vault, datetime.now(UTC))
     assert repair.indexed == 3 and repair.rekey is not None
     assert (repair.rekey.identity_version, repair.rekey.rekeyed, repair.rekey.aliased) == (2, 3, 3)
     serve(radar_env, feed_server, "keyed", rss(changed))

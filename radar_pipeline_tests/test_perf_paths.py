@@ -312,7 +312,7 @@ def test_facts_written_by_the_collection_equal_a_fresh_read_and_follow_edits(
     # `radar index rebuild` reads every file anyway: it replaces their facts from that read.
     with store.transaction() as con:
         con.execute("UPDATE audit_signal_files SET error = 'stale'")
-    assert index.rebuild(store, vault).indexed == 3
+    assert index.rebuild(store, vault, datetime.now(UTC)).indexed == 3
     rebuilt = _stored_facts(store)
     assert sorted(rebuilt) == sorted(p.name for p in signal_files(vault))
     for path in signal_files(vault):
@@ -670,7 +670,7 @@ def test_a_row_removed_after_the_listing_is_read_again_in_the_checks_transaction
     run_audits(Settings.from_env().paths, NOW)  # every file's facts are stored
     update = gather_facts(vault, store)  # the check lists the folder ...
     assert [name for name, _, _ in update.fresh] == [second.name]  # unreadable: read each time
-    index.rebuild(store, vault)  # ... a rebuild keeps only what it indexes ...
+    index.rebuild(store, vault, datetime.now(UTC))  # ... a rebuild keeps only what it indexes ...
     assert sorted(_stored_facts(store)) == [first.name]
     with store.transaction() as con:  # ... then the check's transaction
         open_facts(con, vault, update)

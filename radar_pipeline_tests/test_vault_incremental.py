@@ -318,7 +318,7 @@ def test_rebuild_forgets_the_state_so_the_next_read_is_a_full_one(
     from radar_pipeline.core.vault.index import rebuild
 
     seeded(radar_env)
-    rebuild(env_store(), radar_env["vault"])
+    rebuild(env_store(), radar_env["vault"], datetime.now(UTC))
     assert stored_state(radar_env) is None
     assert incremental(radar_env)["idempotency"].scan["folder_scan"] == "rescanned"
 

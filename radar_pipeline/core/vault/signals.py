@@ -220,15 +220,9 @@ def read_signal_frontmatter(path: Path) -> dict[str, Any]:
     return parse_signal_frontmatter(text, path)
 
 
-def read_signal_note(path: Path) -> SignalNote:
-    """A Signal file's frontmatter read back through `SignalNote`; VaultError naming the first
-    key that does not hold what the model says (`signal_note_problems` lists them all)."""
-    fm = read_signal_frontmatter(path)
-    return signal_note_of(fm, path)
-
-
 def signal_note_of(fm: dict[str, Any], path: Path) -> SignalNote:
-    """`fm` (a Signal file's frontmatter, read) as a `SignalNote`; VaultError if it is not one."""
+    """`fm` (a Signal file's frontmatter, read) as a `SignalNote`; VaultError naming the first
+    key that does not hold what the model says (`model_problems` lists them all)."""
     try:
         return SignalNote.model_validate(fm)
     except ValidationError as exc:
