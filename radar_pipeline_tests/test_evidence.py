@@ -15,7 +15,7 @@ from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.defs.evidence.assets import evidence_snapshot as evidence_asset
-from radar_pipeline.defs.resources import RadarResource
+from radar_pipeline.defs.resources import ClockResource, RadarResource
 from radar_pipeline_tests.conftest import empty_postgres_store, store_url_under_test
 from radar_pipeline_tests.evidencekit import content_rss, radar_json, radar_process
 from radar_pipeline_tests.feedserver import FeedServer
@@ -156,7 +156,9 @@ def test_evidence_snapshot_asset_materializes_the_report(
     assert radar_json(capsys, "collect", "--all")[0] == 0
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
         result = dg.materialize(
-            [evidence_asset], instance=instance, resources={"radar": RadarResource()}
+            [evidence_asset],
+            instance=instance,
+            resources={"radar": RadarResource(), "clock": ClockResource()},
         )
     [mat] = result.asset_materializations_for_node("evidence_snapshot")
     meta = mat.metadata
@@ -192,7 +194,7 @@ def test_evidence_follows_every_run_that_evaluated_checks(
         assert "evaluated no check" in skipped
         # The requested job materializes the snapshot.
         run = defs.resolve_job_def("evidence_snapshot_job").execute_in_process(
-            instance=instance, resources={"radar": RadarResource()}
+            instance=instance, resources={"radar": RadarResource(), "clock": ClockResource()}
         )
         [mat] = run.asset_materializations_for_node("evidence_snapshot")
         assert mat.metadata["signals"].value == 1
