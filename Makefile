@@ -107,13 +107,21 @@ test-postgres: bytecode
 # and warn that it "will not be used" (the home's copy is the one in use).
 # `exec` makes dg dev the recipe's own process: Ctrl-C (SIGINT to the terminal's process
 # group) reaches it directly and it stops the webserver, the daemon and the code servers.
+# Started in the background by a script (`make ui &`, `setsid make ui &`), every process
+# inherits SIGINT ignored (POSIX, job control off), and dg dev gives SIGTERM the handler
+# SIGINT has: both would be ignored, and only SIGHUP would stop it. So dg dev is exec'd by a
+# Python line that first puts SIGINT back to its default (a shell cannot: a signal ignored on
+# entry stays ignored): SIGTERM to make's PID (make hands it to dg dev) or SIGINT to the
+# group then stop it all (README, "The UI").
+UI_EXEC := "$(abspath $(BIN))/python" -c 'import os, signal, sys;   signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])'
+
 UI_ENV := DAGSTER_HOME="$(abspath $(UI_HOME))" \
   $(if $(RADAR_VAULT),RADAR_VAULT="$(abspath $(RADAR_VAULT))") \
   $(if $(RADAR_DB),RADAR_DB="$(abspath $(RADAR_DB))")
 define start_ui
 	@$(UI_ENV) $(BIN)/python -m radar_pipeline.defs.instance
 	@echo "dg dev on http://127.0.0.1:$(UI_PORT), instance $(abspath $(UI_HOME)), schedules and sensors $(1)"
-	cd "$(abspath $(UI_HOME))" && $(UI_ENV) RADAR_AUTOMATION=$(2) exec "$(abspath $(BIN))/dg" dev \
+	cd "$(abspath $(UI_HOME))" && $(UI_ENV) RADAR_AUTOMATION=$(2) exec $(UI_EXEC) "$(abspath $(BIN))/dg" dev \
 	  -w "$(CURDIR)/workspace.yaml" -h 127.0.0.1 -p $(UI_PORT)
 endef
 

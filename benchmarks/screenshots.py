@@ -2,19 +2,21 @@
 UI as a person sees it, photographed by headless Chromium for docs/operations.md.
 
 Re-runnable: everything lives in a temp directory (vault, DuckDB file, DAGSTER_HOME) and is
-removed after; only the PNGs are written, to docs/screenshots/ by default. The feeds are a
-loopback server (radar_pipeline_tests/feedserver.py): three Sources answer with a feed, one
-answers 500 and one points at a closed port (a network error), so the pictures show failed
-partitions beside materialized ones. The steps:
+removed after; only the PNGs are written, to docs/screenshots/ by default. The vault is the
+demo vault a new user's `make run` leaves (a copy of data/vault-template: five production
+Sources and three fixture Sources), with one change so that no request leaves the machine:
+each production Source's `url` points at a closed loopback port, so it fails with a network
+error as it does offline. The steps:
 
 1. `radar collect --all` collects every Source (a CLI collection: it makes the partitions,
-   and runs its checks itself), before the UI starts, so the collection schedule finds no
-   Source due and the pictures do not depend on a race with it;
+   and runs its checks itself) before the UI starts, as `make run` does: Failed 5 /
+   Materialized 3;
 2. `dagster dev` starts on 127.0.0.1 (the port from `--port`, else from the kernel) with the
    temp home, every schedule and sensor running, as `make ui` starts them;
-3. a backfill of two Sources, one failing, is launched the way the UI's "Materialize
-   selected" dialog launches it (`launchPartitionBackfill`), and the script waits until it
-   and every run it caused (the checks, the evidence snapshot) have ended;
+3. a backfill of one failing Source is launched the way the asset page's "Materialize"
+   dialog launches it (`launchPartitionBackfill`); it fails, and the script waits until the
+   checks run that follows it made each check's newest execution an evaluation again (the
+   Checks tab after a failed backfill);
 4. headless Chromium (`/usr/bin/chromium`, Debian's package: `apt-get install -y chromium`)
    opens each page of PAGES at 1400x1000 and is driven over the DevTools protocol (the
    `websockets` package, already in the lock as the webserver's): the picture is taken once
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import shutil
 import subprocess
@@ -44,24 +47,22 @@ from websockets.sync.client import ClientConnection, connect
 from benchmarks.measure import REPO
 from radar_pipeline_tests.daemonkit import DagsterDev, free_port, wait_for
 from radar_pipeline_tests.faults.farm import RadarHome
-from radar_pipeline_tests.feedserver import FeedServer
-from radar_pipeline_tests.vaultkit import rss, write_source
 
 BIN = Path(sys.executable).parent
 CHROMIUM = "/usr/bin/chromium"
-PASSING = ("engineering-blog", "release-notes", "changelog")
-SERVER_ERROR = "status-page"  # answers 500
-UNREACHABLE = "old-mirror"  # a closed loopback port: a network error
-BACKFILL = (PASSING[0], SERVER_ERROR)
+TEMPLATE = REPO / "data" / "vault-template"
+FAILING = "openai-news"  # a production Source of the demo vault: the one backfilled
+BACKFILL = (FAILING,)
 # Name -> (path of the page, texts the page shows once loaded, each at least once or, as
 # `text*N`, N times; `{backfill}` is the backfill's id): what docs/operations.md shows.
 PAGES = {
     "signals-partitions": (
-        f"/assets/signals?view=partitions&partition={SERVER_ERROR}",
-        ("Failed (2)", "Materialized (3)", SERVER_ERROR),
+        f"/assets/signals?view=partitions&partition={FAILING}",
+        ("Failed (5)", "Materialized (3)", FAILING),
     ),
     "signals-checks": ("/assets/signals?view=checks", ("accounting", "on_cadence")),
-    "backfills": ("/overview/backfills", ("{backfill}",)),
+    # Runs > Backfills (Dagster 1.13 redirects the old /overview/backfills here).
+    "backfills": ("/runs?view=backfills", ("{backfill}",)),
     # Its rows load one by one: every schedule's and sensor's kind line is the last to come.
     "automation": (
         "/automation",
@@ -89,24 +90,21 @@ LOAD_TIMEOUT_S = 180  # a loaded 2-core machine answers the UI's queries slowly
 SETTLE_S = 10  # after the markers appear: late requests (each row's status), the layout
 
 
-def feed(source_id: str) -> bytes:
-    return rss(
-        [
-            {
-                "title": f"{source_id}: item {i}",
-                "guid": f"{source_id}-{i}",
-                "link": f"https://example.com/{source_id}/{i}",
-            }
-            for i in range(3)
-        ]
-    )
-
-
-def write_vault(home: RadarHome, server: FeedServer) -> None:
-    for sid in PASSING:
-        write_source(home.vault, sid, server.add(f"/{sid}.xml", feed(sid)))
-    write_source(home.vault, SERVER_ERROR, server.add(f"/{SERVER_ERROR}.xml", b"down", status=500))
-    write_source(home.vault, UNREACHABLE, f"http://127.0.0.1:{free_port()}/feed.xml")
+def write_vault(home: RadarHome) -> list[str]:
+    """The demo vault, each production Source's `url` on a closed loopback port; returns
+    every Source id."""
+    shutil.copytree(TEMPLATE, home.vault, dirs_exist_ok=True)
+    closed = free_port()
+    ids = []
+    for note in sorted((home.vault / "Radar" / "Sources").glob("*.md")):
+        text = note.read_text(encoding="utf-8")
+        ids.append(note.stem)
+        if "\nurl: http" in text:
+            head, _, rest = text.partition("\nurl: ")
+            rest = rest.split("\n", 1)[1]
+            url = f"http://127.0.0.1:{closed}/{note.stem}.xml"
+            note.write_text(f"{head}\nurl: {url}\n{rest}", encoding="utf-8")
+    return ids
 
 
 def radar(env: dict[str, str], *args: str) -> dict[str, Any]:
@@ -133,6 +131,35 @@ def settled(dev: DagsterDev, quiet_s: float) -> bool | None:
         return None
     ended = max((r.end_time or 0.0 for r in records), default=0.0)
     return True if time.time() - ended >= quiet_s else None
+
+
+CHECKS = """
+query($key: AssetKeyInput!) {
+  assetNodeOrError(assetKey: $key) { ... on AssetNode { assetChecksOrError {
+    ... on AssetChecks { checks { name executionForLatestMaterialization { runId status } } } } } }
+}
+"""
+
+
+def checks_evaluated_after(dev: DagsterDev, run_ids: set[str]) -> bool | None:
+    """True once each check's newest execution on `signals` is an evaluation (passed or
+    failed) by a run other than `run_ids` (the backfill's)."""
+    node = dev.graphql(CHECKS, {"key": {"path": ["signals"]}})["assetNodeOrError"]
+    for check in node["assetChecksOrError"]["checks"]:
+        execution = check["executionForLatestMaterialization"]
+        if execution is None or execution["runId"] in run_ids:
+            return None
+        if execution["status"] not in ("SUCCEEDED", "FAILED"):
+            return None
+    return True
+
+
+def backfill_runs(dev: DagsterDev, backfill_id: str) -> set[str]:
+    import dagster as dg
+
+    with dev.instance() as instance:
+        runs = instance.get_runs(dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
+    return {r.run_id for r in runs}
 
 
 def backfill_done(dev: DagsterDev, backfill_id: str) -> bool | None:
@@ -256,13 +283,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    server = FeedServer().start()
     root = Path(tempfile.mkdtemp(prefix="radar-screenshots-"))
     missing: list[str] = []  # pages photographed before they showed their markers
     failed_ticks: list[str] = []  # schedules' and sensors' failed ticks, with their errors
     try:
         home = RadarHome(root)
-        write_vault(home, server)
+        every = write_vault(home)
         env = home.environ()
         dev = DagsterDev(home.home, env, root / "dagster-dev.log")
         if args.port:
@@ -274,10 +300,20 @@ def main(argv: list[str] | None = None) -> int:
         )
         with dev:
             print(f"dagster dev on {dev.base}, home {home.home}", flush=True)
-            dev.wait_partitions([*PASSING, SERVER_ERROR, UNREACHABLE], timeout=300)
+            dev.wait_partitions(every, timeout=300)
             backfill_id = dev.launch_backfill(list(BACKFILL))
             wait_for("the backfill", lambda: backfill_done(dev, backfill_id), 600, 2)
-            wait_for("the runs to settle", lambda: settled(dev, 75), 900, 5)
+            runs = backfill_runs(dev, backfill_id)
+            wait_for(
+                "the checks after the backfill",
+                lambda: checks_evaluated_after(dev, runs),
+                600,
+                5,
+            )
+            # The schedule retries the failing Sources at their backoffs' ends: a quiet
+            # moment between those runs, if one comes (the pictures do not need it).
+            with contextlib.suppress(AssertionError):
+                wait_for("the runs to settle", lambda: settled(dev, 30), 300, 5)
             print(f"backfill {backfill_id} ended; partitions {dev.partition_statuses()}")
             # What a person's "Skip" on the UI's first-visit "Join the Dagster community"
             # dialog sends; otherwise that dialog covers every picture.
@@ -299,7 +335,6 @@ def main(argv: list[str] | None = None) -> int:
             for line in failed_ticks:
                 print(f"failed tick: {line}", flush=True)
     finally:
-        server.stop()
         shutil.rmtree(root, ignore_errors=True)
     return 1 if missing or failed_ticks else 0
 

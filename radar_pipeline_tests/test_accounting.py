@@ -239,7 +239,7 @@ def test_scrolled_past_feed_is_a_possible_gap_and_an_overlapping_one_is_not(
     assert "| scroll |" in text and "shorten its cadence" in text and "| overlap |" not in text
     evidence = radar_report()
     assert [g["source"] for g in evidence["possibleGaps"]] == ["scroll"]
-    assert evidence["checks"]["gaps"]["findings"] == 1
+    assert evidence["checks"]["possible_gaps"]["findings"] == 1
     assert "possible gap: scroll" in radar_report_text()
 
 
@@ -264,7 +264,7 @@ def test_quiet_source_is_silent_only_after_three_times_its_rhythm(
     collect(radar_env, T + timedelta(days=3, hours=1))  # 3.04 rhythms, checks still passing
     evidence = radar_report()
     assert evidence["silentSources"] == ["quiet"]
-    assert evidence["checks"]["silence"]["findings"] == 1
+    assert evidence["checks"]["silent_sources"]["findings"] == 1
     evaluation = run_checks(instance, SILENT_SOURCES.key)["silent_sources"]
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
     assert "| quiet |" in table(evaluation) and "| young |" not in table(evaluation)

@@ -13,7 +13,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from radar_pipeline.core.audit.run import run_audits
+from radar_pipeline.core.audit.run import DECLARED_SEVERITY, run_audits
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.store.connection import Store
@@ -402,8 +402,7 @@ def test_checks_are_unpartitioned_and_documented() -> None:
 
 # ---- the shape of a checks run --------------------------------------------------------------
 
-# The audit of core/audit/run.py behind each check that an audit judges (`on_cadence` is judged
-# from cadence.py's rule instead).
+# The audit of core/audit/run.py behind each check (core/audit/run.py, CHECK_NAMES).
 AUDIT_BEHIND = {
     **{key.name: audit for key, audit in AUDIT_OF.items()},
     "registry_validity": "registry",
@@ -452,8 +451,10 @@ def test_a_collections_checks_run_is_three_steps_with_each_check_evaluated_once(
         evaluation = evaluations[name]
         assert evaluation.passed == audits[audit].passed, name
         assert evaluation.description == audits[audit].headline, name
-        if not evaluation.passed:
-            assert evaluation.severity.value == audits[audit].severity, name
+        # Failing: the worst finding's severity; passing: the check's declared one.
+        assert evaluation.severity.value == audits[audit].severity, name
+        if evaluation.passed:
+            assert evaluation.severity.value == DECLARED_SEVERITY[audit], name
     assert not evaluations["idempotency"].passed and evaluations["overdue"].passed
     assert evaluations["on_cadence"].metadata["overdue"].value == 0
     assert report["checks"] == {name: e.passed for name, e in evaluations.items()}

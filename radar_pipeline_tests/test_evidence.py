@@ -91,8 +91,8 @@ def test_report_keeps_inventory_and_production_apart(
     assert recovery["postRecoveryOverdue"] == 0
     assert report["retainedTemporary"] == 0  # the manual fixture was not due
     assert report["temporary"]["lastClose"] is None
-    assert report["checks"]["registry"]["passed"] is False
-    assert report["checks"]["registry"]["severity"] == "WARN"
+    assert report["checks"]["registry_validity"]["passed"] is False
+    assert report["checks"]["registry_validity"]["severity"] == "WARN"
     assert all(report["checks"][n]["passed"] for n in ("idempotency", "agreement", "provenance"))
 
 

@@ -452,3 +452,58 @@ def test_a_readers_export_with_an_unescaped_quote_is_read_outline_by_outline() -
     assert [o.url for o in feed_outlines(root)] == ["https://b.example/feed?x=1&y=2"]
     assert [(b.url, b.line) for b in broken] == [("https://a.example/feed", 3)]
     assert broken[0].reason.startswith("broken outline (line 3: not well-formed")
+
+
+def test_html_markup_inside_an_attribute_breaks_one_outline_not_the_file(
+    radar_env: dict[str, Path], tmp_path: Path
+) -> None:
+    """A reader's export whose `description` holds HTML markup with unescaped quotes and angle
+    brackets (the `>` of `<a ...>` is not the end of the outline's tag): that outline is
+    skipped with its line and reason, every other outline is imported, and a DOCTYPE is still
+    refused."""
+    markup = (
+        'description="Project management. By the makers of <a href="https://www.basecamp.com" '
+        'target="_blank" rel="noopener">Basecamp</a>. Since 1999."'
+    )
+    opml = tmp_path / "reader.opml"
+    opml.write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n<opml version="2.0">\n'
+        "<head><title>Reader export</title></head>\n<body>\n"
+        '  <outline text="Dev" title="Dev">\n'
+        '    <outline type="rss" text="Go" xmlUrl="https://go.dev/blog/feed.atom"/>\n'
+        f'    <outline type="rss" text="37signals" xmlUrl="https://37signals.com/feed" {markup}/>\n'
+        '    <outline type="rss" text="Rust" xmlUrl="https://blog.rust-lang.org/feed.xml" '
+        'description="a > b, and x < y"/>\n'
+        "  </outline>\n"
+        f'  <outline type="rss" text="HEY" xmlUrl="https://hey.com/feed" {markup}></outline>\n'
+        '  <outline type="rss" text="Zig" xmlUrl="https://ziglang.org/news/index.xml"/>\n'
+        "</body>\n</opml>\n",
+        encoding="utf-8",
+    )
+    proc = radar_process("sources", "import", str(opml), "--json", env=radar_env)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert sorted(i["url"] for i in result["imported"]) == [
+        "https://go.dev/blog/feed.atom",
+        "https://ziglang.org/news/index.xml",
+    ]
+    skipped = {s["url"]: s["reason"] for s in result["skipped"]}
+    assert skipped == {
+        "https://37signals.com/feed": (
+            "broken outline (line 7: not well-formed (invalid token)): fix it in the OPML"
+        ),
+        "https://blog.rust-lang.org/feed.xml": (
+            "broken outline (line 8: not well-formed (invalid token)): fix it in the OPML"
+        ),
+        "https://hey.com/feed": (
+            "broken outline (line 10: not well-formed (invalid token)): fix it in the OPML"
+        ),
+    }
+    # The folder after the broken outlines still tags the feeds inside it.
+    assert _folder_tags(_source(radar_env, "go")) == ["radar/folder/dev"]
+    doctype = tmp_path / "doctype.opml"
+    doctype.write_text(
+        opml.read_text(encoding="utf-8").replace("<opml", '<!DOCTYPE opml SYSTEM "x.dtd">\n<opml')
+    )
+    proc = radar_process("sources", "import", str(doctype), env=radar_env)
+    assert proc.returncode == 1 and "DOCTYPE" in proc.stderr

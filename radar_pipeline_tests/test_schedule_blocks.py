@@ -64,7 +64,7 @@ def collection_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
     return list(instance.get_runs(dg.RunsFilter(job_name=COLLECT_JOB_NAME)))
 
 
-def test_a_slot_is_collected_once_in_a_block_and_a_failing_source_is_one_failed_partition(
+def test_a_slot_is_collected_once_in_a_block_and_a_failing_source_is_retried_per_backoff_step(
     radar_env: dict[str, Path],
     instance: dg.DagsterInstance,
     feed_server: FeedServer,
@@ -88,22 +88,36 @@ def test_a_slot_is_collected_once_in_a_block_and_a_failing_source_is_one_failed_
     backoff_until = backoff_of("b-down")
     assert isinstance(backoff_until, type(start))
     assert start < backoff_until < start + timedelta(hours=1)
-    # Out of backoff but still in the slot the block covered: not asked for again, and the
-    # two that succeeded are not due for half a cadence at least.
-    for later in (backoff_until + timedelta(seconds=1), start + timedelta(hours=2)):
+    # In its backoff: not asked for. Out of it, still inside the slot the block covered: one
+    # retry of it alone (a failure costs its backoff, not a cadence); the two that passed
+    # are not asked again in their slot, nor due for half a cadence at least.
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(backoff_until - timedelta(seconds=1)))
+    assert due_tick(instance) == []
+    step = backoff_until + timedelta(seconds=1)
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(step))
+    retry = due_tick(instance)
+    assert [r.run_key for r in retry] == [block_key(step, "b-down", "b-down")]
+    assert launch(instance, retry)["b-down"] is False
+    # It failed again: a later backoff, and one run per step, never one per tick.
+    second = backoff_of("b-down")
+    assert isinstance(second, type(start)) and second > step
+    for later in (step + timedelta(minutes=1), second - timedelta(seconds=1)):
         monkeypatch.setenv("RADAR_AS_OF", format_utc(later))
         assert due_tick(instance) == []
-    # Its next slot: one retry (with the other two, due again a cadence after their check).
+    # Its next slot: the block again (the other two are due a cadence after their check).
     next_slot = wave_slot(instance, "b-down", start) + SIX_HOURS
     monkeypatch.setenv("RADAR_AS_OF", format_utc(next_slot))
-    retry = due_tick(instance)
-    assert [r.run_key for r in retry] == [block_key(next_slot, "a-ok", "c-ok")]
-    assert launch(instance, retry)["b-down"] is False
-    again = backoff_of("b-down")
-    assert isinstance(again, type(start)) and again < next_slot + SIX_HOURS
-    monkeypatch.setenv("RADAR_AS_OF", format_utc(again + timedelta(seconds=1)))
-    assert due_tick(instance) == []  # that slot is spent too
-    assert len(collection_runs(instance)) == 2
+    again = due_tick(instance)
+    assert [r.run_key for r in again] == [block_key(next_slot, "a-ok", "c-ok")]
+    assert launch(instance, again)["b-down"] is False
+    # The two that passed: their slot is spent; only b-down comes back, at its backoff's end.
+    third = backoff_of("b-down")
+    assert isinstance(third, type(start)) and next_slot < third < next_slot + SIX_HOURS
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(third - timedelta(seconds=1)))
+    assert due_tick(instance) == []
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(third + timedelta(seconds=1)))
+    assert [block_of(r) for r in due_tick(instance)] == [["b-down"]]
+    assert len(collection_runs(instance)) == 3
 
 
 @pytest.mark.slow  # a run held open for a few seconds by a slow feed

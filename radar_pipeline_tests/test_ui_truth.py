@@ -11,7 +11,11 @@ send (captured from the pages of `dagster dev` 1.13 into `ui_queries/`): the Par
   attempt (the latest run's failure message and the observation the page lists).
 - A backfill from the UI: the Sources it could not check keep their state with the reason on
   their partition; it reads Success when every Source it requested was checked or so skipped,
-  and every check is evaluated after it (none reads "Not evaluated")."""
+  and every check is evaluated after it (none reads "Not evaluated").
+- After a failed backfill of a failing Source (its run carries every check of `signals`, which
+  Dagster records "Execution failed"), each check's newest execution on `signals`, the
+  registry and `weekly_cleanup` is an evaluation that agrees with `radar report --json`, name
+  for name, verdict and severity."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from radar_pipeline.core.audit.run import CHECK_NAMES, DECLARED_SEVERITY
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME
 from radar_pipeline.defs.collection.jobs import EVIDENCE_KEYS_AFTER_COLLECTION
 from radar_pipeline_tests.daemonkit import DagsterDev, wait_for
@@ -76,6 +81,33 @@ def checks_tab(dev: DagsterDev, asset: str) -> dict[str, Any]:
     }
 
 
+def evaluated_after(dev: DagsterDev, run_id: str) -> dict[str, dict[str, Any]] | None:
+    """Every check's newest execution on the three assets, once each is an evaluation recorded
+    by another run than `run_id` (None until then)."""
+    newest: dict[str, dict[str, Any]] = {}
+    for asset in ("signals", "source_registry", "weekly_cleanup"):
+        for name, execution in checks_tab(dev, asset).items():
+            if execution is None or execution["runId"] == run_id:
+                return None
+            if execution["status"] not in ("SUCCEEDED", "FAILED"):
+                return None
+            newest[name] = execution
+    return newest
+
+
+def agrees_with_report(newest: dict[str, dict[str, Any]], report: dict[str, Any]) -> None:
+    """The Checks tab and `radar report --json` name the same checks and say the same of each:
+    passed or failed, and the severity (a passing evaluation carries its declared one)."""
+    assert set(newest) == set(report["checks"]), (set(newest), set(report["checks"]))
+    declared = {CHECK_NAMES[a]: s for a, s in DECLARED_SEVERITY.items()}
+    for name, execution in newest.items():
+        verdict = report["checks"][name]
+        evaluation = execution["evaluation"]
+        assert (execution["status"] == "SUCCEEDED") == verdict["passed"], (name, execution)
+        expected = declared[name] if verdict["passed"] else verdict["severity"]
+        assert evaluation["severity"] == expected, (name, evaluation["severity"], expected)
+
+
 def feed(source_id: str) -> bytes:
     return rss(
         [
@@ -104,6 +136,15 @@ def created_after(dev: DagsterDev, run_id: str, launched: float) -> float:
     with dev.instance() as instance:
         record = instance.get_run_record_by_id(run_id)
     return round(record.create_timestamp.timestamp() - launched, 1)
+
+
+def planned_checks(dev: DagsterDev, run_id: str) -> int:
+    """How many check evaluations a run planned."""
+    import dagster as dg
+
+    with dev.instance() as instance:
+        kind = dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED
+        return len(instance.all_logs(run_id, of_type=kind))
 
 
 def runs_of(dev: DagsterDev, **tags: str) -> list[Any]:
@@ -215,4 +256,23 @@ def test_partitions_checks_and_backfills_as_the_ui_shows_them(
 
         tab = wait_for("the checks after the backfill", checks_followed, 180)
         assert {e["runId"] for e in tab.values()} != {run.run_id}
+
+        # A backfill of the failing Source alone, as a person launches it from the asset's
+        # page: it fails, its run carried every check of `signals` and Dagster recorded them
+        # "Execution failed"; the checks run that follows makes each newest execution an
+        # evaluation again, agreeing with `radar report`.
+        launched = time.time()
+        failing = dev.launch_backfill([WAIT])
+        status = wait_for("the failing backfill's end", lambda: backfill_status(dev, failing), 240)
+        assert status == "COMPLETED_FAILED"
+        [run] = runs_of(dev, **{"dagster/backfill": failing})
+        # The scenario itself: the backfill's run carried the checks on `signals`.
+        assert planned_checks(dev, run.run_id) == len(SIGNALS_CHECKS)
+        newest = wait_for(
+            "the checks after the failed backfill", lambda: evaluated_after(dev, run.run_id), 240
+        )
+        figures["failed_backfill_checks_true_s"] = round(time.time() - launched, 1)
+        report = json.loads(home.run("report", "--json").stdout)
+        agrees_with_report(newest, report)
+        assert partition_health(dev) == {"materialized": [SLOW, OK], "failed": [WAIT]}
     record_figures("ui-truth", figures)

@@ -1,9 +1,12 @@
 """`make ui` as a user runs it: dg dev on a loopback port, asked through its GraphQL API
-for what the UI shows, then stopped with Ctrl-C (SIGINT to its process group)."""
+for what the UI shows, then stopped with Ctrl-C (SIGINT to its process group); and as a script
+runs it, in the background (SIGINT ignored, as POSIX gives a background job), stopped by
+SIGTERM to the PID it started."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -15,6 +18,7 @@ from radar_pipeline.core.config import REPO_ROOT
 from radar_pipeline_tests.daemonkit import (
     free_port,
     graphql,
+    group_alive,
     stop_group,
     terminal_like,
     wait_serving,
@@ -69,7 +73,12 @@ def automation(base: str) -> dict[str, Any]:
     }
 
 
-def start_ui(target: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
+def start_ui(
+    target: str, port: int, log_path: Path, background: bool = False
+) -> subprocess.Popen[bytes]:
+    """`make <target>` in its own session: as from a terminal (SIGINT at its default), or,
+    `background`, as `setsid make ui &` from a script (SIGINT ignored, as POSIX gives an
+    asynchronous command when job control is off)."""
     with log_path.open("wb") as log:
         return subprocess.Popen(
             ["make", "--no-print-directory", target, f"UI_PORT={port}"],
@@ -78,8 +87,12 @@ def start_ui(target: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=terminal_like,
+            preexec_fn=as_background_job if background else terminal_like,
         )
+
+
+def as_background_job() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def ui_graphql(base: str) -> dict[str, Any]:
@@ -172,3 +185,32 @@ def test_make_ui_paused_starts_every_schedule_and_sensor_stopped(
         survivors = stop_group(proc)
     assert not survivors, f"processes of `make ui-paused` outlived Ctrl-C: {survivors}"
     assert "STOPPED by default" in log_path.read_text(errors="replace")
+
+
+# How long the whole tree may take to stop after SIGTERM: the webserver and the daemon are
+# told at once; measured 3-10 s on a quiet 2-core machine.
+STOP_BOUND_S = 60
+
+
+@pytest.mark.slow
+def test_make_ui_started_in_the_background_stops_on_sigterm_to_its_pid(
+    radar_env: dict[str, Path],
+) -> None:
+    """A script's `setsid make ui &` then `kill <pid>`: nothing of the group is left."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log_path = radar_env["root"] / "ui-background.log"
+    proc = start_ui("ui-paused", port, log_path, background=True)
+    try:
+        wait_serving(base, proc, log_path, 180)
+        assert len(group_alive(proc.pid)) >= 3  # make's dg dev, its webserver and daemon
+        os.kill(proc.pid, signal.SIGTERM)  # to make, the process the script started
+        sent = time.monotonic()
+        while group_alive(proc.pid) and time.monotonic() < sent + STOP_BOUND_S:
+            proc.poll()
+            time.sleep(0.5)
+        stopped_s = time.monotonic() - sent
+        left = group_alive(proc.pid)
+    finally:
+        stop_group(proc, grace_s=5)
+    assert not left, f"processes of `make ui` left {stopped_s:.0f} s after SIGTERM: {left}"

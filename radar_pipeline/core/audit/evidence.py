@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from radar_pipeline.core.audit.retention import list_temporary
-from radar_pipeline.core.audit.run import AUDIT_NAMES, AuditInputs, run_audits
+from radar_pipeline.core.audit.run import AUDIT_NAMES, CHECK_NAMES, AuditInputs, run_audits
 from radar_pipeline.core.audit.source_audits import audit_overdue, overdue_sources
 from radar_pipeline.core.audit.stream_audits import silent_sources
 from radar_pipeline.core.clock import format_utc, parse_utc
@@ -110,7 +110,7 @@ def evidence_snapshot(paths: RadarPaths, now: datetime) -> EvidenceSnapshot:
             error=temporary_error,
             last_close=close,
         ),
-        checks={name: audits[name].verdict() for name in AUDIT_NAMES},
+        checks={CHECK_NAMES[name]: audits[name].verdict() for name in AUDIT_NAMES},
     )
 
 
@@ -179,5 +179,5 @@ def evidence_text(report: EvidenceSnapshot) -> str:
     )
     for name, check in report.checks.items():
         verdict = "passed" if check.passed else f"FAILED {check.severity}"
-        lines.append(f"check {name:<12} {verdict} ({check.findings} findings)")
+        lines.append(f"check {name:<17} {verdict} ({check.findings} findings)")
     return "\n".join(lines)

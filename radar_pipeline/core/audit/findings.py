@@ -27,6 +27,7 @@ FINDING_NOUNS = {
     "accounting": ("check whose items do not add up", "checks whose items do not add up"),
     "gaps": ("Source with a possible gap", "Sources with a possible gap"),
     "silence": ("silent Source", "silent Sources"),
+    "on_cadence": ("Source late on its cadence", "Sources late on their cadence"),
 }
 
 
@@ -55,6 +56,9 @@ class AuditResult:
     # How the Signals folder was read for this verdict (vault.facts.FolderScan.metadata):
     # shown in the check's metadata, so a narrowed read is never silent.
     scan: Mapping[str, Any] = field(default_factory=dict)
+    # The severity the audit's check is declared with (core/audit/run.py, DECLARED_SEVERITY):
+    # what a passing verdict carries.
+    declared: Severity = "WARN"
 
     @property
     def passed(self) -> bool:
@@ -62,7 +66,10 @@ class AuditResult:
 
     @property
     def severity(self) -> Severity:
-        """ERROR if any finding breaks a promise, else WARN (also when passed)."""
+        """Passed: the declared severity. Failed: ERROR if any finding breaks a promise, else
+        WARN."""
+        if self.passed:
+            return self.declared
         return "ERROR" if any(f.severity == "ERROR" for f in self.findings) else "WARN"
 
     @property

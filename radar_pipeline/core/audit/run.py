@@ -14,6 +14,14 @@ checks and `radar report` both call it, so the UI and the command line can never
     accounting    every item a check parsed is in exactly one recorded outcome   stream_audits
     gaps          each Source's latest check overlaps the one before             stream_audits
     silence       Sources whose checks pass still publish at their own rhythm    stream_audits
+    on_cadence    every Source succeeded within its cadence (plus a grace)      cadence
+
+Each audit is the verdict of one Dagster asset check; `CHECK_NAMES` gives the check's name,
+which `radar report --json` uses as the key of its `checks` (one name per verdict in the UI and
+on the command line). `DECLARED_SEVERITY` is the severity each check is declared with: what a
+passing evaluation records; a failing one records the severity of its worst finding, so a
+check declared ERROR whose findings are all ERROR (`accounting`, `retention`, ...) records
+ERROR when it fails.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from radar_pipeline.core.audit.cadence import audit_cadence
 from radar_pipeline.core.audit.findings import AuditResult
 from radar_pipeline.core.audit.retention import TemporaryEntry, audit_retention, list_temporary
 from radar_pipeline.core.audit.signal_audits import (
@@ -33,7 +42,9 @@ from radar_pipeline.core.audit.signal_audits import (
 from radar_pipeline.core.audit.source_audits import audit_overdue, audit_registry, overdue_sources
 from radar_pipeline.core.audit.stream_audits import audit_accounting, audit_gaps, audit_silence
 from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.contract.evidence import CheckName, Severity
 from radar_pipeline.core.contract.operations import CloseRecord
+from radar_pipeline.core.plan.collection import source_timings
 from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
 from radar_pipeline.core.store.closes import last_close
 from radar_pipeline.core.store.connection import Connection, Store
@@ -50,7 +61,36 @@ AUDIT_NAMES = (
     "accounting",
     "gaps",
     "silence",
+    "on_cadence",
 )
+# The asset check each audit is the verdict of (the same name unless listed).
+CHECK_NAMES: dict[str, CheckName] = {
+    "idempotency": "idempotency",
+    "provenance": "provenance",
+    "registry": "registry_validity",
+    "overdue": "overdue",
+    "retention": "retention",
+    "agreement": "agreement",
+    "accounting": "accounting",
+    "gaps": "possible_gaps",
+    "silence": "silent_sources",
+    "on_cadence": "on_cadence",
+}
+# ERROR: a broken promise (a Signal twice, provenance missing, text kept past a close, an
+# item unaccounted for, a registry that cannot be trusted). WARN: a state the next run or a
+# person resolves (a late or silent Source, a possible gap).
+DECLARED_SEVERITY: dict[str, Severity] = {
+    "idempotency": "ERROR",
+    "provenance": "ERROR",
+    "registry": "ERROR",
+    "overdue": "WARN",
+    "retention": "ERROR",
+    "agreement": "ERROR",
+    "accounting": "ERROR",
+    "gaps": "WARN",
+    "silence": "WARN",
+    "on_cadence": "WARN",
+}
 
 
 @dataclass(frozen=True)
@@ -121,7 +161,8 @@ def _run_audits(
         snapshot: RegistrySnapshot | None = inputs.snapshot
         close, temporary = inputs.close, inputs.temporary
     else:
-        snapshot = load_registry(paths.vault) if {"registry", "overdue"} & set(wanted) else None
+        needs_registry = {"registry", "overdue", "on_cadence"} & set(wanted)
+        snapshot = load_registry(paths.vault) if needs_registry else None
         close = last_close(store) if retention else None
         temporary = list_temporary(paths.vault) if retention else ()
     out: dict[str, AuditResult] = {}
@@ -142,6 +183,10 @@ def _run_audits(
                 states = inputs.states if inputs is not None else load_states(con)
                 late = overdue_sources(snapshot, states, now)
                 out[name] = audit_overdue(late, eligible, now)
+            elif name == "on_cadence":
+                assert snapshot is not None
+                states = inputs.states if inputs is not None else load_states(con)
+                out[name] = audit_cadence(source_timings(snapshot, states, now), now)
             elif name == "retention":
                 oversized = oversized_bodies(con)
 
@@ -154,4 +199,4 @@ def _run_audits(
         scan = update.scan.metadata()
         for name in judged & out.keys():
             out[name] = replace(out[name], scan=scan)
-    return {name: out[name] for name in wanted}
+    return {name: replace(out[name], declared=DECLARED_SEVERITY[name]) for name in wanted}

@@ -15,6 +15,19 @@ from radar_pipeline.core.contract.sources import RegistryIssue
 
 # How bad a finding is: ERROR for a broken promise, WARN for a soft one (core/audit/findings.py).
 Severity = Literal["ERROR", "WARN"]
+# The asset checks' names: the keys of the report's `checks`, as the Dagster UI names them.
+CheckName = Literal[
+    "idempotency",
+    "provenance",
+    "registry_validity",
+    "overdue",
+    "retention",
+    "agreement",
+    "accounting",
+    "possible_gaps",
+    "silent_sources",
+    "on_cadence",
+]
 
 
 class AuditVerdict(ContractModel):
@@ -103,4 +116,4 @@ class EvidenceSnapshot(ContractModel):
     production: Production
     recovery: Recovery | None
     temporary: Temporary
-    checks: dict[str, AuditVerdict]
+    checks: dict[CheckName, AuditVerdict]  # each asset check's verdict, by its name

@@ -67,6 +67,9 @@ class SourceTiming:
     cadence: timedelta
     last_success_at: datetime | None
     backoff_until: datetime | None
+    # The end of every wait before its next fetch: its backoff, the publisher's wait
+    # (Cache-Control max-age, <ttl>) and `minIntervalSeconds` after its last answer.
+    waits_until: datetime | None
     overdue: bool  # its cadence has passed without a success (backoff does not matter)
     due: bool  # overdue and not in backoff: a `due` collection checks it now
     slot: datetime  # the start of its current slot (EPOCH + its grid offset + k * cadence)
@@ -159,6 +162,7 @@ def source_timings(
                 cadence=cadence,
                 last_success_at=last,
                 backoff_until=backoff,
+                waits_until=waits_until(rec, state),
                 overdue=is_overdue(cadence, last, now),
                 due=is_due(
                     rec.source.id,
@@ -287,6 +291,18 @@ def _due_now(
     return is_due(
         rec.source.id, cadence, last_success, now, offset=placement.offset(rec.source.id, cadence)
     )
+
+
+def waits_until(rec: SourceRecord, state: FeedState | None) -> datetime | None:
+    """When the last of the Source's waits ends (backoff, the publisher's wait, the minimum
+    interval after its last answer), or None when none applies: the earliest time a `due`
+    collection can fetch it, whatever its cadence says (`_wait_reason` is the same rule)."""
+    if state is None:
+        return None
+    ends = [state.backoff_until, state.polite_until]
+    if state.last_fetch_at is not None and rec.source.min_interval_seconds:
+        ends.append(state.last_fetch_at + timedelta(seconds=rec.source.min_interval_seconds))
+    return max((e for e in ends if e is not None), default=None)
 
 
 def _wait_reason(spec: CollectionSpec, rec: SourceRecord, state: FeedState | None) -> str | None:

@@ -128,7 +128,10 @@ def next_due_at(
     offset: timedelta | None = None,
 ) -> datetime | None:
     """When a `due` collection next checks the Source: its next check time (`next_check_at`,
-    or `now` when it never succeeded), not before its backoff ends. None for `manual`."""
+    or `now` when it never succeeded), not before its waits end (`backoff_until`: the latest of
+    its backoff, a publisher's wait and its minimum interval, `SourceTiming.waits_until`). A
+    Source that failed is overdue or due at its slot, so this is its backoff's end: the
+    schedule retries it then (defs/collection/schedules.py, `retry_from`). None for `manual`."""
     require_aware(now, "now")
     if cadence is None:
         return None

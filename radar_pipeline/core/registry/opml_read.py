@@ -5,9 +5,11 @@ entities, and so entity expansion bombs, would live) is refused, no external res
 read, and the file is bounded in size. Element and attribute names are lowercased (LiveJournal
 writes `xmlURL`). An outline that is not well-formed (an unescaped `&` or `<`) is cut out and
 reported, and the rest is read, as other feed readers do (a broken head is emptied and
-reported); the file is refused only when the broken part lies in no outline start tag and not
-in the head (a truncated file, text between outlines), or when more than MAX_BROKEN_OUTLINES
-outlines are broken (each costs one more parse).
+reported), also when the outline holds HTML markup with unescaped quotes and angle brackets in
+an attribute (its tag ends where the OPML's own markup resumes, `_tag_end`); the file is
+refused only when the broken part lies in no outline start tag and not in the head (a
+truncated file, text between outlines), or when more than MAX_BROKEN_OUTLINES outlines are
+broken (each costs one more parse).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ MAX_OPML_BYTES = 5_000_000
 MAX_BROKEN_OUTLINES = 100
 _XML_URL = re.compile(rb"""xmlurl\s*=\s*(["'])(.*?)\1""", re.IGNORECASE | re.DOTALL)
 _OUTLINE_START = b"<outline"
+# What may follow an outline's start tag in OPML (compared lowercased, after blanks).
+_AFTER_OUTLINE_TAG = (b"<outline", b"</outline", b"</body", b"<!--")
+_LOOKAHEAD = 256  # bytes read past a `>` to see what follows it (blanks, then the next tag)
 
 
 @dataclass(frozen=True)
@@ -120,18 +125,33 @@ def _cut_outline(data: bytes, at: int) -> tuple[bytes, str] | None:
     start tag (a broken head, a truncated file)."""
     lowered = data.lower()
     start = lowered.rfind(_OUTLINE_START, 0, at + 1)
-    if start < 0 or data.find(b">", start, at) >= 0:
-        return None  # no outline tag is open at `at`
-    after = data[start + len(_OUTLINE_START) : start + len(_OUTLINE_START) + 1]
-    end = data.find(b">", at)
-    if end < 0 or not (after.isspace() or after in (b"/", b">")):
+    if start < 0:
         return None
+    after = data[start + len(_OUTLINE_START) : start + len(_OUTLINE_START) + 1]
+    end = _tag_end(lowered, start)
+    if end is None or end < at or not (after.isspace() or after in (b"/", b">")):
+        return None  # no outline tag is open at `at`
     tag = data[start : end + 1]
     closing = b"/>" if tag.endswith(b"/>") else b">"
     empty = _OUTLINE_START + b"\n" * tag.count(b"\n") + closing
     match = _XML_URL.search(tag)
     url = match.group(2).decode("utf-8", errors="replace").strip() if match else ""
     return data[:start] + empty + data[end + 1 :], url
+
+
+def _tag_end(lowered: bytes, start: int) -> int | None:
+    """The `>` that closes the outline start tag at `start`: the first one followed (after
+    blanks) by the next outline, the end of a folder or of the body, or the end of the file.
+    Not simply the first `>`: a reader may write HTML markup, quotes and all, into an attribute
+    (`description="... <a href="https://..." target="_blank">Basecamp</a>. Since 1999."`),
+    and the tag only ends where the OPML's own markup resumes."""
+    pos = start
+    while (end := lowered.find(b">", pos + 1)) >= 0:
+        rest = lowered[end + 1 : end + 1 + _LOOKAHEAD].lstrip()
+        if not rest or rest.startswith(_AFTER_OUTLINE_TAG):
+            return end
+        pos = end
+    return None
 
 
 def _cut_head(data: bytes, at: int) -> bytes | None:

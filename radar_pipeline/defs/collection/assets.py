@@ -198,7 +198,8 @@ def source_contexts(
 
 def next_due_times(plan: CollectionPlan, states: dict[str, FeedState]) -> dict[str, str]:
     """When a `due` collection next checks each checked Source, after this commit (its next
-    grid point, not before its backoff ends); `manual` Sources have none."""
+    grid point, not before its backoff, a publisher's wait or its minimum interval ends: the
+    time the schedule retries it); `manual` Sources have none."""
     snapshot = RegistrySnapshot(
         sources=tuple(c.record for c in plan.source_plans if c.record is not None), issues=()
     )
@@ -206,9 +207,7 @@ def next_due_times(plan: CollectionPlan, states: dict[str, FeedState]) -> dict[s
     out: dict[str, str] = {}
     for t in source_timings(snapshot, states, now, plan.placement):
         offset = plan.placement.offset(t.source_id, t.cadence)
-        due_at = next_due_at(
-            t.source_id, t.cadence, t.last_success_at, t.backoff_until, now, offset
-        )
+        due_at = next_due_at(t.source_id, t.cadence, t.last_success_at, t.waits_until, now, offset)
         out[t.source_id] = format_utc(due_at) if due_at else "manual"
     return out
 

@@ -22,17 +22,17 @@ partition of `signals` itself.
 """
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
+from radar_pipeline.core.audit.cadence import LATE_GRACE, is_late
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.plan.collection import SourceTiming, source_timings
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.core.store.feed_state import read_states
 from radar_pipeline.defs.resources import RadarResource
 
-# A Source is due at the latest at lastSuccessAt + cadence and its run starts within a tick or two;
-# it is late only when that did not happen.
-LATE_GRACE = timedelta(minutes=15)
+# The rule itself (`is_late`, `LATE_GRACE`) is core/audit/cadence.py's: `radar report` judges by it.
+__all__ = ["LATE_GRACE", "cadence_table", "is_late", "source_timings_now"]
 
 
 def _timing_row(t: SourceTiming) -> str:
@@ -53,11 +53,3 @@ def source_timings_now(radar: RadarResource, now: datetime) -> tuple[SourceTimin
     snapshot = load_registry(radar.paths().vault)
     states = read_states(radar.store())
     return source_timings(snapshot, states, now)
-
-
-def is_late(timing: SourceTiming, now: datetime) -> bool:
-    """Overdue by more than `LATE_GRACE`; a Source that never succeeded is late."""
-    if not timing.overdue:
-        return False
-    last = timing.last_success_at
-    return last is None or now >= last + timing.cadence + LATE_GRACE

@@ -41,9 +41,9 @@ from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core.audit.run import run_audits
+from radar_pipeline.core.audit.run import CHECK_NAMES, run_audits
 from radar_pipeline.core.clock import format_utc, parse_utc
-from radar_pipeline.defs.check_results import check_result
+from radar_pipeline.defs.check_results import check_result, severity_of
 from radar_pipeline.defs.collection.cadence import cadence_table, is_late, source_timings_now
 from radar_pipeline.defs.collection.config import SIGNALS_KEY, config_of
 from radar_pipeline.defs.resources import ClockResource, RadarResource
@@ -119,16 +119,6 @@ ON_CADENCE_SPEC = _spec(
     "table lists every Source.",
 )
 
-# Each check judged by an audit, with that audit's name in core/audit/run.py.
-AUDIT_OF = {
-    IDEMPOTENCY.key: "idempotency",
-    PROVENANCE.key: "provenance",
-    OVERDUE.key: "overdue",
-    AGREEMENT.key: "agreement",
-    ACCOUNTING.key: "accounting",
-    POSSIBLE_GAPS.key: "gaps",
-    SILENT_SOURCES.key: "silence",
-}
 SIGNAL_CHECK_SPECS = (
     IDEMPOTENCY,
     PROVENANCE,
@@ -140,6 +130,14 @@ SIGNAL_CHECK_SPECS = (
     ON_CADENCE_SPEC,
 )
 ON_CADENCE_CHECK = ON_CADENCE_SPEC.key
+# Each check by the audit of core/audit/run.py that is its verdict (CHECK_NAMES: the audit
+# `radar report` lists under the check's own name).
+AUDIT_OF = {
+    spec.key: audit
+    for audit, check in CHECK_NAMES.items()
+    for spec in SIGNAL_CHECK_SPECS
+    if spec.key.name == check
+}
 # The checks that read the Signals folder: what the daily full audit re-reads.
 FOLDER_CHECKS = (IDEMPOTENCY.key, PROVENANCE.key, AGREEMENT.key)
 SIGNAL_EVIDENCE_CHECKS = (IDEMPOTENCY.key, PROVENANCE.key, OVERDUE.key, AGREEMENT.key)
@@ -165,7 +163,7 @@ def signal_evidence(
     # In name order: the order their own ops ran in, which `radar collect`'s report keeps.
     chosen = context.selected_asset_check_keys
     selected = sorted((s.key for s in SIGNAL_CHECK_SPECS if s.key in chosen), key=lambda k: k.name)
-    audits = [AUDIT_OF[key] for key in selected if key in AUDIT_OF]
+    audits = [AUDIT_OF[key] for key in selected if key != ON_CADENCE_CHECK]
     # `now` only dates `overdue`; the other audits judge the vault and DuckDB as they are.
     now = parse_utc(config.as_of) if config.as_of else clock.now()
     found = run_audits(radar.paths(), now, audits, config.full) if audits else {}
@@ -190,15 +188,17 @@ def _run_clock(
 
 
 def _on_cadence(now: datetime, radar: RadarResource) -> dg.AssetCheckResult:
-    """`on_cadence` at `now`: WARN when some Source is late; `overdue` counts the late ones,
-    the table lists every Source."""
+    """`on_cadence` at `now` (the audit `radar report` lists under the same name): WARN when
+    some Source is late; `overdue` counts the late ones, the table lists every Source."""
+    verdict = run_audits(radar.paths(), now, [AUDIT_OF[ON_CADENCE_CHECK]])[ON_CADENCE]
     timings = list(source_timings_now(radar, now))
     late = [t for t in timings if is_late(t, now)]
     return dg.AssetCheckResult(
         asset_key=SIGNALS_KEY,
         check_name=ON_CADENCE,
-        passed=not late,
-        severity=dg.AssetCheckSeverity.WARN,
+        passed=verdict.passed,
+        severity=severity_of(verdict),
+        description=verdict.headline,
         metadata={
             "overdue": len(late),
             "late": ", ".join(t.source_id for t in late) or "none",

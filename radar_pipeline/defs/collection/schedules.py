@@ -19,13 +19,19 @@ range run that got no materialization as failed, so a Source that is not due mus
 inside the range of a run in which another Source fails. A failing Source is so exactly one
 failed partition, whichever block it rode in.
 
-Exactly one run per Source per slot (the slot: `due_slot`, the Source's cadence-long window
-on its grid; the run's fetch op places the grids from the same partition order). A Source is
-not requested again while a collection run covering it is queued or running (its state
-changes only at that run's commit, so it still looks due), nor again in a slot in which a run
-of this schedule already covered it (a Source that failed and came out of backoff within the
-same slot waits for its next slot). Each run records the clock it was decided with
-(`radar/tick`), which is what says in which slot each of its Sources was. When a Source's
+Exactly one run per Source per slot for a Source that passed (the slot: `due_slot`, the
+Source's cadence-long window on its grid; the run's fetch op places the grids from the same
+partition order), and one run per backoff step for a Source that failed. A Source is not
+requested again while a collection run covering it is queued or running (its state changes
+only at that run's commit, so it still looks due), nor again in a slot in which a run of this
+schedule already covered it, unless its last check failed and that run was decided before its
+backoff ended (`retry_from`): a failed Source is retried when its backoff ends, within its
+slot too, so a transient failure costs its backoff (exponential from 5 minutes), not a
+cadence. The retry's own failure sets a later backoff, so each step is one run, never one per
+tick; a publisher's wait and `minIntervalSeconds` keep the Source out of the due set until
+they pass (the planner's wait rules). Each run records the clock it was decided with
+(`radar/tick`), which is what says in which slot (and which backoff step) each of its
+Sources was. When a Source's
 wave moves (a Source before it was removed), its slot moves with it; its next check still
 waits for half a cadence after its last success.
 
@@ -148,9 +154,18 @@ def taken_sources(
         tick = parse_utc(run.tags[tags.TICK])
         for sid in run_sources(run.tags, run.run_config or {}, partitions):
             timing = candidates.get(sid)
-            if timing is not None and tick >= timing.slot:
+            if timing is not None and tick >= retry_from(timing):
                 taken.add(sid)
     return taken
+
+
+def retry_from(timing: SourceTiming) -> datetime:
+    """Since when a run of this schedule covers the Source's current attempt: its slot's
+    start, or, when its last check failed, the end of its backoff if that is later (a run
+    decided before it was the attempt that failed; the retry is a new step)."""
+    if timing.backoff_until is not None and timing.backoff_until > timing.slot:
+        return timing.backoff_until
+    return timing.slot
 
 
 def _schedule_runs_since(instance: dg.DagsterInstance, since: datetime) -> Iterable[dg.DagsterRun]:
@@ -182,7 +197,8 @@ def _schedule_runs_since(instance: dg.DagsterInstance, since: datetime) -> Itera
     description=(
         "Every minute: the due Sources (cadence passed on their own grid, not in backoff) as "
         "one run of `Collect_signals` per contiguous block of Source partitions, the block of "
-        "the most urgent Source first; a Source's slot is collected once. Missed ticks are "
+        "the most urgent Source first; a Source's slot is collected once, and a Source that "
+        "failed is retried once its backoff ends (one run per backoff step). Missed ticks are "
         "never replayed: after downtime, one current check per overdue Source."
     ),
 )

@@ -5,12 +5,14 @@
   checks after every collection run that changed what they judge. `radar collect` runs the
   `signal_checks` job itself right after its collection (and tags its run so); for every other
   collection run (schedule, backfill, UI) these sensors request it: after a successful run,
-  and after a run that failed only because some of its Sources failed (its commit went
-  through, so the vault and DuckDB changed). A run that died before its commit
-  changed nothing to judge. The runs of one launch (one tick of the schedule: a run per block
-  of due Sources) share a `radar/launch` tag and are followed by one checks run, requested
-  when the last of them ends; check runs queue behind every collection (`dagster/priority`,
-  defs/tags.py).
+  after a run that failed only because some of its Sources failed (its commit went
+  through, so the vault and DuckDB changed), and after any run that carried checks it did not
+  evaluate (a launch from the asset's page: Dagster records them SKIPPED or EXECUTION_FAILED),
+  so each check's newest execution is an evaluation. A run that died before its commit and
+  carried no check changed nothing to judge. The runs of one launch (one tick of the
+  schedule: a run per block of due Sources) share a `radar/launch` tag and are followed by
+  one checks run, requested when the last of them ends; check runs queue behind every
+  collection (`dagster/priority`, defs/tags.py).
   These three read the runs that ended through defs/run_watch.py: plain sensors, so that
   every tick, idle or not, says what it saw.
 - `source_freshness_sensor`: one `on_cadence` run when some Source became late or on time
@@ -131,15 +133,18 @@ def signal_checks_after_collection(context: dg.SensorEvaluationContext) -> dg.Se
     minimum_interval_seconds=CHECKS_AFTER_TICK_SECONDS,
     description=(
         "Runs the evidence checks on `signals` after a collection run that failed because some "
-        "of its Sources failed (the others' Signals were committed). A tick that requests "
-        'none names each run it read and why; an idle tick reads "no run failed since '
-        '<time>".'
+        "of its Sources failed (the others' Signals were committed), and after any failed run "
+        "that carried the checks (a backfill from the asset's page: Dagster records them "
+        "'Execution failed'), so each check's newest execution is an evaluation. A tick that "
+        'requests none names each run it read and why; an idle tick reads "no run failed '
+        'since <time>".'
     ),
 )
 def signal_checks_after_failed_collection(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     """After a collection run that failed only because Sources failed (its commit recorded
-    them), run the evidence checks once for it (or for its launch), at its clock. A run that
-    died before its commit changed nothing the checks judge."""
+    them), or that carried the checks, run the evidence checks once for it (or for its
+    launch), at its clock. A run that died before its commit and carried no check changed
+    nothing the Checks tab shows."""
     watch = runs_ended(context, dg.DagsterRunStatus.FAILURE)
     outcomes = [_checks_after(context.instance, e.run) for e in watch.ended]
     return tick_result(context, watch, outcomes)
@@ -150,17 +155,13 @@ def _checks_after(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.RunReq
     the schedule, split into blocks) are followed by one `signal_checks` run, requested when
     the last of them ends (by end time, then run id, so exactly one of the two sensors asks),
     if any of them committed. A run without a launch (a UI materialization, a backfill) is
-    followed on its own. Otherwise the reason it requests nothing."""
+    followed on its own (`_follow_alone`). Otherwise the reason it requests nothing."""
     collect = config_of(run.run_config)
-    if collect is None and not _materialized_signals(instance, run.run_id):
-        return f"run {run.run_id} of {run.job_name} collected no Signals"
     if run.tags.get(tags.EVIDENCE_CHECKS) == tags.EVIDENCE_CHECKS_BY_LAUNCHER:
         return f"run {run.run_id}: its launcher ran the checks"
     launch = run.tags.get(tags.LAUNCH)
     if not launch:
-        if not _committed(instance, run):
-            return f"run {run.run_id} failed before its commit"
-        return _checks_request(instance, f"checks-after:{run.run_id}", run.run_id, collect)
+        return _follow_alone(instance, run, collect)
     records = instance.get_run_records(
         dg.RunsFilter(job_name=run.job_name, tags={tags.LAUNCH: launch})
     )
@@ -183,6 +184,41 @@ def _checks_after(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.RunReq
     return _checks_request(instance, f"checks-after:{launch}", run.run_id, collect)
 
 
+def _follow_alone(
+    instance: dg.DagsterInstance, run: dg.DagsterRun, collect: CollectConfig | None
+) -> dg.RunRequest | str:
+    """The checks after a run of its own (a UI materialization, a backfill, a replay), or why
+    it needs none. Two things make the Checks tab stale after it: its commit (the vault, DuckDB
+    and the health keys changed), and the checks the run carried without evaluating them. A
+    run launched from the asset's page carries every check of `signals`, and Dagster records
+    them SKIPPED when the collection yields no output and EXECUTION_FAILED when the run fails
+    (a backfill of a failing Source): that is their newest execution until a run evaluates
+    them again. So such a run is followed whatever it did, failed or not, committed or not."""
+    collects = (
+        collect is not None
+        or collects_signals(run.job_name, run.asset_selection)
+        or _planned_signals(instance, run.run_id)
+    )
+    # A check-only run is never followed: one that failed would be followed by another.
+    if not collects:
+        return f"run {run.run_id} of {run.job_name} collected no Signals"
+    if not _checks_left_open(instance, run.run_id) and not _committed(instance, run):
+        return f"run {run.run_id} failed before its commit"
+    return _checks_request(instance, f"checks-after:{run.run_id}", run.run_id, collect)
+
+
+def _checks_left_open(instance: dg.DagsterInstance, run_id: str) -> frozenset[dg.AssetCheckKey]:
+    """The checks a run planned and did not evaluate (Dagster records them SKIPPED or
+    EXECUTION_FAILED when the run ends)."""
+    records = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED)
+    planned = frozenset(
+        r.dagster_event.asset_check_planned_data.asset_check_key
+        for r in records
+        if r.dagster_event is not None
+    )
+    return planned - _evaluated_checks(instance, run_id) if planned else frozenset()
+
+
 _SENSED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE)
 
 
@@ -197,8 +233,8 @@ def _checks_request(
     instance: dg.DagsterInstance, key: str, run_id: str, collect: CollectConfig | None
 ) -> dg.RunRequest | str:
     """The checks run after a collection run: those it did not evaluate itself (all of them
-    today: the collection job selects no check, and a launch from the asset's page selects
-    them but skips them, as `signal_materialize` yields no output)."""
+    today: the collection job selects no check, and a launch from the asset's page carries
+    them but never evaluates them, `_follow_alone`)."""
     missing = EVIDENCE_KEYS_AFTER_COLLECTION - _evaluated_checks(instance, run_id)
     if not missing:
         return f"run {run_id} evaluated every check itself"
@@ -220,9 +256,14 @@ def _evaluated_checks(instance: dg.DagsterInstance, run_id: str) -> frozenset[dg
     )
 
 
-def _materialized_signals(instance: dg.DagsterInstance, run_id: str) -> bool:
+def _planned_signals(instance: dg.DagsterInstance, run_id: str) -> bool:
+    """The run planned (or recorded) a materialization of `signals`."""
     # The asset selection of an ephemeral job's run is not always recorded; its events are.
-    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+    kinds = {
+        dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+        dg.DagsterEventType.ASSET_MATERIALIZATION,
+    }
+    for record in instance.all_logs(run_id, of_type=kinds):
         if record.dagster_event is not None and record.dagster_event.asset_key == SIGNALS_KEY:
             return True
     return False
