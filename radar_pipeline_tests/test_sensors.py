@@ -324,7 +324,7 @@ def test_no_replay_after_downtime_and_freshness_in_one_run_per_tick(
     assert quiet.skip_message == "no Source changed its cadence verdict (3 Source(s), 0 late)"
 
 
-def test_schedule_respects_backoff_and_retries_in_a_later_slot(
+def test_schedule_respects_backoff_and_retries_when_it_ends(
     radar_env: dict[str, Path],
     instance: dg.DagsterInstance,
     feed_server: FeedServer,
@@ -351,14 +351,13 @@ def test_schedule_respects_backoff_and_retries_in_a_later_slot(
     # In backoff: not requested.
     monkeypatch.setenv("RADAR_AS_OF", format_utc(backoff_until - timedelta(seconds=1)))
     assert not due_tick(instance)
-    # Backoff over but the same slot: its run key is spent, so no second run in this slot.
-    monkeypatch.setenv("RADAR_AS_OF", format_utc(backoff_until + timedelta(seconds=1)))
-    assert not due_tick(instance)
-    # The next slot: one retry.
-    next_slot = wave_slot(instance, "flaky", start) + SIX_HOURS
-    monkeypatch.setenv("RADAR_AS_OF", format_utc(next_slot))
+    # Backoff over, still in the same slot: one retry now, not at the next slot (a failure
+    # costs its backoff, not a cadence).
+    ended = backoff_until + timedelta(seconds=1)
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(ended))
     retry = due_tick(instance)
-    assert [r.run_key for r in retry] == [block_key(next_slot, "flaky", "flaky")]
+    assert ended < wave_slot(instance, "flaky", start) + SIX_HOURS
+    assert [r.run_key for r in retry] == [block_key(ended, "flaky", "flaky")]
 
 
 def test_run_failure_sensor_records_a_dead_letter(
