@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 from radar_pipeline.cli import main
 from radar_pipeline.core.contract.notes import SignalNote
 from radar_pipeline.core.frontmatter import split_frontmatter
-from radar_pipeline.core.vault.signals import read_signal_frontmatter, signal_note_of
+from radar_pipeline.core.vault.signals import read_signal_frontmatter
 from radar_pipeline_tests.contract_schema import schema_path
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source
 
@@ -134,7 +134,7 @@ def test_a_new_note_is_its_model_and_its_published_schema(
         # in the same order, with the same values.
         assert list(SignalNote.model_validate(fm).frontmatter().items()) == list(fm.items())
         assert [e.message for e in signal_schema.iter_errors(fm)] == []
-        assert signal_note_of(fm, path).id == path.stem
+        assert SignalNote.model_validate(fm).id == path.stem
     source, _body = split_frontmatter((vault / "Radar/Sources/dotnet-blog.md").read_text())
     assert source["lastSuccessAt"] == AS_OF  # the health keys the collection wrote
     assert [e.message for e in source_schema.iter_errors(source)] == []
@@ -154,7 +154,7 @@ def test_notes_of_every_earlier_layout_validate_and_are_indexed(
     before.write_text(BEFORE_OBSIDIAN.replace("{hash}", "b" * 64), encoding="utf-8")
     files = {p: p.read_bytes() for p in (oldest, before)}
 
-    note = signal_note_of(read_signal_frontmatter(oldest), oldest)
+    note = SignalNote.model_validate(read_signal_frontmatter(oldest))
     assert (note.identity_version, note.simhash, note.item_url, note.aliases) == (None,) * 4
     assert note.duplicate_candidate_of == "20261031T080000Z-fedcba9876543210"
     signal_schema = _schema("signal-note")

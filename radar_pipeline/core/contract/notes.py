@@ -2,9 +2,11 @@
 
 `SignalNote` is the one definition of a Signal's keys (contract.md, "Signal file"): the
 collection builds a new note's frontmatter through it (`collect/signal_files.build_document`),
-the index reads a note back through it (`vault/index.py`), `radar vault check` validates every
-note against it, and its JSON Schema is published under docs/schema/ (signal-note.schema.json)
-for the programs that read a vault (a Digest, Dataview or Bases users, Obsidian plugins).
+`radar vault check` reads every note back through it (`vault/check.py`), and its JSON Schema
+is published under docs/schema/ (signal-note.schema.json) for the programs that read a vault
+(a Digest, Dataview or Bases users, Obsidian plugins). The index stays as tolerant as it has
+been (it needs only the identity keys): validation is the check's business, never a reason
+to drop a Signal.
 
 What a note from an earlier layout lacks has a default of None here (no key is ever renamed):
 `identityVersion`, `simhash` and `itemUrl` (the first notes of 3869e7d carried them, but the

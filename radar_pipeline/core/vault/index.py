@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from radar_pipeline.core.contract.notes import SignalNote
+from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.core.errors import VaultError
 from radar_pipeline.core.identity import keys as identity
 from radar_pipeline.core.identity.keys import distinguishing_fragment, identity_of, normalize_title
@@ -31,7 +31,6 @@ from radar_pipeline.core.vault.signals import (
     link_target,
     list_signal_ids,
     parse_signal_frontmatter,
-    signal_note_of,
 )
 
 log = logging.getLogger(__name__)
@@ -58,28 +57,33 @@ class IndexRepair:
     rekey: Rekey | None = None
 
 
-def index_row_from_note(signal_id: str, note: SignalNote) -> tuple[Any, ...]:
+def index_row_from_frontmatter(signal_id: str, fm: dict[str, Any]) -> tuple[Any, ...]:
     """The index row for one Signal file, derived only from what the file says."""
-    if note.id != signal_id:
-        raise VaultError(f"Signal {signal_id}.md declares id {note.id!r}; they must match")
-    observed = note.observed_at
+    if fm.get("id") != signal_id:
+        raise VaultError(f"Signal {signal_id}.md declares id {fm.get('id')!r}; they must match")
+    observed = fm.get("observedAt")
+    observed_day = parse_utc(str(observed)).date() if observed else None
     return (
         signal_id,
         identity_of(signal_id),
-        # Signals written before the key existed were made under the first rules (version 1).
-        1 if note.identity_version is None else note.identity_version,
-        note.source_id,
-        note.source_item_id,
-        note.canonical_url,
-        normalize_title(note.title),
-        observed.date() if observed else None,
-        note.content_hash,
-        int(note.simhash or "0", 16),
-        note.fetched_at,
-        link_target(note.duplicate_candidate_of),
+        _identity_version(fm.get("identityVersion")),
+        str(fm["sourceId"]),
+        str(fm["sourceItemId"]),
+        str(fm["canonicalUrl"]),
+        normalize_title(str(fm.get("title") or "")),
+        observed_day,
+        str(fm["contentHash"]),
+        int(str(fm.get("simhash") or "0"), 16),
+        parse_utc(str(fm["fetchedAt"])),
+        link_target(fm.get("duplicateCandidateOf")),
         (SIGNALS_DIR / f"{signal_id}.md").as_posix(),
-        distinguishing_fragment(note.item_url or "", note.source_item_id),
+        distinguishing_fragment(str(fm.get("itemUrl") or ""), str(fm["sourceItemId"])),
     )
+
+
+def _identity_version(value: Any) -> int:
+    # Signals written before the key existed were made under the first rules (version 1).
+    return 1 if value is None or value == "" else int(value)
 
 
 def reconcile(
@@ -134,8 +138,8 @@ def _index_files(
             except (OSError, UnicodeDecodeError) as exc:
                 raise VaultError(f"cannot read Signal {path.name}: {exc}") from exc
             fm = parse_signal_frontmatter(text, path)
-            rows.append(index_row_from_note(signal_id, signal_note_of(fm, path)))
-        except (VaultError, ValueError) as exc:
+            rows.append(index_row_from_frontmatter(signal_id, fm))
+        except (VaultError, KeyError, ValueError) as exc:
             log.warning("index: skipping unreadable Signal %s: %s", signal_id, exc)
             unreadable.append(signal_id)
             continue

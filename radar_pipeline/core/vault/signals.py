@@ -220,16 +220,6 @@ def read_signal_frontmatter(path: Path) -> dict[str, Any]:
     return parse_signal_frontmatter(text, path)
 
 
-def signal_note_of(fm: dict[str, Any], path: Path) -> SignalNote:
-    """`fm` (a Signal file's frontmatter, read) as a `SignalNote`; VaultError naming the first
-    key that does not hold what the model says (`model_problems` lists them all)."""
-    try:
-        return SignalNote.model_validate(fm)
-    except ValidationError as exc:
-        key, reason = model_problems(exc)[0]
-        raise VaultError(f"Signal {path.name}: `{key}` {reason}") from exc
-
-
 def model_problems(exc: ValidationError) -> list[tuple[str, str]]:
     """(key, reason) for each problem a note model found: the key as the note spells it."""
     return [
