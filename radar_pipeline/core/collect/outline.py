@@ -103,7 +103,9 @@ def outline_collection(
     file_of = {r.source.id: r.record_path for r in snapshot.sources}
     files = tuple(tuple(file_of[sid] for sid in ids if sid in file_of) for ids in slices)
     return CollectionOutline(
-        spec,
+        # The partition order has served: the placement stands for it in every later step (and
+        # the outline, stored once a run, stays a few bytes a Source).
+        replace(spec, partition_order=None, placement=preview.placement),
         slices,
         files,
         preview.placement,
