@@ -70,7 +70,7 @@ def test_retention_days_from_the_environment() -> None:
 
 
 def test_a_run_counts_from_the_clock_its_config_carries() -> None:
-    config = {"ops": {"signals": {"ops": {"fetch": {"config": {"as_of": "2026-03-02T06:00:00Z"}}}}}}
+    config = {"ops": {"signals": {"ops": {"plan": {"config": {"as_of": "2026-03-02T06:00:00Z"}}}}}}
     assert run_clock(config) == T0
     assert run_clock({"ops": {"weekly_cleanup": {"config": {"as_of": ""}}}}) is None
 

@@ -951,7 +951,7 @@ def test_the_role_check_sees_roles() -> None:
     from radar_pipeline.defs.collection import assets, sensors
 
     assert _roles_of(assets.signals) == {"assets"}
-    assert _roles_of(assets.fetch) == {"assets", "jobs"}
+    assert _roles_of(assets.plan) == {"assets", "jobs"}
     assert _roles_of(sensors.signal_checks_after_collection) == {"sensors"}
     assert _roles_of(dg.define_asset_job("x")) == {"jobs"}
     assert _roles_of(sensors.EVIDENCE_KEYS_AFTER_COLLECTION) == frozenset()
@@ -1167,13 +1167,13 @@ def test_no_module_reads_another_modules_private_state() -> None:
 
 
 def test_the_private_read_check_sees_a_read() -> None:
-    """The check above is not vacuous: a read of a private attribute of the Collector from
-    an op is found."""
-    resources = PACKAGE_DIR / "defs" / "resources.py"
-    assert "_collector" in _private_attributes(ast.parse(resources.read_text()))
-    op = ast.parse("def parse(collection):\n    return collection._parsing, collection.run\n")
-    offences = _private_reads(DEFS_DIR / "x.py", op, {"_parsing": "collector.py"})
-    assert len(offences) == 1 and "collection._parsing" in offences[0], offences
+    """The check above is not vacuous: a read of a private attribute of a Collector's lock
+    book from an op is found."""
+    locks = PACKAGE_DIR / "core" / "plan" / "locks.py"
+    assert "_held" in _private_attributes(ast.parse(locks.read_text()))
+    op = ast.parse("def pages(collector):\n    return collector.locks._held, collector.run\n")
+    offences = _private_reads(DEFS_DIR / "x.py", op, {"_held": "locks.py"})
+    assert len(offences) == 1 and "collector.locks._held" in offences[0], offences
 
 
 COLLECTOR = PACKAGE_DIR / "core" / "collect" / "collector.py"

@@ -111,7 +111,7 @@ def wave_slot(
 
 def block_of(req: dg.RunRequest) -> list[str]:
     """The Sources a request's run covers: its config's selection (the range's contents)."""
-    return list(req.run_config["ops"]["signals"]["ops"]["fetch"]["config"]["sources"])
+    return list(req.run_config["ops"]["signals"]["ops"]["plan"]["config"]["sources"])
 
 
 def launch(instance: dg.DagsterInstance, requests: list[dg.RunRequest]) -> dict[str, bool]:
@@ -251,7 +251,7 @@ def test_schedule_one_run_per_block_of_due_sources_in_priority_order(
         block_key(T0, "blog-high", "blog-high"),
     ]
     assert [int(r.tags["dagster/priority"]) for r in requests] == [23, 2]
-    fetch_config = requests[0].run_config["ops"]["signals"]["ops"]["fetch"]["config"]
+    fetch_config = requests[0].run_config["ops"]["signals"]["ops"]["plan"]["config"]
     assert {k: v for k, v in fetch_config.items() if k != "launch"} == {
         "mode": "due",
         "sources": ["disc-high", "eng-crit", "prim-low", "research-normal"],
@@ -442,7 +442,7 @@ def test_collects_signals(
     ],
 )
 def test_run_sources(tags: dict[str, str], sources: list[str], expected: list[str]) -> None:
-    config = {"ops": {"signals": {"ops": {"fetch": {"config": {"sources": sources}}}}}}
+    config = {"ops": {"signals": {"ops": {"plan": {"config": {"sources": sources}}}}}}
     assert run_sources(tags, config, ["a", "b", "c", "d"]) == expected
 
 

@@ -1,5 +1,5 @@
-"""The resources: the settings of every run, sensor and schedule, the clock, and the collection
-of a run.
+"""The resources: the settings of every run, sensor and schedule, the clock, and how a
+collection's steps check their Sources.
 
 They are the Dagster face of `core.config.Settings`: each field is one documented variable
 (README, "Environment"), shown with its description on the resource's page and the Launchpad,
@@ -37,6 +37,7 @@ from radar_pipeline.core.store.connection import Store
 
 if TYPE_CHECKING:
     from radar_pipeline.core.collect.collector import Collector
+    from radar_pipeline.core.extract.pages import PageSettings
 
 # Seconds between two page requests to one host, by default (core/extract/pages'
 # DEFAULT_INTERVAL_S; a test holds the two equal): spelled here so that loading the code
@@ -189,14 +190,19 @@ def clock_run_config(as_of: str) -> dict[str, object]:
 
 
 class CollectionResource(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """The Collector of one run: the ops of a collection share its Source locks and parse
-    workers, and the end of the run closes it (locks released, workers joined), however the
-    run ends."""
+    """How a collection's steps check their Sources: each slice step opens a Collector of its
+    own (its Source locks and parse workers) and closes it before the step ends, so nothing
+    of a collection lives between its steps (defs/collection/assets.py)."""
 
     parse_workers: int = Field(
         default=0,
-        description="parse processes per collection; 0: RADAR_PARSE_WORKERS, else one per "
-        "core (at most 4)",
+        description="parse processes per slice of a collection; 0: RADAR_PARSE_WORKERS, else "
+        "one per core (at most 4)",
+    )
+    slice_sources: int = Field(
+        default=0,
+        description="Sources per slice of a collection (one step each); 0: the default, 100 "
+        "(docs/architecture.md, 'A collection in slices')",
     )
     page_interval_s: float = Field(
         default=PAGE_INTERVAL_S,
@@ -204,24 +210,19 @@ class CollectionResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         "included)",
     )
 
-    _collector: Any = PrivateAttr(default=None)  # a Collector, created on first use
-
-    def collector(self, settings: Settings) -> Collector:
-        """This run's Collector over `settings`, created on first use (imported here: only a
-        collection run needs it)."""
-        from radar_pipeline.core.collect.collector import Collector
+    def page_settings(self) -> PageSettings:
+        """The pacing of page extraction (imported here: only a collection run needs it)."""
         from radar_pipeline.core.extract.pages import PageSettings
 
-        if self._collector is None:
-            self._collector = Collector(
-                settings,
-                parse_workers=self.parse_workers or None,
-                page_settings=PageSettings(interval_s=self.page_interval_s),
-            )
-        collector: Collector = self._collector
-        return collector
+        return PageSettings(interval_s=self.page_interval_s)
 
-    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        collector, self._collector = self._collector, None
-        if collector is not None:
-            collector.close()
+    def collector(self, settings: Settings) -> Collector:
+        """A new Collector over `settings`, for one step: the caller closes it (a `with`
+        block), which releases its Source locks and joins its parse workers."""
+        from radar_pipeline.core.collect.collector import Collector
+
+        return Collector(
+            settings,
+            parse_workers=self.parse_workers or None,
+            page_settings=self.page_settings(),
+        )

@@ -111,7 +111,7 @@ def _range_tags(first: str, last: str) -> dict[str, str]:
 
 
 def _fetch_config(**config: Any) -> dict[str, Any]:
-    return {"ops": {"signals": {"ops": {"fetch": {"config": config}}}}}
+    return {"ops": {"signals": {"ops": {"plan": {"config": config}}}}}
 
 
 def _stop_automation(instance: Any) -> list[str]:

@@ -1,10 +1,11 @@
 """The path of one collection, stage by stage: plan -> fetch -> parse -> dedupe -> commit ->
 pages (page extraction for the Sources whose policy allows it, before their locks go).
 
-Each stage is a method the Dagster ops call in turn (whoever launched the run: the CLI, the
-schedule, a backfill, the UI); `run` calls them all for plain tests. A Collector belongs to one
-collection: it holds that collection's Source locks and parse workers, and `close` releases
-both (it is a context manager).
+Each stage is a method; a Dagster run's slice step calls them in turn for its slice of Sources
+(core/collect/slices.py; whoever launched the run: the CLI, the schedule, a backfill, the UI),
+and `run` calls them all for plain tests. A Collector belongs to one collection, or one slice
+of it: it holds those Source locks and parse workers, and `close` releases both (it is a
+context manager), before the step that opened it ends.
 
 The rules each stage keeps are in docs/architecture.md; the numbers below cite its invariants.
 """
@@ -63,7 +64,7 @@ from radar_pipeline.core.plan.locks import LockBook
 from radar_pipeline.core.plan.schedule import window_from
 from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
 from radar_pipeline.core.store.accounting import previous_checks, record_accounts
-from radar_pipeline.core.store.collections import record_collection, record_metrics
+from radar_pipeline.core.store.collections import merge_collection, record_metrics
 from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.feed_state import FeedState, load_states
 from radar_pipeline.core.store.fetch_attempts import planning_state, record_fetches
@@ -263,10 +264,16 @@ class Collector:
         with self._failing_whole():
             return self.store.atomically(decide)
 
-    def commit(self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...]) -> CollectionReport:
+    def commit(
+        self, plan: CollectionPlan, deduped: tuple[DedupedCheck, ...], pages: bool = True
+    ) -> CollectionReport:
         """Write the new Signals, then record everything in one transaction, mirror each
-        Source's health into its file, run the page stage and release the Source locks; the
-        report."""
+        Source's health into its file, run the page stage (unless `pages` is False: a slice
+        of a run whose own step extracts the pages, core/collect/slices.py) and release the
+        Source locks; the report of these checks.
+
+        The collection's row in the store gets these checks' report; a slice's commit adds it
+        to what the run's earlier slices recorded (store/collections.merge_collection)."""
         spec = plan.spec
         try:
             # Recorded while the Source locks are still held: no other check of them overlaps.
@@ -303,11 +310,13 @@ class Collector:
                         ],
                     )
                     record_metrics(con, spec.collection_id, report.sources)
-                    record_collection(con, spec.dagster_run_id, spec.trigger, spec.as_of, report)
+                    merge_collection(con, spec.dagster_run_id, spec.trigger, spec.as_of, report)
                     return report, states
 
                 report, states = self.store.atomically(record)
                 self._mirror_health(spec, deduped, states)
+                if not pages:
+                    return report
                 try:
                     return self.pages(plan, deduped, report)
                 except Exception:  # committed already: the pages stay pending for the next check
@@ -327,8 +336,8 @@ class Collector:
             self.paths.vault,
             self.fetch_settings,
             self.page_settings,
-            plan,
-            deduped,
+            plan.spec,
+            page_stage.page_sources(deduped),
             report,
         )
 

@@ -28,7 +28,7 @@ from radar_pipeline.core.errors import PAGE_BLOCKED
 from radar_pipeline.core.extract.pages import HostPacer, PageSettings, SourcePages, page_pass
 from radar_pipeline.core.extract.robots import RobotsBook, RobotsVerdict
 from radar_pipeline.core.models import FetchPurpose, FetchRequest, FetchResult
-from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec
+from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.plan.schedule import next_backoff, window_from
 from radar_pipeline.core.registry.sources import SourceRecord
 from radar_pipeline.core.store.collections import replace_report
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 PAGE_EXTRACTION = "page-extraction"
 
 
-def _extracts_pages(rec: SourceRecord) -> bool:
+def extracts_pages(rec: SourceRecord) -> bool:
     """The Source's own policy allows pages; a Source read from the vault never uses the
     network."""
     return rec.source.full_text == PAGE_EXTRACTION and not rec.source.reads_vault
@@ -67,7 +67,7 @@ def enqueue_new_pages(
     rows: list[PageRow] = []
     for item, write in zip(deduped, writes, strict=True):
         rec = item.result.plan.record
-        if rec is None or not _extracts_pages(rec) or item.result.failed:
+        if rec is None or not extracts_pages(rec) or item.result.failed:
             continue
         for dec in item.decisions:
             if dec.decision != Decision.NEW or not dec.candidate.link.startswith(
@@ -90,13 +90,13 @@ def enqueue_new_pages(
     enqueue_pages(con, rows)
 
 
-def _page_sources(deduped: Sequence[DedupedCheck]) -> list[SourceRecord]:
+def page_sources(deduped: Sequence[DedupedCheck]) -> list[SourceRecord]:
     """The Sources whose check passed in this collection and whose policy allows pages."""
     return [
         rec
         for item in deduped
         if (rec := item.result.plan.record) is not None
-        and _extracts_pages(rec)
+        and extracts_pages(rec)
         and item.result.plan.skip_reason is None
         and not item.result.failed
     ]
@@ -107,16 +107,15 @@ def run_pages(
     vault: Path,
     fetch_settings: FetchSettings,
     settings: PageSettings,
-    plan: CollectionPlan,
-    deduped: Sequence[DedupedCheck],
+    spec: CollectionSpec,
+    records: Sequence[SourceRecord],
     report: CollectionReport,
 ) -> CollectionReport:
-    """Run the page pass of each page-extraction Source this collection checked; the report
-    with its `pages` object filled in for those Sources (the others keep None)."""
-    records = _page_sources(deduped)
+    """Run the page pass of each page-extraction Source this collection checked (`records`,
+    whose locks the caller holds: no other check of them overlaps); the report with its
+    `pages` object filled in for those Sources (the others keep None)."""
     if not records:
         return report
-    spec = plan.spec
     now, floor = spec.as_of, window_from(spec.as_of)
     ids = [r.source.id for r in records]
     expired, queues = open_queues(store, ids, floor, spec.collection_id)

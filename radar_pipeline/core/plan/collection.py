@@ -43,6 +43,9 @@ class CollectionSpec:
     # The `sources` partition keys in their order: it places each Source's due grid in its
     # wave (core/plan/waves). None: every Source on its own sha256 offset.
     partition_order: tuple[str, ...] | None = None
+    # The due grids, when the collection placed them already on the whole registry: a slice
+    # of a collection plans on its own Sources' records (core/collect/slices.py).
+    placement: Placement | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,13 @@ def place_sources(snapshot: RegistrySnapshot, order: Sequence[str] | None) -> Pl
     return UNPLACED if order is None else place(order, _cadences(snapshot))
 
 
+def placement_of(spec: CollectionSpec, snapshot: RegistrySnapshot) -> Placement:
+    """The due grids `spec`'s collection decides with: those it was given, else placed now."""
+    if spec.placement is not None:
+        return spec.placement
+    return place_sources(snapshot, spec.partition_order)
+
+
 def new_partition_order(snapshot: RegistrySnapshot) -> list[str]:
     """The valid Source ids in the order new partitions are added (`partition_order`)."""
     return partition_order((r.source.id, parse_cadence(r.source.cadence)) for r in snapshot.sources)
@@ -120,10 +130,8 @@ def plan_collection(
     """Decide every Source's check for this collection, in recovery priority order. `tokens`:
     where the variable a Source's `authTokenEnv` names is looked up (`Settings.tokens`)."""
     env = tokens or {}
-    now = spec.as_of
     records = _selected_records(spec, snapshot)
-    placement = place_sources(snapshot, spec.partition_order)
-    overdue = sum(1 for t in source_timings(snapshot, states, now, placement) if t.overdue)
+    placement = placement_of(spec, snapshot)
     planned: list[SourcePlan] = []
     for rec in _in_priority_order(records):
         one = _plan_one(spec, rec, states.get(rec.source.id), locks, env, placement)
@@ -132,10 +140,41 @@ def plan_collection(
     for missing in sorted(set(spec.source_ids) - {r.source.id for r in records}):
         if spec.mode == "explicit":
             planned.append(SourcePlan(missing, None, skip_reason="not a valid Source"))
+    figures = collection_figures(spec, snapshot, states, last_collection_at)
+    return CollectionPlan(
+        spec,
+        tuple(planned),
+        figures.overdue,
+        figures.downtime_from,
+        placement,
+        figures.clock_behind,
+    )
+
+
+@dataclass(frozen=True)
+class CollectionFigures:
+    """What a collection's report says of the whole Radar, read before any of its commits."""
+
+    overdue: int
+    downtime_from: datetime | None
+    clock_behind: datetime | None
+
+
+def collection_figures(
+    spec: CollectionSpec,
+    snapshot: RegistrySnapshot,
+    states: Mapping[str, FeedState],
+    last_collection_at: datetime | None,
+) -> CollectionFigures:
+    """The overdue count, the downtime and a clock set behind the recorded attempts, as a
+    collection at `spec.as_of` finds them."""
+    now = spec.as_of
+    placement = placement_of(spec, snapshot)
+    overdue = sum(1 for t in source_timings(snapshot, states, now, placement) if t.overdue)
     downtime_from = _downtime_from(snapshot, states, last_collection_at, now)
     latest = max((s.last_attempt_at for s in states.values() if s.last_attempt_at), default=None)
     behind = latest if latest is not None and latest > now else None
-    return CollectionPlan(spec, tuple(planned), overdue, downtime_from, placement, behind)
+    return CollectionFigures(overdue, downtime_from, behind)
 
 
 def source_timings(
@@ -201,6 +240,9 @@ class CollectionPreview:
     checked: tuple[str, ...]  # in recovery priority order
     skipped: tuple[str, ...]
     placement: Placement = UNPLACED  # the due grids it decided with
+    # Every Source the collection concerns (checked or skipped), in the order its plan lists
+    # them: recovery priority, then the names an explicit collection gave that are no Source.
+    concerned: tuple[str, ...] = ()
 
 
 def preview_collection(
@@ -212,16 +254,20 @@ def preview_collection(
     the run plans is skipped then, not here). No token is looked up: a Source whose token is
     missing fails before fetching, and is checked either way."""
     env: Mapping[str, str] = {}
-    placement = place_sources(snapshot, spec.partition_order)
+    placement = placement_of(spec, snapshot)
     checked: list[str] = []
     skipped: list[str] = []
+    concerned: list[str] = []
     for rec in _in_priority_order(_selected_records(spec, snapshot)):
         check = _decide(spec, rec, states.get(rec.source.id), env, placement)
         if check is not None:
             (skipped if check.skip_reason is not None else checked).append(check.source_id)
+            concerned.append(check.source_id)
     if spec.mode == "explicit":
-        skipped += sorted(set(spec.source_ids) - {*checked, *skipped})
-    return CollectionPreview(tuple(checked), tuple(skipped), placement)
+        missing = sorted(set(spec.source_ids) - {*checked, *skipped})
+        skipped += missing
+        concerned += missing
+    return CollectionPreview(tuple(checked), tuple(skipped), placement, tuple(concerned))
 
 
 def _in_priority_order(records: list[SourceRecord]) -> list[SourceRecord]:

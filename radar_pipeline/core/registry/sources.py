@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -459,6 +459,24 @@ def _duplicate_issues(parsed: Iterable[_Parsed]) -> tuple[set[str], list[Registr
             for path in later
         )
     return clashing, issues
+
+
+def load_sources(vault_root: Path, record_paths: Sequence[str]) -> RegistrySnapshot:
+    """Read and validate the Source files `record_paths` (vault-relative) alone: a part of a
+    registry `load_registry` read whole (its duplicate ids are known then); a file gone
+    since is left out. Never raises for a bad file."""
+    vault = vault_root.resolve()
+    issues: list[RegistryIssue] = []
+    parsed = [_parse_file(vault / p, vault, issues) for p in record_paths if (vault / p).is_file()]
+    records = [
+        SourceRecord(item.source, item.path, item.record_path)
+        for item in parsed
+        if item.source is not None
+    ]
+    return RegistrySnapshot(
+        sources=tuple(sorted(records, key=lambda r: r.source.id)),
+        issues=tuple(sorted(issues, key=lambda i: i.path)),
+    )
 
 
 def load_registry(vault_root: Path) -> RegistrySnapshot:

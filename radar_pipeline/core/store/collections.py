@@ -74,6 +74,47 @@ def record_collection(
     )
 
 
+def merge_collection(
+    con: Connection,
+    dagster_run_id: str | None,
+    trigger: str,
+    as_of: datetime,
+    report: CollectionReport,
+) -> CollectionReport:
+    """Record one slice of a collection (core/collect/slices.py): the collection's row is
+    created by its first slice's commit, and each later slice adds its counts and Sources to
+    it, so the row always holds what is committed. Returns the collection's report so far."""
+    row = con.execute(
+        "SELECT report_json FROM collections WHERE collection_id = $1", [report.collection_id]
+    ).fetchone()
+    if row is None or not row[0]:
+        record_collection(con, dagster_run_id, trigger, as_of, report)
+        return report
+    before = CollectionReport.model_validate_json(row[0])
+    # One collection, not a launch of several: the merge's list of collections stays absent.
+    merged = CollectionReport.merge([before, report]).model_copy(update={"collection_ids": None})
+    totals = merged.totals
+    con.execute(
+        "UPDATE collections SET finished_at = now(), due = $2, passed = $3, failed = $4, "
+        "skipped = $5, created = $6, reused = $7, updated = $8, duplicates = $9, "
+        "rejected = $10, report_json = $11 WHERE collection_id = $1",
+        [
+            report.collection_id,
+            merged.due,
+            totals.passed,
+            totals.failed,
+            totals.skipped,
+            totals.created,
+            totals.reused,
+            totals.updated,
+            totals.duplicates,
+            totals.rejected,
+            report_text(merged),
+        ],
+    )
+    return merged
+
+
 def last_launch_reports(store: Store) -> list[CollectionReport]:
     """The reports of the command that collected last: the runs sharing the `launchId` of the
     collection that finished last (one, unless its launcher split it), in the order they ran."""

@@ -1,23 +1,29 @@
-"""The `signals` asset: one partition per Source, a graph of ops fetch -> parse -> dedupe ->
-signal_materialize. One run may cover many Sources (a partition range); each op hands the next
-the whole batch as its output, kept in memory (`MEM_IO`): the plan, and what its stage made of
-each check (the fetch op's output carries the parses it already started, which the parse op
-awaits). The ops orchestrate; the rules live in `core.collect.Collector`."""
+"""The `signals` asset: one partition per Source, a graph of ops plan -> check_slice (one step
+per slice of Sources, mapped) -> pages -> signal_materialize. One run may cover many Sources
+(a partition range); the plan step cuts them into bounded slices (core/collect/slices.py),
+each checked end to end in its own step (locks, fetch, parse as bodies arrive, dedupe, write,
+commit, release). The ops hand each other plain values through the run's IO manager (the plan's
+outline, a few counts per slice): no live object crosses a step, so the job runs under any
+executor, a process per step included. The ops orchestrate; the rules live in core.collect."""
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.collect.results import CheckResult, DedupedCheck, FetchedChecks
+from radar_pipeline.core.collect.outline import (
+    SLICE_SOURCES,
+    CollectionOutline,
+    SliceSummary,
+    outline_collection,
+)
 from radar_pipeline.core.contract.collection import CollectionReport
 from radar_pipeline.core.contract.outcomes import ItemOutcome
-from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec, source_timings
+from radar_pipeline.core.plan.collection import CollectionSpec, source_timings
 from radar_pipeline.core.plan.schedule import next_due_at
-from radar_pipeline.core.registry.sources import RegistrySnapshot
+from radar_pipeline.core.registry.sources import load_sources
 from radar_pipeline.core.store.accounting import read_undated_counts
 from radar_pipeline.core.store.feed_state import FeedState, read_states
 from radar_pipeline.defs.collection.config import FAILED_SOURCES, SIGNALS_KEY, CollectConfig
@@ -31,7 +37,6 @@ from radar_pipeline.defs.collection.partition_events import (
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sources_partitions
 from radar_pipeline.defs.resources import CollectionResource, RadarResource
 
-MEM_IO = "radar_mem_io"
 # The whole Radar is late when no Source has succeeded for a day; warn after 7 h (the default 6 h
 # cadence plus the 1 h overlap). Which Sources are late is the `on_cadence` check's (cadence.py).
 SIGNALS_FRESHNESS = dg.FreshnessPolicy.time_window(
@@ -41,39 +46,19 @@ SIGNALS_FRESHNESS = dg.FreshnessPolicy.time_window(
 MAX_SOURCES_PER_RUN = 1000
 
 
-@dataclass(frozen=True)
-class FetchedBatch:
-    """Output of the fetch op: the plan, one fetch result per planned check, and the parses
-    the fetch already started (`FetchedChecks`)."""
-
-    plan: CollectionPlan
-    checks: FetchedChecks
-
-
-@dataclass(frozen=True)
-class ParsedBatch:
-    """Output of the parse op: the plan and each check's items or classified failure."""
-
-    plan: CollectionPlan
-    results: tuple[CheckResult, ...]
-
-
-@dataclass(frozen=True)
-class DedupedBatch:
-    """Output of the dedupe op: the plan and each check's dedupe decisions."""
-
-    plan: CollectionPlan
-    items: tuple[DedupedCheck, ...]
-
-
-@dg.op(ins={"registry": dg.In(dg.Nothing)}, out=dg.Out(io_manager_key=MEM_IO))
-def fetch(
+@dg.op(
+    ins={"registry": dg.In(dg.Nothing)},
+    out={"outline": dg.Out(), "slices": dg.DynamicOut(int)},
+)
+def plan(
     context: dg.OpExecutionContext,
     config: CollectConfig,
     radar: RadarResource,
     collection: CollectionResource,
-) -> FetchedBatch:
-    """Plan the checks of this run's Sources (gates, cadence, locks), then fetch concurrently."""
+) -> Iterator[dg.Output[CollectionOutline] | dg.DynamicOutput[int]]:
+    """Which Sources this run checks (gates, cadence, backoff), in recovery priority order,
+    cut into slices: the outline, and one mapped step per slice (its index). No lock is taken
+    here; each slice takes its own."""
     with failures_as_line():
         # A run without a partition (nothing to check: launch.py) names no Source here.
         partitioned = context.has_partition_key or context.has_partition_key_range
@@ -92,43 +77,69 @@ def fetch(
             # the run config could carry the tick's order).
             partition_order=tuple(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)),
         )
-        collector = collection.collector(radar.settings())
-        plan = collector.plan(spec)
-        planned = len(plan.source_plans)
-        context.log.info(f"{planned} Source checks planned ({config.mode}), overdue {plan.overdue}")
-        return FetchedBatch(plan, collector.fetch(plan))
+        size = collection.slice_sources or SLICE_SOURCES
+        outline = outline_collection(radar.store(), radar.settings(), spec, size)
+        context.log.info(
+            f"{len(outline.source_ids)} Sources ({config.mode}) in {len(outline.slices)} "
+            f"slices, overdue {outline.overdue}"
+        )
+        yield dg.Output(outline, "outline")
+        for index in range(len(outline.slices)):
+            yield dg.DynamicOutput(index, output_name="slices", mapping_key=f"slice_{index:04d}")
 
 
-@dg.op(out=dg.Out(io_manager_key=MEM_IO))
-def parse(
-    radar: RadarResource, collection: CollectionResource, fetched: FetchedBatch
-) -> ParsedBatch:
-    """Parse each fetched body into item candidates and reasoned rejections (feedparser),
-    awaiting the parses the fetch op started."""
-    with failures_as_line():
-        collector = collection.collector(radar.settings())
-        return ParsedBatch(fetched.plan, collector.parse(fetched.plan, fetched.checks))
-
-
-@dg.op(out=dg.Out(io_manager_key=MEM_IO))
-def dedupe(
-    radar: RadarResource, collection: CollectionResource, parsed: ParsedBatch
-) -> DedupedBatch:
-    """Classify every candidate: new, reused, updated or duplicate (layered keys)."""
-    with failures_as_line():
-        collector = collection.collector(radar.settings())
-        return DedupedBatch(parsed.plan, collector.dedupe(parsed.results))
-
-
-@dg.op(out=dg.Out(dg.Nothing, is_required=False))
-def signal_materialize(
+@dg.op
+def check_sources(
     context: dg.OpExecutionContext,
     radar: RadarResource,
     collection: CollectionResource,
-    deduped: DedupedBatch,
+    outline: CollectionOutline,
+    index: int,
+) -> SliceSummary:
+    """Check one slice of Sources end to end: take their locks, fetch concurrently, parse
+    each body as it arrives, dedupe, write the new Signals, commit (watermarks, validators,
+    health), release the locks. Its report lands in the store; the step hands on its counts."""
+    # Imported here, as the resource imports the Collector: only a collection step needs the
+    # fetcher and the parsers, not every process that loads the definitions.
+    from radar_pipeline.core.collect.slices import check_slice
+
+    with failures_as_line(), collection.collector(radar.settings()) as collector:
+        summary = check_slice(collector, outline, index)
+    context.log.info(
+        f"slice {index}: {summary.checked} of {summary.sources} Sources checked, "
+        f"{summary.failed} failed, {summary.created} Signals created"
+    )
+    return summary
+
+
+@dg.op(out=dg.Out(dg.Nothing))
+def pages(
+    context: dg.OpExecutionContext,
+    radar: RadarResource,
+    collection: CollectionResource,
+    outline: CollectionOutline,
+    slices: list[SliceSummary],
+) -> None:
+    """Page extraction for the checked `fullText: page-extraction` Sources (their policy and
+    legal approval name the pages), each under its Source lock; its figures go into the
+    collection's report."""
+    from radar_pipeline.core.collect.slices import extract_pages
+
+    wanted = sum(len(s.page_sources) for s in slices)
+    with failures_as_line():
+        extract_pages(
+            radar.settings(), radar.store(), outline.spec, slices, collection.page_settings()
+        )
+    context.log.info(f"page extraction: {wanted} Sources")
+
+
+@dg.op(ins={"paged": dg.In(dg.Nothing)}, out=dg.Out(dg.Nothing, is_required=False))
+def signal_materialize(
+    context: dg.OpExecutionContext,
+    radar: RadarResource,
+    outline: CollectionOutline,
 ) -> Iterator[Any]:
-    """Write new Signal files, commit the index and feed state, run the page stage of the
-    page-extraction Sources (their locks still held), and record each Source's partition.
+    """Record the collection: its report, and each Source's partition.
 
     What each partition gets is decided in defs/collection/partition_events.py: a Source that
     passed is materialized; one that failed gets an observation carrying its failure's line
@@ -141,8 +152,10 @@ def signal_materialize(
     with it, checked or not. So the checks a launch from an asset's page selects are skipped
     in that run, and the run status sensor runs them right after it (defs/collection/sensors.py).
     """
+    from radar_pipeline.core.collect.slices import finished_report
+
     with failures_as_line():
-        report = collection.collector(radar.settings()).commit(deduped.plan, deduped.items)
+        report = finished_report(radar.store(), outline)
         context.log.info("collection report\n" + collection_markdown(report))
         # The recovery report of the whole collection, on the asset without a partition: it lands
         # in the run whatever its Sources did (a Source reported only, or failed, has no
@@ -164,7 +177,7 @@ def signal_materialize(
         record = partition_record(
             tuple(report.sources),
             planned_partitions(context),
-            source_contexts(radar, deduped.plan, report),
+            source_contexts(radar, outline, report),
         )
         yield from record.events
         if record.failing:
@@ -180,14 +193,14 @@ def planned_partitions(context: dg.OpExecutionContext) -> frozenset[str]:
 
 
 def source_contexts(
-    radar: RadarResource, plan: CollectionPlan, report: CollectionReport
+    radar: RadarResource, outline: CollectionOutline, report: CollectionReport
 ) -> dict[str, SourceContext]:
     """Per Source of the report: when it is next due, its undated items, its state."""
     ids = report.collection_ids or ((report.collection_id,) if report.collection_id else ())
     store = radar.store()
     undated = read_undated_counts(store, ids)
     states = read_states(store)
-    next_due = next_due_times(plan, states)
+    next_due = next_due_times(radar, outline, report, states)
     return {
         src.id: SourceContext(
             next_due.get(src.id, "manual"), undated.get(src.id, 0), states.get(src.id)
@@ -196,17 +209,23 @@ def source_contexts(
     }
 
 
-def next_due_times(plan: CollectionPlan, states: dict[str, FeedState]) -> dict[str, str]:
-    """When a `due` collection next checks each checked Source, after this commit (its next
-    grid point, not before its backoff, a publisher's wait or its minimum interval ends: the
-    time the schedule retries it); `manual` Sources have none."""
-    snapshot = RegistrySnapshot(
-        sources=tuple(c.record for c in plan.source_plans if c.record is not None), issues=()
-    )
-    now = plan.spec.as_of
+def next_due_times(
+    radar: RadarResource,
+    outline: CollectionOutline,
+    report: CollectionReport,
+    states: dict[str, FeedState],
+) -> dict[str, str]:
+    """When a `due` collection next checks each Source of the report, after this commit (its
+    next grid point, not before its backoff, a publisher's wait or its minimum interval ends:
+    the time the schedule retries it; on the grids the run placed); `manual`
+    Sources have none."""
+    files = [path for paths in outline.files for path in paths]
+    snapshot = load_sources(radar.paths().vault, files)
+    placement = outline.placement
+    now = outline.spec.as_of
     out: dict[str, str] = {}
-    for t in source_timings(snapshot, states, now, plan.placement):
-        offset = plan.placement.offset(t.source_id, t.cadence)
+    for t in source_timings(snapshot, states, now, placement):
+        offset = placement.offset(t.source_id, t.cadence)
         due_at = next_due_at(t.source_id, t.cadence, t.last_success_at, t.waits_until, now, offset)
         out[t.source_id] = format_utc(due_at) if due_at else "manual"
     return out
@@ -244,8 +263,12 @@ def signals(source_registry: Any) -> Any:
     provenance. One partition per Source: *materialized* when the Source's last check passed,
     *failed* when it failed (until it next succeeds). A partition's page shows the Source at a
     glance: last outcome, HTTP status, created/reused/duplicates, next due time, backoff and
-    last error class. One run may cover many Sources (fetched concurrently)."""
-    return signal_materialize(dedupe(parse(fetch(source_registry))))
+    last error class. One run may cover many Sources, checked in bounded slices."""
+    outline, slices = plan(source_registry)
+    checked = slices.map(lambda index: check_sources(outline=outline, index=index))
+    return signal_materialize(
+        outline=outline, paged=pages(outline=outline, slices=checked.collect())
+    )
 
 
 def with_freshness(assets: dg.AssetsDefinition) -> dg.AssetsDefinition:

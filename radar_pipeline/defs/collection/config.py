@@ -26,7 +26,9 @@ SIGNALS_KEY = dg.AssetKey("signals")
 # the collection job, as one from Jobs > Collect_signals does (docs/operations.md, "Backfills
 # from the UI").
 COLLECT_JOB_NAME = "Collect_signals"
-FETCH_OP = "fetch"  # the op of the `signals` graph that reads the config
+PLAN_OP = "plan"  # the op of the `signals` graph that reads the config
+# Where runs recorded before the collection was sliced hold it (their first op was `fetch`).
+EARLIER_CONFIG_OPS = ("fetch",)
 # Metadata key of the step failure raised after a commit that recorded failed Sources.
 FAILED_SOURCES = "failed_sources"
 
@@ -60,15 +62,16 @@ def collect_run_config(
     }
     if launch:  # only a launcher that splits a collection into several runs sets it
         config["launch"] = launch
-    return {"ops": {SIGNALS_KEY.path[-1]: {"ops": {FETCH_OP: {"config": config}}}}}
+    return {"ops": {SIGNALS_KEY.path[-1]: {"ops": {PLAN_OP: {"config": config}}}}}
 
 
 def config_of(run_config: Mapping[str, Any] | None) -> CollectConfig | None:
     """The collect config of a finished run, or None for a run of something else."""
     try:
-        raw = (run_config or {})["ops"][SIGNALS_KEY.path[-1]]["ops"][FETCH_OP]["config"]
-        return CollectConfig(**raw)
-    except (KeyError, TypeError, ValueError):
+        ops = (run_config or {})["ops"][SIGNALS_KEY.path[-1]]["ops"]
+        op = next(name for name in (PLAN_OP, *EARLIER_CONFIG_OPS) if name in ops)
+        return CollectConfig(**ops[op]["config"])
+    except (KeyError, TypeError, ValueError, StopIteration):
         return None
 
 

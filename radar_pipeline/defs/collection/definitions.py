@@ -1,9 +1,11 @@
 """The collection area wired: `signals` with its checks, jobs, schedules and sensors, and the
-resources only its ops use (the run's Collector, the in-memory hand-over between the ops)."""
+resource only its ops use (how a collection's steps check their Sources). What the ops hand
+each other is stored by the Definitions' default IO manager (pickles under the instance's
+storage), so any executor can run them."""
 
 import dagster as dg
 
-from radar_pipeline.defs.collection.assets import MEM_IO, signals, with_freshness
+from radar_pipeline.defs.collection.assets import signals, with_freshness
 from radar_pipeline.defs.collection.checks import signal_evidence
 from radar_pipeline.defs.collection.jobs import (
     cadence_check_job,
@@ -31,5 +33,5 @@ defs = dg.Definitions(
         signal_checks_after_failed_collection,
         source_freshness_sensor,
     ],
-    resources={"collection": CollectionResource(), MEM_IO: dg.mem_io_manager},
+    resources={"collection": CollectionResource()},
 )

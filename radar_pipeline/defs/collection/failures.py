@@ -1,6 +1,6 @@
 """A failure of an op as a person reads it: the root cause in one line (`core.errors.explain`),
 as the step's `dg.Failure`, so the run's page, the partition's page and the CLI show that line
-rather than Dagster's wrapper (`Error occurred while executing op "signals.fetch":`)."""
+rather than Dagster's wrapper (`Error occurred while executing op "signals.plan":`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,115 @@
+"""The outline of a collection: the Sources it concerns, cut into bounded slices, and what one
+slice hands on. Plain frozen values the Dagster steps store through their IO manager; this
+module imports no fetcher and no parser (loading the definitions imports it).
+core/collect/slices.py checks a slice; docs/architecture.md, "A collection in slices", says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from radar_pipeline.core.collect.run_failure import record_run_failure, run_failure_of
+from radar_pipeline.core.config import Settings
+from radar_pipeline.core.errors import explain
+from radar_pipeline.core.plan.collection import (
+    CollectionPlan,
+    CollectionSpec,
+    collection_figures,
+    preview_collection,
+)
+from radar_pipeline.core.plan.waves import Placement
+from radar_pipeline.core.registry.sources import load_registry
+from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.fetch_attempts import planning_state
+
+# Sources per slice. A cold check holds its body, its parse and its rendered Signals until the
+# slice commits: about 0.5 MB a Source on feeds of 20 items of ~7 KB (issue 50: 1.38 GB for a
+# one-batch run of 2,000), so 100 Sources are ~55 MB above the process's floor, whatever the
+# registry's size. Fewer would pay the per-slice costs more often: a Dagster step (its events,
+# ~10 ms each), a registry read, the parse workers' boot (a spawned interpreter each, ~0.5 s of
+# CPU, only when a slice expects bodies) and one store transaction. 100 is also the due rule's
+# wave (core/plan/waves.WAVE_SIZE): a scheduled run of one wave is one slice.
+SLICE_SOURCES = 100
+
+
+@dataclass(frozen=True)
+class CollectionOutline:
+    """What a collection's plan step hands on: the collection asked for, the Sources it
+    concerns cut into slices (plan order), and the report's figures of the whole Radar, read
+    before any slice commits (so each slice reports the same ones)."""
+
+    spec: CollectionSpec
+    slices: tuple[tuple[str, ...], ...]
+    # Each slice's Source files (vault-relative): a slice reads its own, not the registry.
+    files: tuple[tuple[str, ...], ...]
+    # The due grids, placed on the whole registry (a slice's records alone would place
+    # them otherwise).
+    placement: Placement
+    overdue: int
+    downtime_from: datetime | None
+    clock_behind: datetime | None
+
+    def slice_spec(self, index: int) -> CollectionSpec:
+        """The collection restricted to slice `index` (an explicit one names exactly it)."""
+        return replace(self.spec, source_ids=self.slices[index], placement=self.placement)
+
+    def with_figures(self, plan: CollectionPlan) -> CollectionPlan:
+        """A slice's plan with the collection's figures in place of its own."""
+        return replace(
+            plan,
+            overdue=self.overdue,
+            downtime_from=self.downtime_from,
+            clock_behind=self.clock_behind,
+        )
+
+    @property
+    def source_ids(self) -> tuple[str, ...]:
+        """Every Source of the collection, in plan order."""
+        return tuple(sid for ids in self.slices for sid in ids)
+
+
+@dataclass(frozen=True)
+class SliceSummary:
+    """What one slice hands on: its counts, and the page-extraction Sources it checked."""
+
+    index: int
+    sources: int
+    checked: int  # fetched, or failed before fetching: not skipped
+    failed: int
+    created: int
+    page_sources: tuple[str, ...] = ()
+
+
+def outline_collection(
+    store: Store, settings: Settings, spec: CollectionSpec, size: int = SLICE_SOURCES
+) -> CollectionOutline:
+    """Which Sources `spec` concerns, in plan order, cut into slices of at most `size`; taken
+    without locks (each slice takes its own)."""
+    snapshot = load_registry(settings.paths.vault)
+    try:
+        states, last = planning_state(store)
+        preview = preview_collection(spec, snapshot, states)
+        figures = collection_figures(spec, snapshot, states, last)
+    except Exception as exc:
+        # As a slice's failing plan would: recorded on each Source the run names, then raised.
+        wanted = set(spec.source_ids)
+        named = [r for r in snapshot.sources if r.source.id in wanted]
+        if named:
+            record_run_failure(store, settings.paths, run_failure_of(spec, named, explain(exc)))
+        raise
+    order = preview.concerned
+    slices = tuple(order[i : i + size] for i in range(0, len(order), size))
+    file_of = {r.source.id: r.record_path for r in snapshot.sources}
+    files = tuple(tuple(file_of[sid] for sid in ids if sid in file_of) for ids in slices)
+    return CollectionOutline(
+        # The partition order has served: the placement stands for it in every later step (and
+        # the outline, stored once a run, stays a few bytes a Source).
+        replace(spec, partition_order=None, placement=preview.placement),
+        slices,
+        files,
+        preview.placement,
+        figures.overdue,
+        figures.downtime_from,
+        figures.clock_behind,
+    )
