@@ -6,7 +6,7 @@ awaits). The ops orchestrate; the rules live in `core.collect.Collector`."""
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import dagster as dg
@@ -178,7 +178,7 @@ def signal_materialize(
         )
         yield from record.events
         if record.failing:
-            raise sources_failed(record)
+            raise sources_failed(record, deduped.plan.spec.as_of)
 
 
 def partitions_shown(context: dg.OpExecutionContext, report: CollectionReport) -> PartitionsShown:
@@ -238,7 +238,7 @@ def next_due_times(plan: CollectionPlan, states: dict[str, FeedState]) -> dict[s
     return out
 
 
-def sources_failed(record: PartitionRecord) -> dg.Failure:
+def sources_failed(record: PartitionRecord, as_of: datetime) -> dg.Failure:
     """The step failure of a run in which Sources failed (or, planned but not checked, are
     still failing): one line per Source, root cause first. Its `failed_sources` metadata tells
     the sensors the commit recorded those failures."""
@@ -246,7 +246,10 @@ def sources_failed(record: PartitionRecord) -> dg.Failure:
     return dg.Failure(
         description=f"{count} Source{'s' * (count != 1)} failed\n"
         + "\n".join(f"{sid}: {line}" for sid, line in record.failing.items()),
-        metadata={FAILED_SOURCES: ",".join(record.failing), **restate_metadata(record.restate)},
+        metadata={
+            FAILED_SOURCES: ",".join(record.failing),
+            **restate_metadata(record.restate, as_of),
+        },
         # The same request would fail the same way; the Source's backoff decides when it is
         # checked again.
         allow_retries=False,

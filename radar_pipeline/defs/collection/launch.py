@@ -31,7 +31,7 @@ from radar_pipeline.defs import tags as run_tags
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, collect_run_config
 from radar_pipeline.defs.collection.failures import run_failure_line
 from radar_pipeline.defs.collection.jobs import SIGNAL_CHECKS_JOB_NAME, checks_run_config
-from radar_pipeline.defs.collection.restate import RestateRun, restate_lines_of, restate_runs
+from radar_pipeline.defs.collection.restate import RestateRun, restate_runs, restatement_of
 from radar_pipeline.defs.partitions import sync_partitions
 
 # The runs' own log stays in the Dagster event log (the UI shows it, stack traces included); the
@@ -79,13 +79,8 @@ def launch_collection(
     run = _collect(defs, instance, mode, sources, as_of, trigger, launch)
     report = _recorded_report(store, run)
     last = run.run_id
-    for follow_up in restate_runs(
-        run.run_id,
-        run.dagster_run.tags,
-        run.dagster_run.run_config,
-        restate_lines_of(instance, run.run_id),
-        keys,
-    ):
+    restatement = restatement_of(instance, run.run_id)
+    for follow_up in restate_runs(run.run_id, run.dagster_run.tags, restatement, keys):
         last = _restate(defs, instance, follow_up).run_id
     return report.model_copy(
         update={

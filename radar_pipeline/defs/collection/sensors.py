@@ -51,7 +51,7 @@ from radar_pipeline.defs.collection.jobs import (
     collect_job,
     signal_checks_job,
 )
-from radar_pipeline.defs.collection.restate import restate_lines_of, restate_runs
+from radar_pipeline.defs.collection.restate import restate_runs, restatement_of
 from radar_pipeline.defs.collection.runs import collects_signals, run_sources
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import ClockResource, RadarResource
@@ -131,10 +131,10 @@ def failed_partitions_sensor(context: dg.SensorEvaluationContext) -> dg.SensorRe
     outcomes: list[dg.RunRequest | str] = []
     for ended in watch.ended:
         run = ended.run
-        lines = restate_lines_of(context.instance, run.run_id)
-        follow_ups = restate_runs(run.run_id, run.tags, run.run_config, lines, partitions)
+        restatement = restatement_of(context.instance, run.run_id)
+        follow_ups = restate_runs(run.run_id, run.tags, restatement, partitions)
         if not follow_ups:
-            outcomes.append(f"run {run.run_id}: no Source to re-state")
+            outcomes.append(f"run {run.run_id} of {run.job_name} names no Source to re-state")
         outcomes += [
             dg.RunRequest(run_key=f.run_key, run_config=f.run_config, tags=f.tags)
             for f in follow_ups
