@@ -16,6 +16,7 @@ import pytest
 
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.defs.collection.sensors import (
+    failed_partitions_sensor,
     run_failure_dead_letter_sensor,
     signal_checks_after_collection,
     signal_checks_after_failed_collection,
@@ -96,6 +97,7 @@ SENSORS: list[Any] = [
     (run_failure_dead_letter_sensor, dg.DagsterRunStatus.FAILURE, "collects no Signals"),
     (signal_checks_after_collection, dg.DagsterRunStatus.SUCCESS, "collected no Signals"),
     (signal_checks_after_failed_collection, dg.DagsterRunStatus.FAILURE, "collected no Signals"),
+    (failed_partitions_sensor, dg.DagsterRunStatus.FAILURE, "names no Source to re-state"),
     (evidence_after_checks, dg.DagsterRunStatus.SUCCESS, "evaluated no check"),
 ]
 

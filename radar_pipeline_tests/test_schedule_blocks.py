@@ -16,6 +16,7 @@ import pytest
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME
 from radar_pipeline.defs.collection.sensors import (
+    failed_partitions_sensor,
     signal_checks_after_collection,
     signal_checks_after_failed_collection,
 )
@@ -79,7 +80,13 @@ def test_a_slot_is_collected_once_in_a_block_and_a_failing_source_is_retried_per
     requests = due_tick(instance)
     assert [block_of(r) for r in requests] == [["a-ok", "b-down", "c-ok"]]  # one run
     assert launch(instance, requests) == dict.fromkeys(["a-ok", "b-down", "c-ok"], False)
-    # The run failed because one Source failed: exactly that partition is failed.
+    # The run failed because one Source failed; it planned no partition, so the failed-
+    # partitions sensor asks for a follow-up run over b-down alone (restate.py), which plans
+    # and fails it: exactly that partition is failed.
+    [run] = collection_runs(instance)
+    follow_ups = tick_after(failed_partitions_sensor, instance, run.run_id).run_requests
+    assert [block_of(r) for r in follow_ups or []] == [["b-down"]]
+    assert launch(instance, list(follow_ups or [])) == {"b-down": False}
     assert partition_status(instance, ["a-ok", "b-down", "c-ok"]) == {
         "a-ok": "MATERIALIZED",
         "b-down": "FAILED",
@@ -117,7 +124,9 @@ def test_a_slot_is_collected_once_in_a_block_and_a_failing_source_is_retried_per
     assert due_tick(instance) == []
     monkeypatch.setenv("RADAR_AS_OF", format_utc(third + timedelta(seconds=1)))
     assert [block_of(r) for r in due_tick(instance)] == [["b-down"]]
-    assert len(collection_runs(instance)) == 3
+    # Three collections (the block, b-down's retry, the next slot's block) and the follow-up
+    # that made b-down's partition failed after the first; it needed no second one.
+    assert len(collection_runs(instance)) == 4
 
 
 @pytest.mark.slow  # a run held open for a few seconds by a slow feed

@@ -17,10 +17,11 @@ from radar_pipeline.core.plan.collection import place_sources
 from radar_pipeline.core.plan.schedule import due_slot
 from radar_pipeline.core.registry.sources import load_registry
 from radar_pipeline.defs.collection.checks import ON_CADENCE
-from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME
+from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, SIGNALS_KEY
 from radar_pipeline.defs.collection.runs import collects_signals, run_sources
 from radar_pipeline.defs.collection.schedules import due_sources_schedule
 from radar_pipeline.defs.collection.sensors import (
+    failed_partitions_sensor,
     run_failure_dead_letter_sensor,
     source_freshness_sensor,
 )
@@ -123,7 +124,7 @@ def launch(instance: dg.DagsterInstance, requests: list[dg.RunRequest]) -> dict[
     job = defs.resolve_job_def(COLLECT_JOB_NAME)
     outcome: dict[str, bool] = {}
     for req in requests:
-        assert req.partition_key is None  # a block: the range tags say which partitions
+        assert req.partition_key is None  # a block: its config (or range tags) says which
         result = job.execute_in_process(
             run_config=req.run_config,
             instance=instance,
@@ -241,11 +242,10 @@ def test_schedule_one_run_per_block_of_due_sources_in_priority_order(
         ["disc-high", "eng-crit", "prim-low", "research-normal"],
         ["blog-high"],
     ]
+    # They plan no partition (the Sources are in the config): an unchanged check records
+    # nothing on its partition (partition_events.py).
     assert [r.partition_key for r in requests] == [None, None]
-    assert [
-        (r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"])
-        for r in requests
-    ] == [("disc-high", "research-normal"), ("blog-high", "blog-high")]
+    assert not any(k.startswith("dagster/asset_partition_range") for r in requests for k in r.tags)
     assert [r.run_key for r in requests] == [
         block_key(T0, "disc-high", "research-normal"),
         block_key(T0, "blog-high", "blog-high"),
@@ -335,10 +335,12 @@ def test_schedule_respects_backoff_and_retries_when_it_ends(
     start = wave_slot(instance, "flaky", T0) + timedelta(minutes=1)  # early in a slot
     monkeypatch.setenv("RADAR_AS_OF", format_utc(start))
     first = due_tick(instance)
-    # The Source fails, so its run fails naming it (and its partition is failed).
+    # The Source fails, so its run fails naming it (and its follow-up run makes its partition
+    # failed: restate.py).
     assert launch(instance, first) == {"flaky": False}
     [run] = instance.get_runs(dg.RunsFilter(job_name=COLLECT_JOB_NAME))
     assert run.status == dg.DagsterRunStatus.FAILURE
+    launch(instance, list(tick_after(failed_partitions_sensor, instance, run.run_id).run_requests))
     status = instance.get_status_by_partition(
         dg.AssetKey("signals"), ["flaky"], dg.DynamicPartitionsDefinition(name="sources")
     )
@@ -439,6 +441,7 @@ def test_collects_signals(
         ),
         ({"dagster/partition": "2026-11-22"}, [], []),  # a weekly partition, not a Source
         ({}, [], []),
+        ({}, ["d", "b"], ["d", "b"]),  # a run that plans no partition: its config's Sources
     ],
 )
 def test_run_sources(tags: dict[str, str], sources: list[str], expected: list[str]) -> None:
@@ -477,3 +480,48 @@ def test_a_run_failed_by_its_sources_gets_no_second_dead_letter_and_still_its_ch
     assert request.run_key == f"checks-after:{run.tags['radar/launch']}"
     assert int(request.tags["dagster/priority"]) < 0  # behind every collection in the queue
     assert signal_checks_after_collection.name != signal_checks_after_failed_collection.name
+
+
+def test_a_newly_failed_source_is_restated_by_a_follow_up_run(
+    radar_env: dict[str, Path],
+    instance: dg.DagsterInstance,
+    feed_server: FeedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scheduled run plans no partition, so the Source it failed does not read failed; the
+    failed-partitions sensor requests one follow-up run over its partition, which checks
+    nothing (the Source is in its backoff) and fails naming it: then it reads failed."""
+    from radar_pipeline.defs.collection.assets import signals
+
+    write_feed_source(radar_env["vault"], feed_server, "down", status=503)
+    apply_partitions(instance, tick(source_registry_sensor, instance))
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(T0))
+    assert launch(instance, due_tick(instance)) == {"down": False}
+    [run] = instance.get_runs(dg.RunsFilter(job_name=COLLECT_JOB_NAME))
+
+    def shown() -> str | None:
+        status = instance.get_status_by_partition(SIGNALS_KEY, ["down"], signals.partitions_def)
+        value = (status or {}).get("down")
+        return value.value if value else None
+
+    assert shown() is None  # checked, failed, but planned by no run yet
+    result = tick_after(failed_partitions_sensor, instance, run.run_id)
+    [follow_up] = result.run_requests or []
+    assert follow_up.run_key == f"restate:{run.run_id}:down..down"
+    assert (
+        follow_up.tags["dagster/asset_partition_range_start"],
+        follow_up.tags["dagster/asset_partition_range_end"],
+        follow_up.tags["radar/restates"],
+        follow_up.tags["radar/launch"],
+    ) == ("down", "down", run.run_id, run.tags["radar/launch"])
+    attempts = store_rows("SELECT count(*) FROM fetch_attempts")
+    assert launch(instance, [follow_up]) == {"down": False}
+    assert shown() == "FAILED"
+    assert store_rows("SELECT count(*) FROM fetch_attempts") == attempts  # nothing fetched
+    [restated] = instance.get_runs(dg.RunsFilter(tags={"radar/restates": run.run_id}))
+    [failure] = instance.all_logs(restated.run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+    message = failure.dagster_event.step_failure_data.error.message  # type: ignore[union-attr]
+    assert "1 Source failed\ndown: fetch: http-5xx" in message
+    # The follow-up asks for nothing more: no loop of follow-ups.
+    again = tick_after(failed_partitions_sensor, instance, restated.run_id)
+    assert "no Source to re-state" in str(outcome_for(again, restated.run_id))

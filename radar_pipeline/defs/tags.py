@@ -27,6 +27,9 @@ MODE = "radar/mode"
 LAUNCH = "radar/launch"
 # The clock a schedule tick decided with (ISO-8601): which slot each of its Sources was in.
 TICK = "radar/tick"
+# A follow-up run that re-states a collection's failed Sources names that collection run
+# (defs/collection/restate.py).
+RESTATES = "radar/restates"
 # A `signal_checks` run names the collection run it follows.
 AFTER_RUN = "radar/after_run"
 # A collection run whose launcher runs the evidence checks itself (the CLI) carries this tag...

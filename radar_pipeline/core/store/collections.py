@@ -115,17 +115,25 @@ def merge_collection(
     return merged
 
 
+# The trigger of a run that only re-states failed Sources on their partitions (it checks
+# nothing; defs/collection/restate.py): its row is part of no command's report.
+RESTATE_TRIGGER = "restate"
+
+
 def last_launch_reports(store: Store) -> list[CollectionReport]:
     """The reports of the command that collected last: the runs sharing the `launchId` of the
-    collection that finished last (one, unless its launcher split it), in the order they ran."""
-    last = _stored_report(store, "ORDER BY finished_at DESC LIMIT 1", [])
+    collection that finished last (one, unless its launcher split it), in the order they ran;
+    a run that only re-stated failures is none of them."""
+    last = _stored_report(
+        store, "WHERE trigger <> $1 ORDER BY finished_at DESC LIMIT 1", [RESTATE_TRIGGER]
+    )
     if last is None or last.launch_id is None:
         return [last] if last is not None else []
     with store.transaction() as con:
         rows = con.execute(
             "SELECT report_json FROM collections "
-            "WHERE report_json::JSON ->> 'launchId' = $1 ORDER BY finished_at",
-            [last.launch_id],
+            "WHERE report_json::JSON ->> 'launchId' = $1 AND trigger <> $2 ORDER BY finished_at",
+            [last.launch_id, RESTATE_TRIGGER],
         ).fetchall()
     return [CollectionReport.model_validate_json(row[0]) for row in rows]
 

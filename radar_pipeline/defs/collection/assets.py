@@ -7,7 +7,7 @@ outline, a few counts per slice): no live object crosses a step, so the job runs
 executor, a process per step included. The ops orchestrate; the rules live in core.collect."""
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import dagster as dg
@@ -31,9 +31,12 @@ from radar_pipeline.defs.collection.failures import failures_as_line
 from radar_pipeline.defs.collection.metadata import collection_headline, collection_markdown
 from radar_pipeline.defs.collection.partition_events import (
     PartitionRecord,
+    PartitionsShown,
     SourceContext,
     partition_record,
+    unchanged_metadata,
 )
+from radar_pipeline.defs.collection.restate import restate_metadata, restated_by
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME, sources_partitions
 from radar_pipeline.defs.resources import CollectionResource, RadarResource
 
@@ -142,11 +145,14 @@ def signal_materialize(
     """Record the collection: its report, and each Source's partition.
 
     What each partition gets is decided in defs/collection/partition_events.py: a Source that
-    passed is materialized; one that failed gets an observation carrying its failure's line
-    and the step then fails naming it (after the commit: DuckDB, the dead letters and the
-    Source files already hold the failure), so its partition reads *Failed* until it next
-    succeeds, whoever launched the run. A partition this run planned but did not check keeps
-    its last state.
+    passed is materialized when its check changed something or its partition does not read
+    materialized (in a run that plans no partition; one that plans its partitions materializes
+    every Source that passed); one checked unchanged is listed on the collection's
+    observation; one that failed gets an observation carrying its failure's line and the step
+    then fails naming it (after the commit: DuckDB, the dead letters and the Source files
+    already hold the failure), so its partition reads *Failed* until it next succeeds: a run
+    that did not plan it names it for a follow-up run that does (restate.py). A partition this
+    run planned but did not check keeps its last state.
 
     The output is never yielded: Dagster would materialize every partition of the run's range
     with it, checked or not. So the checks a launch from an asset's page selects are skipped
@@ -157,9 +163,17 @@ def signal_materialize(
     with failures_as_line():
         report = finished_report(radar.store(), outline)
         context.log.info("collection report\n" + collection_markdown(report))
+        planned = planned_partitions(context)
+        record = partition_record(
+            tuple(report.sources),
+            planned,
+            source_contexts(radar, outline, report),
+            shown=None if planned else partitions_shown(context, report),
+            restating=restated_by(context.instance, context.run.tags),
+        )
         # The recovery report of the whole collection, on the asset without a partition: it lands
-        # in the run whatever its Sources did (a Source reported only, or failed, has no
-        # materialization of its own).
+        # in the run whatever its Sources did (a Source reported only, failed, or checked
+        # unchanged has no materialization of its own; the unchanged ones are listed here).
         yield dg.AssetObservation(
             asset_key=SIGNALS_KEY,
             description=collection_headline(report),
@@ -172,16 +186,27 @@ def signal_materialize(
                 "failed": report.totals.failed,
                 "skipped": report.totals.skipped,
                 ItemOutcome.CREATED.field: report.totals.created,
+                **unchanged_metadata(record.unchanged),
             },
-        )
-        record = partition_record(
-            tuple(report.sources),
-            planned_partitions(context),
-            source_contexts(radar, outline, report),
         )
         yield from record.events
         if record.failing:
-            raise sources_failed(record)
+            raise sources_failed(record, outline.spec.as_of)
+
+
+def partitions_shown(context: dg.OpExecutionContext, report: CollectionReport) -> PartitionsShown:
+    """What the partitions of the report's checked Sources read in Dagster now: one read of
+    the asset's status cache (brought up to date by the read), the state a person sees."""
+    keys = [s.id for s in report.sources if s.outcome != "skipped"]
+    if not keys:
+        return PartitionsShown()
+    status = context.instance.get_status_by_partition(SIGNALS_KEY, keys, sources_partitions) or {}
+    return PartitionsShown(
+        materialized=frozenset(
+            k for k, v in status.items() if v == dg.AssetPartitionStatus.MATERIALIZED
+        ),
+        failed=frozenset(k for k, v in status.items() if v == dg.AssetPartitionStatus.FAILED),
+    )
 
 
 def planned_partitions(context: dg.OpExecutionContext) -> frozenset[str]:
@@ -231,7 +256,7 @@ def next_due_times(
     return out
 
 
-def sources_failed(record: PartitionRecord) -> dg.Failure:
+def sources_failed(record: PartitionRecord, as_of: datetime) -> dg.Failure:
     """The step failure of a run in which Sources failed (or, planned but not checked, are
     still failing): one line per Source, root cause first. Its `failed_sources` metadata tells
     the sensors the commit recorded those failures."""
@@ -239,7 +264,10 @@ def sources_failed(record: PartitionRecord) -> dg.Failure:
     return dg.Failure(
         description=f"{count} Source{'s' * (count != 1)} failed\n"
         + "\n".join(f"{sid}: {line}" for sid, line in record.failing.items()),
-        metadata={FAILED_SOURCES: ",".join(record.failing)},
+        metadata={
+            FAILED_SOURCES: ",".join(record.failing),
+            **restate_metadata(record.restate, as_of),
+        },
         # The same request would fail the same way; the Source's backoff decides when it is
         # checked again.
         allow_retries=False,

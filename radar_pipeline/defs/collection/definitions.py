@@ -15,6 +15,7 @@ from radar_pipeline.defs.collection.jobs import (
 )
 from radar_pipeline.defs.collection.schedules import due_sources_schedule, signal_audit_schedule
 from radar_pipeline.defs.collection.sensors import (
+    failed_partitions_sensor,
     run_failure_dead_letter_sensor,
     signal_checks_after_collection,
     signal_checks_after_failed_collection,
@@ -28,6 +29,7 @@ defs = dg.Definitions(
     jobs=[collect_job, signal_checks_job, signal_audit_job, cadence_check_job],
     schedules=[due_sources_schedule, signal_audit_schedule],
     sensors=[
+        failed_partitions_sensor,
         run_failure_dead_letter_sensor,
         signal_checks_after_collection,
         signal_checks_after_failed_collection,

@@ -1,6 +1,6 @@
-"""Launching a collection from a command: the runs of `Collect_signals` in this process (one
-per contiguous block of the Sources it checks, usually one), then the `signal_checks` run that
-judges what they left.
+"""Launching a collection from a command: the run of `Collect_signals` in this process (one
+for every Source it checks, planning no partition; a follow-up run per block of Sources that
+newly failed, restate.py), then the `signal_checks` run that judges what they left.
 
 The launcher takes the `Definitions` it runs (the CLI passes `radar_pipeline.definitions.defs`),
 so nothing here imports the module that assembles them.
@@ -31,7 +31,8 @@ from radar_pipeline.defs import tags as run_tags
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, collect_run_config
 from radar_pipeline.defs.collection.failures import run_failure_line
 from radar_pipeline.defs.collection.jobs import SIGNAL_CHECKS_JOB_NAME, checks_run_config
-from radar_pipeline.defs.partitions import partition_blocks, sync_partitions
+from radar_pipeline.defs.collection.restate import RestateRun, restate_runs, restatement_of
+from radar_pipeline.defs.partitions import sync_partitions
 
 # The runs' own log stays in the Dagster event log (the UI shows it, stack traces included); the
 # terminal gets the report, and a run that could not collect becomes one CollectionError line.
@@ -50,15 +51,15 @@ def launch_collection(
 ) -> CollectionReport:
     """Run `Collect_signals` over the Sources this collection checks, then its checks.
 
-    Each run covers one partition range (N Sources fetched concurrently cost one run), and its
-    range holds only Sources it checks: Dagster marks every partition a failed run planned but
-    did not materialize as failed, so a Source that is not due, not selected or not eligible
-    must not lie inside the range of a run in which another Source fails. The Sources to check
-    are foreseen with the planner's own rule (as the schedule does); each contiguous block of
-    them in partition order is one run, and Sources foreseen as skipped (in backoff, say) ride
-    in the first run's config to be reported, without a partition. Returns the report of all
-    the runs as one, recorded in DuckDB, also when a run failed because Sources failed (their
-    partitions are then failed)."""
+    One run checks every Source the collection checks (N Sources fetched concurrently cost one
+    run) and plans no partition: planning a partition costs an event per Source before the run
+    starts, and an unchanged check needs none (partition_events.py decides what each partition
+    gets). The Sources to check are foreseen with the planner's own rule (as the schedule
+    does); those foreseen as skipped (in backoff, say) ride in its config to be reported. When
+    Sources failed whose partitions did not read failed yet, a follow-up run per contiguous
+    block of them plans and re-states them (restate.py), so their partitions read failed.
+    Returns the collection's report, recorded in DuckDB, also when the run failed because
+    Sources failed (their partitions are then failed)."""
     snapshot = load_registry(paths.vault)
     valid = new_partition_order(snapshot)
     unknown = [s for s in source_ids if s not in valid]
@@ -73,24 +74,20 @@ def launch_collection(
     states = read_states(store)
     spec = CollectionSpec("preview", mode, as_of, source_ids, trigger, partition_order=tuple(keys))
     preview = preview_collection(spec, snapshot, states)
-    # Nothing to check: one run without a partition reports the skipped and the overdue. It
-    # plans no partition, so every partition keeps its state (a partition a run planned reads
-    # the run's outcome, and a skipped Source's last check is not this run's).
-    blocks = partition_blocks(keys, preview.checked) or [[]]
     launch = uuid.uuid4().hex
-    runs = [
-        _collect(defs, instance, mode, block, skipped, as_of, trigger, launch)
-        for block, skipped in zip(
-            blocks, [list(preview.skipped)] + [[]] * (len(blocks) - 1), strict=True
-        )
-    ]
-    merged = CollectionReport.merge([_recorded_report(store, result) for result in runs])
-    return merged.model_copy(
+    sources = list(dict.fromkeys([*preview.checked, *preview.skipped]))
+    run = _collect(defs, instance, mode, sources, as_of, trigger, launch)
+    report = _recorded_report(store, run)
+    last = run.run_id
+    restatement = restatement_of(instance, run.run_id)
+    for follow_up in restate_runs(run.run_id, run.dagster_run.tags, restatement, keys):
+        last = _restate(defs, instance, follow_up).run_id
+    return report.model_copy(
         update={
-            "dagster_run_status": "SUCCESS" if all(r.success for r in runs) else "FAILURE",
-            "dagster_run_id": runs[0].run_id,
-            "dagster_run_ids": tuple(r.run_id for r in runs),
-            "evidence_checks": _run_evidence_checks(defs, instance, runs[-1].run_id, as_of),
+            "dagster_run_status": "SUCCESS" if run.success else "FAILURE",
+            "dagster_run_id": run.run_id,
+            "dagster_run_ids": (run.run_id,),
+            "evidence_checks": _run_evidence_checks(defs, instance, last, as_of),
         }
     )
 
@@ -113,25 +110,34 @@ def _collect(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
     mode: Mode,
-    block: list[str],
-    skipped: list[str],
+    sources: list[str],
     as_of: datetime,
     trigger: str,
     launch: str,
 ) -> dg.ExecuteInProcessResult:
-    """One run of `Collect_signals` over one contiguous block of partitions (none: a run that
-    only reports the Sources it skips)."""
+    """The run of `Collect_signals` that checks the collection's Sources, planning none of
+    their partitions (the Sources are in its config)."""
     tags = {
-        **(run_tags.partition_range(block[0], block[-1]) if block else {}),
         run_tags.TRIGGER: trigger,
         run_tags.MODE: mode,
         run_tags.LAUNCH: launch,
         run_tags.EVIDENCE_CHECKS: run_tags.EVIDENCE_CHECKS_BY_LAUNCHER,
     }
-    sources = list(dict.fromkeys(block + skipped))
     config = collect_run_config(mode, sources, as_of, trigger, launch)
     return defs.resolve_job_def(COLLECT_JOB_NAME).execute_in_process(
         run_config=config | QUIET_LOGGERS, instance=instance, tags=tags, raise_on_error=False
+    )
+
+
+def _restate(
+    defs: dg.Definitions, instance: dg.DagsterInstance, follow_up: RestateRun
+) -> dg.ExecuteInProcessResult:
+    """A follow-up run that plans a block of newly failed Sources and fails naming them."""
+    return defs.resolve_job_def(COLLECT_JOB_NAME).execute_in_process(
+        run_config=follow_up.run_config | QUIET_LOGGERS,
+        instance=instance,
+        tags=follow_up.tags,
+        raise_on_error=False,
     )
 
 

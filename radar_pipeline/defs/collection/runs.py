@@ -17,7 +17,11 @@ def run_sources(
     """The Sources a run covered: its partition, or its partition range (in partition order)
     narrowed to the selection in its config; keys that are not Source partitions are ignored
     (a run of another asset). A launcher's config may also name Sources it expected to skip
-    (in backoff), outside the range: they are not the run's to check, so not counted here."""
+    (in backoff), outside the range: they are not the run's to check, so not counted here.
+    A collection run that plans no partition (`radar collect`, the schedule) covers the
+    Sources of its config (those it checks and those it expected to skip)."""
+    config = config_of(run_config)
+    selected = config.sources if config is not None else []
     if run_tags.get(tags.PARTITION):
         keys = [run_tags[tags.PARTITION]]
     elif (
@@ -26,10 +30,10 @@ def run_sources(
         start = partitions.index(run_tags[tags.RANGE_START])
         end = partitions.index(run_tags[tags.RANGE_END])
         keys = list(partitions[start : end + 1])
+    elif tags.RANGE_START not in run_tags:
+        keys = list(selected)
     else:
         keys = []
-    config = config_of(run_config)
-    selected = config.sources if config is not None else []
     if selected:
         keys = [k for k in keys if k in set(selected)]
     return [k for k in keys if k in set(partitions)]

@@ -11,13 +11,12 @@ The waves follow partition order (core/plan/waves), so the Sources due in one mi
 mostly one contiguous block: a day of 200 Sources is tens of runs, not thousands
 (docs/operations.md, "The due rule").
 
-A tick's due Sources become one run per contiguous block of them in partition order (the
-range tags), exactly as `radar collect` splits its collection (`partition_blocks`): a run
-costs a fresh interpreter and its start-up, so a burst of 200 due Sources is a few runs, not
-200. A block holds only Sources the run checks: Dagster marks every partition of a failed
-range run that got no materialization as failed, so a Source that is not due must not lie
-inside the range of a run in which another Source fails. A failing Source is so exactly one
-failed partition, whichever block it rode in.
+A tick's due Sources become one run per contiguous block of them in partition order
+(`partition_blocks`, the Sources in each run's config): a run costs a fresh interpreter and
+its start-up, so a burst of 200 due Sources is a few runs, not 200. The runs plan no
+partition: an unchanged check records nothing on its partition, and a Source that newly
+failed is re-stated by a follow-up run that plans it (defs/collection/restate.py), so a
+failing Source is exactly one failed partition, whichever block it rode in.
 
 Exactly one run per Source per slot for a Source that passed (the slot: `due_slot`, the
 Source's cadence-long window on its grid; the run's fetch op places the grids from the same
@@ -100,14 +99,15 @@ def block_run_request(
     as_of: str,
     launch: str,
 ) -> dg.RunRequest:
-    """One run of `Collect_signals` in mode `due` over one contiguous block of partitions,
-    ranked in the queue by its most urgent Source."""
+    """One run of `Collect_signals` in mode `due` over one contiguous block of Sources,
+    ranked in the queue by its most urgent Source. It plans no partition (the Sources are in
+    its config): partition_events.py records on a partition only what changed, and a
+    follow-up run plans the Sources that newly failed (restate.py)."""
     clock = parse_utc(as_of) if as_of else None
     return dg.RunRequest(
         run_key=block_run_key(tick, block),
         run_config=collect_run_config("due", list(block), clock, TRIGGER, launch),
         tags={
-            **tags.partition_range(block[0], block[-1]),
             tags.PRIORITY: str(max(queue_priority(timings[s]) for s in block)),
             tags.TRIGGER: TRIGGER,
             tags.MODE: "due",

@@ -15,6 +15,8 @@
   collection (`dagster/priority`, defs/tags.py).
   These three read the runs that ended through defs/run_watch.py: plain sensors, so that
   every tick, idle or not, says what it saw.
+- `failed_partitions_sensor`: after a scheduled collection in which Sources newly failed,
+  the follow-up runs that make their partitions read failed (restate.py).
 - `source_freshness_sensor`: one `on_cadence` run when some Source became late or on time
   again (cadence.py).
 
@@ -48,8 +50,10 @@ from radar_pipeline.defs.collection.jobs import (
     cadence_check_job,
     cadence_run_config,
     checks_run_config,
+    collect_job,
     signal_checks_job,
 )
+from radar_pipeline.defs.collection.restate import restate_runs, restatement_of
 from radar_pipeline.defs.collection.runs import collects_signals, run_sources
 from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.resources import ClockResource, RadarResource
@@ -104,6 +108,40 @@ def _dead_letters_after(
     message = ended.message or f"Dagster run {run.run_id} failed"
     added = record_run_failure(radar.store(), run.run_id, sources, message, clock.now())
     return f"run {run.run_id} failed as a whole: {added} dead letter(s) for {', '.join(sources)}"
+
+
+# ---- a newly failed Source's partition ----------------------------------------------------
+
+
+@dg.sensor(
+    job=collect_job,
+    minimum_interval_seconds=TICK_SECONDS,
+    default_status=sensor_status(),
+    description=(
+        "After a scheduled collection in which Sources newly failed (the run plans no "
+        "partition): one run of `Collect_signals` per contiguous block of them that plans "
+        "their partitions, checks nothing (they are in their backoff) and fails naming them, "
+        "so each reads Failed. Each tick names the failed runs it read and what it did; an "
+        'idle tick reads "no run failed since <time>".'
+    ),
+)
+def failed_partitions_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    """The follow-up runs (defs/collection/restate.py) of every collection run that failed
+    since the last tick asking for them; run keys `restate:<run id>:<first>..<last>`."""
+    watch = runs_ended(context, dg.DagsterRunStatus.FAILURE)
+    partitions = list(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
+    outcomes: list[dg.RunRequest | str] = []
+    for ended in watch.ended:
+        run = ended.run
+        restatement = restatement_of(context.instance, run.run_id)
+        follow_ups = restate_runs(run.run_id, run.tags, restatement, partitions)
+        if not follow_ups:
+            outcomes.append(f"run {run.run_id} of {run.job_name} names no Source to re-state")
+        outcomes += [
+            dg.RunRequest(run_key=f.run_key, run_config=f.run_config, tags=f.tags)
+            for f in follow_ups
+        ]
+    return tick_result(context, watch, outcomes)
 
 
 # ---- the checks after a collection ---------------------------------------------------------
