@@ -8,8 +8,8 @@ from collections.abc import Iterable, Sequence
 from radar_pipeline.core.store.connection import Connection, Store, insert_rows
 
 # One stored fact: name, inode, size, mtime_ns, ctime_ns, declared id, error, provenance
-# problems (JSON), body length, identity.
-FactRow = tuple[str, int, int, int, int, str | None, str | None, str | None, int, str | None]
+# problems (JSON), body length, identity, marked as temporary content.
+FactRow = tuple[str, int, int, int, int, str | None, str | None, str | None, int, str | None, bool]
 # A stored fact's name, its stat key (inode, size, mtime_ns, ctime_ns) and whether it was
 # readable.
 StoredKey = tuple[str, int, int, int, int, bool]
@@ -25,6 +25,7 @@ _FACT_TYPES = (
     "VARCHAR",
     "BIGINT",
     "VARCHAR",
+    "BOOLEAN",
 )
 _FACT_COLUMNS = (
     "name",
@@ -37,6 +38,7 @@ _FACT_COLUMNS = (
     "provenance",
     "body_length",
     "identity",
+    "temporary_text",
 )
 _ERRORED = "SELECT name FROM audit_signal_files WHERE error IS NOT NULL ORDER BY name"
 # The Signal ids that the stored facts name (every file of the folder while its recorded
