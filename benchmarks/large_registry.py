@@ -113,8 +113,9 @@ def _one_size(out: Outcome, ctx: Context, n: int) -> list[Measured]:
         parsed = run.report["_farm"].get("200", 0)
         expect(out, name, f"feeds parsed by the unchanged re-run {k + 1}", parsed, 0)
         folder = ctx.workspace(f"registry-naive-{n}-{k + 1}").root / "out"
-        naive_cold.append(naive_collect(folder, ctx.farm.urls(n), ctx.farm)[0])
-        naive_again.append(naive_collect(folder, ctx.farm.urls(n), ctx.farm)[0])
+        urls = ctx.farm.urls(n)
+        naive_cold.append(naive_collect(folder, urls, ctx.farm, sample_tree_s=SAMPLE_S)[0])
+        naive_again.append(naive_collect(folder, urls, ctx.farm, sample_tree_s=SAMPLE_S)[0])
         if NEWSBOAT:
             boats.append(newsboat_cold(ctx, n, k))
         floors.append(ctx.floor(n))
