@@ -21,7 +21,6 @@ from radar_pipeline.core.audit.run import run_audits
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.models import CleanupResult
 from radar_pipeline.core.store.closes import last_close, record_close
-from radar_pipeline.definitions import defs
 from radar_pipeline.defs.collection.jobs import SIGNAL_CHECKS_JOB_NAME, checks_run_config
 from radar_pipeline_tests.conftest import env_store
 from radar_pipeline_tests.evidencekit import content_rss
@@ -168,8 +167,8 @@ def test_the_checks_run_after_a_dagster_collection_reads_incrementally(
     radar_env: dict[str, Path],
 ) -> None:
     write_fixture_source(radar_env["vault"], "fixture", content_rss(items("a", 4)))
-    config = checks_run_config("2026-11-30T12:00:00Z")
-    assert config["ops"]["weekly_cleanup_retention"] == {"config": {"full": False}}  # type: ignore[index]
+    ops = checks_run_config("2026-11-30T12:00:00Z")["ops"]
+    assert isinstance(ops, dict) and ops["weekly_cleanup_retention"] == {"config": {"full": False}}
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
         assert collect_dagster(instance)["created"] == 4
         time.sleep(SETTLE_S)
@@ -182,4 +181,3 @@ def test_the_checks_run_after_a_dagster_collection_reads_incrementally(
         radar_env["vault"]
     )
     assert meta(evaluation, "stray_scan_signals_listed") == 0
-    assert defs.resolve_job_def(SIGNAL_CHECKS_JOB_NAME) is not None

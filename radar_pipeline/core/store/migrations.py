@@ -494,13 +494,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         14,
         # Each Signal file's facts say whether it is marked as temporary content, so the
         # retention audit judges the Signals folder from the facts (read again only for new or
-        # changed files) instead of opening every file at every check. The table is a cache:
-        # it starts empty, with the folder's recorded state, so the next check reads every
-        # file once.
+        # changed files) instead of opening every file at every check. The rows so far have
+        # no answer (NULL): the next check reads each of their files again, as it reads a
+        # file that could not be read (core/store/facts.py).
         """
-        DELETE FROM audit_signal_files;
-        DELETE FROM vault_folder_state;
-        ALTER TABLE audit_signal_files ADD COLUMN temporary_text BOOLEAN NOT NULL DEFAULT FALSE;
+        ALTER TABLE audit_signal_files ADD COLUMN temporary_text BOOLEAN;
         """,
     ),
 )

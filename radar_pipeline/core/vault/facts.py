@@ -135,7 +135,8 @@ def gather_facts(vault: Path, store: Store, full: bool = True) -> FactsUpdate:
 
     Not `full` (the checks after a collection): when the folder is as its recorded state says
     (folder_state.judge: same directory mtime, settled or verified by a names-only listing),
-    the stored facts stand and only unreadable files are read again; else the full scan. What
+    the stored facts stand and only files whose facts are not whole (unreadable, or
+    taken before a fact was added: store/facts.py) are read again; else the full scan. What
     this does not see, a file rewritten in place, the next full scan does.
     """
     folder = vault / SIGNALS_DIR
