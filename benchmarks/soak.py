@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import os
 import random
@@ -238,9 +237,12 @@ class Soak:
             self.server.add(f"/{sid}.xml", handler=self.feeds.handler(sid))
         self.set_up_instance(SOURCES)
 
-    def set_up_instance(self, sources: Sequence[str]) -> None:
-        """The instance's dagster.yaml (run monitoring shortened) and the Sources' partitions."""
-        write_instance_yaml(self.home, MONITORING)
+    def set_up_instance(
+        self, sources: Sequence[str], monitoring: dict[str, Any] | None = MONITORING
+    ) -> None:
+        """The instance's dagster.yaml (run monitoring shortened, for the kills; None: the
+        repository's) and the Sources' partitions."""
+        write_instance_yaml(self.home, monitoring)
         with open_instance(self.home) as instance:
             sync_partitions(instance, sorted(sources))
 
@@ -448,6 +450,7 @@ REGISTRY_CHANGED = 0.05  # the share of the Sources that publish one item before
 REGISTRY_RETENTION_DAYS = 1  # so the daily prune deletes runs inside two simulated days
 REGISTRY_LATENCY_S = 0.02  # the large_registry scenario's farm
 GROWTH_LIMIT = 1.25  # a figure of the last quarter of the hours against the second quarter's
+STORE_BLOCK = 262_144  # DuckDB's block: the file's smallest step
 
 
 def registry_soak(n: int, hours: int, results: Path) -> int:
@@ -477,7 +480,9 @@ def registry_soak(n: int, hours: int, results: Path) -> int:
             write_sources(soak.vault, farm.urls(), cadences=("PT1H",))
             (soak.vault / "Site Content").mkdir(parents=True)
             ids = [source_id(i) for i in range(n)]
-            soak.set_up_instance(ids)
+            # The repository's run monitoring: no kill here, and a collection of 2,000
+            # Sources runs longer than the week's shortened limit (90 s) allows.
+            soak.set_up_instance(ids, monitoring=None)
             for hour in range(hours):
                 as_of = start + timedelta(hours=hour)
                 if hour:
@@ -570,10 +575,12 @@ def _registry_verdict(
             early, late = _median([h[key] for h in second]), _median([h[key] for h in last])
             if late > GROWTH_LIMIT * early:
                 problems.append(f"{key} grew: median {late} in the last quarter, {early} before")
-        early_growth = _median(_steps([h["storeBytes"] for h in hourly[quarter : 1 + 2 * quarter]]))
-        late_growth = _median(_steps([h["storeBytes"] for h in hourly[-quarter - 1 :]]))
-        if late_growth > GROWTH_LIMIT * max(early_growth, 1):
-            problems.append(f"the store grows faster: {late_growth} B/h late, {early_growth} early")
+        # The DuckDB file grows in blocks of 256 KB (and shrinks at a checkpoint): a quarter's
+        # growth is compared whole, with one block of slack.
+        early_growth = hourly[2 * quarter]["storeBytes"] - hourly[quarter]["storeBytes"]
+        late_growth = hourly[-1]["storeBytes"] - hourly[-1 - quarter]["storeBytes"]
+        if late_growth > GROWTH_LIMIT * max(early_growth, 0) + STORE_BLOCK:
+            problems.append(f"the store grows faster: {late_growth} B late, {early_growth} early")
     if len(hourly) > 24:
         first_day = max(h["instanceEvents"] for h in hourly[:24])
         if after["events"] > GROWTH_LIMIT * first_day:
@@ -586,10 +593,6 @@ def _registry_verdict(
 
 def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2] if values else 0.0
-
-
-def _steps(values: list[int]) -> list[float]:
-    return [float(b - a) for a, b in itertools.pairwise(values)]
 
 
 def _write_registry(folder: Path, figures: dict[str, Any]) -> None:
