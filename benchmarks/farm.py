@@ -29,6 +29,7 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -91,8 +92,12 @@ def load_corpus(folder: Path = CORPUS) -> list[CorpusItem]:
     return items
 
 
-def build_feed(index: int, pool: list[CorpusItem], now: datetime) -> tuple[bytes, str]:
-    """Feed number `index`: (document bytes, content type). Deterministic for (index, now).
+def build_feed(
+    index: int, pool: list[CorpusItem], now: datetime, fresh: Sequence[datetime] = ()
+) -> tuple[bytes, str]:
+    """Feed number `index`: (document bytes, content type). Deterministic for (index, now,
+    fresh). `fresh`: the dates of the items it published since (`FeedFarm.publish`), oldest
+    first; each pushes the oldest item out.
 
     Its size is drawn between MIN_FEED_BYTES and MAX_FEED_BYTES; the item text budget is
     corrected twice against the rendered size (markup and Atom's escaping vary by item).
@@ -104,7 +109,7 @@ def build_feed(index: int, pool: list[CorpusItem], now: datetime) -> tuple[bytes
     per_item = target // ITEMS_PER_FEED
     doc = b""
     for _ in range(3):
-        doc = _render(index, pool, order, now, per_item)
+        doc = _render(index, pool, order, now, per_item, fresh)
         if MIN_FEED_BYTES <= len(doc) <= MAX_FEED_BYTES:
             break
         per_item = max(200, per_item + (target - len(doc)) // ITEMS_PER_FEED)
@@ -116,12 +121,19 @@ def build_feed(index: int, pool: list[CorpusItem], now: datetime) -> tuple[bytes
 
 
 def _render(
-    index: int, pool: list[CorpusItem], order: list[int], now: datetime, per_item: int
+    index: int,
+    pool: list[CorpusItem],
+    order: list[int],
+    now: datetime,
+    per_item: int,
+    fresh: Sequence[datetime] = (),
 ) -> bytes:
     atom = index % 2 == 1
     now = now.replace(microsecond=0)
     entries: list[str] = []
-    for j in range(ITEMS_PER_FEED):
+    for position in range(ITEMS_PER_FEED):
+        # Item j is the feed's j-th at the start; a published one is -1, -2, ... (newest first).
+        j = position - len(fresh)
         src = pool[order[j % len(order)]]
         tag = f"f{index}i{j}"
         link = f"{src.link.split('#', 1)[0].rstrip('/')}/{tag}"
@@ -137,7 +149,11 @@ def _render(
             parts.append(more.content or more.summary)
         body_html = _fit("".join(parts), per_item)
         summary = _fit(src.summary, 2_000) or f"<p>{html.escape(title)}</p>"
-        when = now - timedelta(hours=5 * j + 1, minutes=index % 60)
+        when = (
+            fresh[-j - 1].replace(microsecond=0)
+            if j < 0
+            else now - timedelta(hours=5 * j + 1, minutes=index % 60)
+        )
         entries.append(
             _atom_entry(title, link, guid, summary, body_html, when)
             if atom
@@ -323,7 +339,8 @@ class FeedFarm:
         self.strain = strain or Strain()
         self.arrivals: list[tuple[float, int]] = []  # (monotonic time, status) per request
         self.now = now or datetime.now(UTC)
-        pool = load_corpus()
+        pool = self._pool = load_corpus()
+        self._fresh: dict[int, list[datetime]] = {}
         stamp = format_datetime(self.now.replace(microsecond=0), usegmt=True)
         self.feeds: dict[str, Feed] = {}
         for i in range(n):
@@ -341,6 +358,21 @@ class FeedFarm:
         """The first `n` feed URLs (all by default), in feed order: feed i on origin i mod K."""
         paths = list(self.feeds)[:n]
         return [self.servers[i % len(self.servers)].url(p) for i, p in enumerate(paths)]
+
+    def publish(self, index: int, when: datetime) -> None:
+        """Feed `index` publishes one new item dated `when`: its document, ETag and
+        Last-Modified change (its oldest item scrolls out)."""
+        fresh = self._fresh.setdefault(index, [])
+        fresh.append(when)
+        body, ctype = build_feed(index, self._pool, self.now, fresh)
+        path = f"/feed/{index}.xml"
+        etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
+        stamp = format_datetime(when.replace(microsecond=0), usegmt=True)
+        self.feeds[path] = Feed(path, body, etag, stamp, ctype)
+
+    def published(self) -> int:
+        """Items published since the farm started (`publish`)."""
+        return sum(len(v) for v in self._fresh.values())
 
     def count(self, key: str, amount: int = 1) -> None:
         with self._lock:

@@ -244,10 +244,8 @@ def _collect_as_of(ctx: Context, ws: Any, as_of: str) -> tuple[Measured, dict[st
 
 def rps_svg(series: dict[str, list[tuple[float, int]]], bin_s: float = 0.5) -> str:
     """Requests per second over time (bins of `bin_s` from each series' first request), one
-    polyline a series, drawn by hand (no plotting library in the lock)."""
-    width, height, pad = 640, 280, 40
-    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
-    binned: dict[str, list[float]] = {}
+    polyline a series (`line_svg`)."""
+    binned: dict[str, list[tuple[float, float]]] = {}
     for label, arrivals in series.items():
         if not arrivals:
             binned[label] = []
@@ -256,9 +254,28 @@ def rps_svg(series: dict[str, list[tuple[float, int]]], bin_s: float = 0.5) -> s
         counts = [0] * (int((arrivals[-1][0] - start) / bin_s) + 1)
         for at, _ in arrivals:
             counts[int((at - start) / bin_s)] += 1
-        binned[label] = [c / bin_s for c in counts]
-    most_t = max((len(v) for v in binned.values()), default=1) * bin_s
-    most_r = max((max(v) for v in binned.values() if v), default=1.0)
+        binned[label] = [((i + 0.5) * bin_s, c / bin_s) for i, c in enumerate(counts)]
+    return line_svg(
+        binned,
+        f"seconds since the first request (bins of {bin_s:g} s)",
+        "requests / s",
+        x_end=max((len(v) for v in binned.values()), default=1) * bin_s,
+    )
+
+
+def line_svg(
+    series: dict[str, list[tuple[float, float]]],
+    x_label: str,
+    y_label: str,
+    x_end: float | None = None,
+) -> str:
+    """Points (x, y) as one polyline a series, from 0 to the largest x (or `x_end`) and the
+    largest y, drawn by hand (no plotting library in the lock): the requests per second of
+    the manners scenario, the memory over a run of large_registry."""
+    width, height, pad = 640, 280, 40
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+    most_t = x_end or max((p[0] for v in series.values() for p in v), default=1.0) or 1.0
+    most_r = max((p[1] for v in series.values() for p in v), default=1.0) or 1.0
 
     def x(t: float) -> float:
         return pad + (width - 2 * pad) * t / most_t
@@ -273,17 +290,16 @@ def rps_svg(series: dict[str, list[tuple[float, int]]], bin_s: float = 0.5) -> s
         f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" '
         'stroke="black"/>',
         f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>',
-        f'<text x="{width / 2}" y="{height - 8}" text-anchor="middle">'
-        f"seconds since the first request (bins of {bin_s:g} s)</text>",
+        f'<text x="{width / 2}" y="{height - 8}" text-anchor="middle">{x_label}</text>',
         f'<text x="12" y="{height / 2}" transform="rotate(-90 12 {height / 2})" '
-        'text-anchor="middle">requests / s</text>',
+        f'text-anchor="middle">{y_label}</text>',
         f'<text x="{pad - 4}" y="{pad + 4}" text-anchor="end">{most_r:.0f}</text>',
         f'<text x="{pad - 4}" y="{height - pad}" text-anchor="end">0</text>',
         f'<text x="{width - pad}" y="{height - pad + 14}" text-anchor="end">{most_t:.1f}</text>',
     ]
-    for k, (label, rates) in enumerate(binned.items()):
+    for k, (label, points_xy) in enumerate(series.items()):
         colour = colours[k % len(colours)]
-        points = " ".join(f"{x((i + 0.5) * bin_s):.1f},{y(r):.1f}" for i, r in enumerate(rates))
+        points = " ".join(f"{x(t):.1f},{y(r):.1f}" for t, r in points_xy)
         parts.append(
             f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{points}"/>'
         )

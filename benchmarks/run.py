@@ -1,7 +1,7 @@
 """`make bench` (`python -m benchmarks.run`): every scenario in one invocation, one table.
 
     python -m benchmarks.run [--n 50,100,200] [--latency-ms 100] [--scenarios 1,2,...,9]
-                             [--day-sources 200] [--day-hours 24]
+                             [--day-sources 200] [--day-hours 24] [--registry-n 200,500,2000]
                              [--signals 100000] [--huge-signals 1000000] [--temp-files 10000]
                              [--quick] [--repeat 3]
                              [--radar PATH] [--workdir DIR] [--keep] [--results DIR]
@@ -17,7 +17,10 @@ a run per Source and about a minute of wall per launching minute; --day-sources 
 --day-hours 2 about 20 minutes; run alone, its results go to `day.*`), 11 team (the
 PostgreSQL store beside the DuckDB file, cold and re-run at the largest N up to 100;
 benchmarks/team.py), 12 manners (one host and 32 hosts side by side with newsboat, and two hosts
-under strain; benchmarks/manners.py).
+under strain; benchmarks/manners.py), 13 large_registry (a team's registry at
+--registry-n Sources on a farm of 32 hosts answering in 20 ms, beside the naive loop, newsboat and
+Dagster's floor: wall, CPU, the process tree's peak RSS and its plot, Dagster events and
+instance growth per run; benchmarks/large_registry.py; quick: N=20,50).
 `--radar PATH` (default: this repository's .venv/bin/radar) times another checkout's `radar`;
 the naive loop and Dagster's floor always run with this interpreter.
 `--quick` (about a minute): N=10,20, 10,000 Signals, 2,000 temporary files, one run each; its
@@ -43,7 +46,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks import day, manners, scenarios, team
+from benchmarks import day, large_registry, manners, scenarios, team
 from benchmarks.farm import FeedFarm
 from benchmarks.measure import RADAR, filesystem_of, machine
 
@@ -60,6 +63,7 @@ NAMES = {
     "10": "day",
     "11": "team",
     "12": "manners",
+    "13": "large_registry",
 }
 # Not in the default set: a full day of 200 Sources takes hours (see benchmarks/day.py).
 DEFAULT_SCENARIOS = [k for k, v in NAMES.items() if v != "day"]
@@ -82,6 +86,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--day-sources", type=_positive, default=200, help="scenario 10's N (200)")
     p.add_argument(
         "--day-hours", type=_positive, default=24, help="scenario 10's simulated hours (24)"
+    )
+    p.add_argument(
+        "--registry-n",
+        default=None,
+        help="scenario 13's Source counts, comma list (200,500,2000; quick 20,50)",
     )
     p.add_argument("--signals", type=int, default=None, help="existing Signals (100000)")
     p.add_argument("--temp-files", type=int, default=None, help="temporary files (10000)")
@@ -110,6 +119,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.ns = sorted(
         {int(x) for x in (args.n or ("10,20" if args.quick else "50,100,200")).split(",")}
+    )
+    args.registry_ns = sorted(
+        {
+            int(x)
+            for x in (args.registry_n or ("20,50" if args.quick else "200,500,2000")).split(",")
+        }
     )
     args.signals = args.signals or (10_000 if args.quick else 100_000)
     args.temp_files = args.temp_files or (2_000 if args.quick else 10_000)
@@ -176,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         "day": lambda: day.day(ctx, args.day_sources, args.day_hours),
         "team": lambda: team.team(ctx, max((n for n in args.ns if n <= 100), default=small)),
         "manners": lambda: manners.manners(ctx, args.ns, args.results),
+        "large_registry": lambda: large_registry.large_registry(
+            ctx, args.registry_ns, args.results
+        ),
     }
     outcomes: list[scenarios.Outcome] = []
     try:
@@ -202,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             "hugeSignals": args.huge_signals,
             "tempFiles": args.temp_files,
             "repeat": args.repeat,
+            **({"registryN": args.registry_ns} if "large_registry" in args.chosen else {}),
             **(
                 {"daySources": args.day_sources, "dayHours": args.day_hours}
                 if "day" in args.chosen
@@ -225,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     args.results.mkdir(parents=True, exist_ok=True)
     # Scenario 10 alone keeps its own files, as the committed full run's are not overwritten.
     alone = (
-        {"day": "day", "manners": "manners"}.get(args.chosen[0]) if len(args.chosen) == 1 else None
+        {"day": "day", "manners": "manners", "large_registry": "large-registry"}.get(args.chosen[0])
+        if len(args.chosen) == 1
+        else None
     )
     stem = alone or ("latest-quick" if args.quick else "latest")
     (args.results / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")

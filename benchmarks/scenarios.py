@@ -270,9 +270,13 @@ def write_sources(
         (folder / f"{sid}.md").write_text(source_text(sid, url, cadence), "utf-8")
 
 
-def naive_collect(out: Path, urls: list[str], farm: FeedFarm) -> tuple[Measured, dict[str, Any]]:
+def naive_collect(
+    out: Path, urls: list[str], farm: FeedFarm, sample_tree_s: float | None = None
+) -> tuple[Measured, dict[str, Any]]:
+    """The naive loop once (`sample_tree_s`: its RSS sampled, as `run_child` says)."""
     farm.take_counts()
-    m = run_child([sys.executable, "-m", "benchmarks.naive", str(out), *urls])
+    argv = [sys.executable, "-m", "benchmarks.naive", str(out), *urls]
+    m = run_child(argv, sample_tree_s=sample_tree_s)
     counts = json_or_error(m, "naive")
     counts["_farm"] = farm.take_counts()
     return m, counts

@@ -1,5 +1,7 @@
 """`make soak` (`python -m benchmarks.soak [--days 7]`): a simulated week of the real
-`dagster-daemon` against loopback feeds, then the verdict and the figures.
+`dagster-daemon` against loopback feeds, then the verdict and the figures. With `--registry`
+(`python -m benchmarks.soak --registry [--n 2000] [--hours 48]`): a team's registry instead,
+hourly (see `registry_soak` below; its figures go to registry-soak.md and .json).
 
 The daemon reads the definitions from a long-lived code server, as docs/deployment.md runs a
 team's (`benchmarks.scheduled.start_deployment`: the instance made first, `dagster api grpc`,
@@ -51,12 +53,14 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -64,7 +68,9 @@ from typing import IO, Any
 
 import dagster as dg
 
-from benchmarks.measure import REPO, machine
+from benchmarks.farm import ITEMS_PER_FEED, FeedFarm
+from benchmarks.measure import REPO, instance_figures, machine, tree_bytes
+from benchmarks.scenarios import source_id, write_sources
 from benchmarks.scheduled import Daemon, restart_daemon, start_deployment, stop_daemon
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.vault.signals import SIGNALS_DIR, list_signal_ids, read_signal_frontmatter
@@ -186,8 +192,9 @@ RSS = {"Content-Type": "application/rss+xml; charset=utf-8"}
 @dataclass
 class Soak:
     root: Path
-    feeds: Feeds
-    server: FeedServer
+    feeds: Feeds | None  # None: the feeds keep no clock of their own (the registry soak's farm)
+    server: FeedServer | None
+    retention_days: int = RETENTION_DAYS
     runs: dict[str, str] = field(default_factory=dict)  # run id -> job name, ever seen
     shard_bytes: dict[str, int] = field(default_factory=dict)  # ended run -> its shard's size
     cpu_s: float = 0.0
@@ -217,26 +224,35 @@ class Soak:
             "DAGSTER_HOME": str(self.home),
             "RADAR_ALLOWED_PRIVATE_HOSTS": "127.0.0.1,localhost",
             "RADAR_AS_OF": format_utc(as_of),
-            "RADAR_RUN_RETENTION_DAYS": str(RETENTION_DAYS),
+            "RADAR_RUN_RETENTION_DAYS": str(self.retention_days),
         }
 
     def set_up(self) -> None:
+        assert self.feeds is not None and self.server is not None
         (self.vault / "Radar" / "Sources").mkdir(parents=True)
         (self.vault / "Site Content").mkdir(parents=True)
         for sid in SOURCES:
             full = "feed-content" if sid.startswith("fulltext") else "none"
             write_source(self.vault, sid, self.server.url(f"/{sid}.xml"), fullText=full)
             self.server.add(f"/{sid}.xml", handler=self.feeds.handler(sid))
-        write_instance_yaml(self.home, MONITORING)
+        self.set_up_instance(SOURCES)
+
+    def set_up_instance(
+        self, sources: Sequence[str], monitoring: dict[str, Any] | None = MONITORING
+    ) -> None:
+        """The instance's dagster.yaml (run monitoring shortened, for the kills; None: the
+        repository's) and the Sources' partitions."""
+        write_instance_yaml(self.home, monitoring)
         with open_instance(self.home) as instance:
-            sync_partitions(instance, sorted(SOURCES))
+            sync_partitions(instance, sorted(sources))
 
     def step(self, as_of: datetime, kill: str | None) -> None:
         """One start of the code server and the daemon on the clock `as_of`, until its runs
         are done; when `kill` ("daemon" or "crash") is given, broken by that kill mid-run
         first and started again."""
-        with self.feeds.lock:
-            self.feeds.clock = as_of
+        if self.feeds is not None:
+            with self.feeds.lock:
+                self.feeds.clock = as_of
         started = time.time()
         env = self.environ(as_of)
         with (self.root / "daemon.log").open("ab") as log:
@@ -386,6 +402,7 @@ def group_cpu_s(pgid: int) -> float:
 def verdict(soak: Soak, end: datetime, close: dict[str, Any]) -> list[str]:
     """Every promise of the soak that does not hold (empty: all hold)."""
     problems: list[str] = []
+    assert soak.feeds is not None
     folder = soak.vault / SIGNALS_DIR
     by_item: dict[tuple[str, str], list[str]] = {}
     for signal_id in list_signal_ids(soak.vault):
@@ -402,14 +419,7 @@ def verdict(soak: Soak, end: datetime, close: dict[str, Any]) -> list[str]:
     problems += [f"item {k} in {len(v)} Signals" for k, v in by_item.items() if len(v) > 1]
     every = {(sid, guid) for sid in SOURCES for guid, _ in soak.feeds.published(sid, end)}
     problems += [f"Signal of an item never published: {k}" for k in sorted(set(by_item) - every)]
-    unbalanced = read_db(
-        soak.db,
-        "SELECT a.collection_id, a.source_id, a.items_parsed, count(o.outcome) "
-        "FROM check_accounting a LEFT JOIN item_observations o "
-        "ON o.collection_id = a.collection_id AND o.source_id = a.source_id "
-        "GROUP BY ALL HAVING a.items_parsed <> count(o.outcome)",
-    )
-    problems += [f"check {r[0]} of {r[1]}: {r[2]} items, {r[3]} outcomes" for r in unbalanced]
+    problems += unbalanced_checks(soak.db)
     with dg.DagsterInstance.from_config(str(soak.home)) as instance:
         status = instance.get_status_by_partition(SIGNALS_KEY, list(SOURCES), sources_partitions)
     failed = sorted(k for k, v in (status or {}).items() if v and v.value == "FAILED")
@@ -421,6 +431,192 @@ def verdict(soak: Soak, end: datetime, close: dict[str, Any]) -> list[str]:
     return problems
 
 
+def unbalanced_checks(db: Path) -> list[str]:
+    """Each check whose parsed items are not each in one recorded outcome (the store read from
+    outside)."""
+    unbalanced = read_db(
+        db,
+        "SELECT a.collection_id, a.source_id, a.items_parsed, count(o.outcome) "
+        "FROM check_accounting a LEFT JOIN item_observations o "
+        "ON o.collection_id = a.collection_id AND o.source_id = a.source_id "
+        "GROUP BY ALL HAVING a.items_parsed <> count(o.outcome)",
+    )
+    return [f"check {r[0]} of {r[1]}: {r[2]} items, {r[3]} outcomes" for r in unbalanced]
+
+
+# ---- the registry soak: a team's registry, hourly -------------------------------------------
+
+REGISTRY_CHANGED = 0.05  # the share of the Sources that publish one item before each hour
+REGISTRY_RETENTION_DAYS = 1  # so the daily prune deletes runs inside two simulated days
+REGISTRY_LATENCY_S = 0.02  # the large_registry scenario's farm
+GROWTH_LIMIT = 1.25  # a figure of the last quarter of the hours against the second quarter's
+STORE_BLOCK = 262_144  # DuckDB's block: the file's smallest step
+
+
+def registry_soak(n: int, hours: int, results: Path) -> int:
+    """`--registry`: N Sources on the large_registry farm (32 hosts, 20 ms, feeds of 20 items
+    of ~7 KB; cadence PT1H) collected every simulated hour by the real daemon, a step per hour
+    as the week above runs them (no kills), 5 % of the feeds publishing one new item before
+    each hour, the daily prune ticked at 00:30 with a retention of one day and once more at
+    the end. Only `radar` commands, the daemon and the instance and store files are touched.
+
+    Asserted: every item the farm served is exactly one Signal file and the checks created
+    that many; every check's parsed items are each in one outcome; no partition is failed;
+    the time of the hour's collection runs does not grow and the store grows no faster (the
+    last quarter's median against the second quarter's, <= 1.25x); after more than a day, the
+    events the instance holds after the last prune are at most 1.25x the most it held during
+    the first day. Per hour: the collection runs and their seconds, the instance's bytes and
+    events, the store's and the vault's bytes."""
+    farm = FeedFarm(n, latency_s=REGISTRY_LATENCY_S).start()
+    rng = random.Random(50)
+    start = (farm.now + timedelta(hours=1)).replace(minute=5, second=0, microsecond=0)
+    prune = start.replace(hour=0, minute=30)
+    prune += timedelta(days=1) if prune <= start else timedelta(0)
+    hourly: list[dict[str, Any]] = []
+    began = time.monotonic()
+    try:
+        with tempfile.TemporaryDirectory(prefix="radar-registry-soak-") as tmp:
+            soak = Soak(Path(tmp), None, None, retention_days=REGISTRY_RETENTION_DAYS)
+            write_sources(soak.vault, farm.urls(), cadences=("PT1H",))
+            (soak.vault / "Site Content").mkdir(parents=True)
+            ids = [source_id(i) for i in range(n)]
+            # The repository's run monitoring: no kill here, and a collection of 2,000
+            # Sources runs longer than the week's shortened limit (90 s) allows.
+            soak.set_up_instance(ids, monitoring=None)
+            for hour in range(hours):
+                as_of = start + timedelta(hours=hour)
+                if hour:
+                    for index in rng.sample(range(n), max(1, round(n * REGISTRY_CHANGED))):
+                        farm.publish(index, as_of - timedelta(minutes=10))
+                while prune <= as_of:
+                    soak.prunes += soak.prune_tick(prune)
+                    prune += timedelta(days=1)
+                known = set(soak.runs)
+                soak.step(as_of, kill=None)
+                hourly.append(_hour_figures(soak, hour, set(soak.runs) - known))
+                print(
+                    f"hour {hour + 1}/{hours} {format_utc(as_of)}: "
+                    f"{hourly[-1]['collectionRuns']} collection run(s), "
+                    f"{hourly[-1]['collectionRun_s']} s; instance "
+                    f"{hourly[-1]['instanceEvents']} events ({time.monotonic() - began:.0f} s)",
+                    flush=True,
+                )
+            end = start + timedelta(hours=hours - 1)
+            pruned = soak.radar("history", "prune", "--as-of", format_utc(end), as_of=end)
+            after = instance_figures(soak.home)
+            problems = _registry_verdict(soak, farm, ids, hourly, after)
+            figures = {
+                "sources": n,
+                "simulatedHours": hours,
+                "changedPerHour": max(1, round(n * REGISTRY_CHANGED)),
+                "retentionDays": REGISTRY_RETENTION_DAYS,
+                "wall_s": round(time.monotonic() - began, 1),
+                "daemonCpu_s": round(soak.cpu_s, 1),
+                "dailyPrunes": soak.prunes,
+                "lastPrune": pruned,
+                "instanceAfterLastPrune": after,
+                "itemsPublished": n * ITEMS_PER_FEED + farm.published(),
+                "signals": len(list_signal_ids(soak.vault)),
+                "farm": farm.take_counts(),
+                "hourly": hourly,
+                "violations": problems,
+                "machine": machine(),
+            }
+    finally:
+        farm.stop()
+    _write_registry(results, figures)
+    print(json.dumps({k: v for k, v in figures.items() if k != "hourly"}, indent=2))
+    return 1 if problems else 0
+
+
+def _hour_figures(soak: Soak, hour: int, new_runs: set[str]) -> dict[str, Any]:
+    """What one hour's step ran and what the instance, the store and the vault hold after."""
+    seconds: list[float] = []
+    with dg.DagsterInstance.from_config(str(soak.home)) as instance:
+        for record in instance.get_run_records(filters=dg.RunsFilter(run_ids=list(new_runs))):
+            if record.dagster_run.job_name == "Collect_signals" and record.end_time:
+                seconds.append(
+                    record.end_time - (record.start_time or record.create_timestamp.timestamp())
+                )
+    held = instance_figures(soak.home)
+    return {
+        "hour": hour,
+        "runs": len(new_runs),
+        "collectionRuns": len(seconds),
+        "collectionRun_s": round(sum(seconds), 1),
+        "instanceBytes": held["bytes"],
+        "instanceEvents": held["events"],
+        "storeBytes": soak.db.stat().st_size,
+        "vaultBytes": tree_bytes(soak.vault),
+    }
+
+
+def _registry_verdict(
+    soak: Soak, farm: FeedFarm, ids: list[str], hourly: list[dict[str, Any]], after: dict[str, int]
+) -> list[str]:
+    problems: list[str] = []
+    served = len(ids) * ITEMS_PER_FEED + farm.published()
+    signals = len(list_signal_ids(soak.vault))
+    if signals != served:
+        problems.append(f"{signals} Signal files for {served} items served")
+    [(created,)] = read_db(soak.db, "SELECT coalesce(sum(created), 0) FROM check_accounting")
+    if created != served:
+        problems.append(f"the checks created {created} Signals for {served} items served")
+    problems += unbalanced_checks(soak.db)
+    with dg.DagsterInstance.from_config(str(soak.home)) as instance:
+        status = instance.get_status_by_partition(SIGNALS_KEY, ids, sources_partitions)
+    failed = sorted(k for k, v in (status or {}).items() if v and v.value == "FAILED")
+    if failed:
+        problems.append(f"failed partitions: {failed[:10]} ({len(failed)})")
+    quarter = (len(hourly) - 1) // 4  # hour 0 is the cold collection: not compared
+    if quarter:
+        second, last = hourly[1 + quarter : 1 + 2 * quarter], hourly[-quarter:]
+        for key in ("collectionRun_s",):
+            early, late = _median([h[key] for h in second]), _median([h[key] for h in last])
+            if late > GROWTH_LIMIT * early:
+                problems.append(f"{key} grew: median {late} in the last quarter, {early} before")
+        # The DuckDB file grows in blocks of 256 KB (and shrinks at a checkpoint): a quarter's
+        # growth is compared whole, with one block of slack.
+        early_growth = hourly[2 * quarter]["storeBytes"] - hourly[quarter]["storeBytes"]
+        late_growth = hourly[-1]["storeBytes"] - hourly[-1 - quarter]["storeBytes"]
+        if late_growth > GROWTH_LIMIT * max(early_growth, 0) + STORE_BLOCK:
+            problems.append(f"the store grows faster: {late_growth} B late, {early_growth} early")
+    if len(hourly) > 24:
+        first_day = max(h["instanceEvents"] for h in hourly[:24])
+        if after["events"] > GROWTH_LIMIT * first_day:
+            problems.append(
+                f"the instance holds {after['events']} events after the last prune, "
+                f"{first_day} at most in the first day"
+            )
+    return problems
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2] if values else 0.0
+
+
+def _write_registry(folder: Path, figures: dict[str, Any]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "registry-soak.json").write_text(json.dumps(figures, indent=2) + "\n", "utf-8")
+    head = "\n".join(
+        f"| {k} | {json.dumps(v) if isinstance(v, dict | list) else v} |"
+        for k, v in figures.items()
+        if k not in ("machine", "hourly")
+    )
+    keys = list(figures["hourly"][0]) if figures["hourly"] else []
+    rows = "\n".join("| " + " | ".join(str(h[k]) for k in keys) + " |" for h in figures["hourly"])
+    (folder / "registry-soak.md").write_text(
+        "# Soak: a team's registry, hourly, through the real dagster-daemon\n\n"
+        f"`python -m benchmarks.soak --registry --n {figures['sources']} --hours "
+        f"{figures['simulatedHours']}` (benchmarks/soak.py, `registry_soak`, says what is "
+        "asserted).\n\n"
+        f"| figure | value |\n|---|---|\n{head}\n\n"
+        f"| {' | '.join(keys)} |\n|{'---|' * len(keys)}\n{rows}\n\n"
+        f"Machine: `{json.dumps(figures['machine'])}`\n",
+        "utf-8",
+    )
+
+
 def size_of(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -429,7 +625,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=7, help="simulated days (2 or more)")
     parser.add_argument("--results", default=str(REPO / "benchmarks" / "results"))
+    parser.add_argument(
+        "--registry", action="store_true", help="the hourly soak of a team's registry instead"
+    )
+    parser.add_argument("--n", type=int, default=2000, help="--registry: Sources (2000)")
+    parser.add_argument("--hours", type=int, default=48, help="--registry: simulated hours (48)")
     args = parser.parse_args(argv)
+    if args.registry:
+        return registry_soak(args.n, args.hours, Path(args.results))
     steps = 2 * args.days
     start = CLOSE - timedelta(days=args.days - 1)
     kills = {steps // 3: "daemon", (2 * steps) // 3: "crash"}
@@ -475,6 +678,7 @@ def main(argv: list[str] | None = None) -> int:
 def _figures(
     soak: Soak, days: int, wall: float, close: dict[str, Any], problems: list[str]
 ) -> dict[str, Any]:
+    assert soak.feeds is not None
     jobs: dict[str, int] = {}
     for job in soak.runs.values():
         jobs[job] = jobs.get(job, 0) + 1

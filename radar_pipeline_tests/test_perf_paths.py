@@ -550,7 +550,8 @@ def test_migration_6_keeps_the_facts_of_declared_ids_and_reads_the_rest_again(
             "UPDATE audit_signal_files SET declared_id = NULL WHERE name = $1", [files[1].name]
         )
         con.execute("ALTER TABLE audit_signal_files DROP COLUMN identity")
-        # The tables and columns of migrations 7 to 13 go too, so 6 to 13 are applied again.
+        con.execute("ALTER TABLE audit_signal_files DROP COLUMN temporary_text")
+        # The tables and columns of migrations 7 to 14 go too, so 6 to 14 are applied again.
         con.execute("DROP TABLE check_accounting; DROP TABLE duplicate_items")
         con.execute("DROP TABLE source_items")
         con.execute("ALTER TABLE feed_state DROP COLUMN polite_until")

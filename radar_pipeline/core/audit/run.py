@@ -32,7 +32,12 @@ from datetime import datetime
 
 from radar_pipeline.core.audit.cadence import audit_cadence
 from radar_pipeline.core.audit.findings import AuditResult
-from radar_pipeline.core.audit.retention import TemporaryEntry, audit_retention, list_temporary
+from radar_pipeline.core.audit.retention import (
+    SignalsFolderFacts,
+    TemporaryEntry,
+    audit_retention,
+    list_temporary,
+)
 from radar_pipeline.core.audit.signal_audits import (
     audit_agreement,
     audit_idempotency,
@@ -44,12 +49,15 @@ from radar_pipeline.core.audit.stream_audits import audit_accounting, audit_gaps
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.contract.evidence import CheckName, Severity
 from radar_pipeline.core.contract.operations import CloseRecord
+from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.plan.collection import source_timings
 from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
+from radar_pipeline.core.store.audits import temporary_text_files
 from radar_pipeline.core.store.closes import last_close
 from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.feed_state import FeedState, load_states
 from radar_pipeline.core.vault.facts import gather_facts, open_facts
+from radar_pipeline.core.vault.folder_state import holds_no_temp_files
 
 AUDIT_NAMES = (
     "idempotency",
@@ -167,11 +175,12 @@ def _run_audits(
         temporary = list_temporary(paths.vault) if retention else ()
     out: dict[str, AuditResult] = {}
     oversized: list[tuple[str, int]] = []
+    signals: SignalsFolderFacts | None = None
 
     # One transaction: the audits see the same facts and index (each collection commits its
     # files' facts with their index rows), whatever another process writes meanwhile.
     def run_queries(con: Connection) -> None:
-        nonlocal oversized
+        nonlocal oversized, signals
         if update is not None:
             open_facts(con, paths.vault, update)
         for name in wanted:
@@ -189,12 +198,16 @@ def _run_audits(
                 out[name] = audit_cadence(source_timings(snapshot, states, now), now)
             elif name == "retention":
                 oversized = oversized_bodies(con)
+                signals = SignalsFolderFacts(
+                    frozenset(temporary_text_files(con)),
+                    holds_no_temp_files(con, paths.vault / SIGNALS_DIR),
+                )
 
     store.atomically(run_queries)
     if snapshot is not None and "registry" in wanted:
         out["registry"] = audit_registry(snapshot)
     if retention:
-        out["retention"] = audit_retention(paths.vault, oversized, close, temporary)
+        out["retention"] = audit_retention(paths.vault, oversized, close, temporary, signals)
     if update is not None:
         scan = update.scan.metadata()
         for name in judged & out.keys():

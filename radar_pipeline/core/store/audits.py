@@ -113,6 +113,12 @@ def bodies_longer_than(con: Connection, limit: int) -> list[tuple[str, int]]:
     ).fetchall()
 
 
+def temporary_text_files(con: Connection) -> list[str]:
+    """The names of the files marked as temporary content, in name order."""
+    rows = con.execute("SELECT name FROM audit_files WHERE temporary_text ORDER BY name")
+    return [str(r[0]) for r in rows.fetchall()]
+
+
 @dataclass(frozen=True)
 class Agreement:
     """The Signal ids of the vault's files against those of the index."""

@@ -8,10 +8,10 @@ from collections.abc import Iterable, Sequence
 from radar_pipeline.core.store.connection import Connection, Store, insert_rows
 
 # One stored fact: name, inode, size, mtime_ns, ctime_ns, declared id, error, provenance
-# problems (JSON), body length, identity.
-FactRow = tuple[str, int, int, int, int, str | None, str | None, str | None, int, str | None]
-# A stored fact's name, its stat key (inode, size, mtime_ns, ctime_ns) and whether it was
-# readable.
+# problems (JSON), body length, identity, marked as temporary content.
+FactRow = tuple[str, int, int, int, int, str | None, str | None, str | None, int, str | None, bool]
+# A stored fact's name, its stat key (inode, size, mtime_ns, ctime_ns) and whether its facts
+# are whole (the file was read, by a version that knew every fact).
 StoredKey = tuple[str, int, int, int, int, bool]
 
 _FACT_TYPES = (
@@ -25,6 +25,7 @@ _FACT_TYPES = (
     "VARCHAR",
     "BIGINT",
     "VARCHAR",
+    "BOOLEAN",
 )
 _FACT_COLUMNS = (
     "name",
@@ -37,8 +38,12 @@ _FACT_COLUMNS = (
     "provenance",
     "body_length",
     "identity",
+    "temporary_text",
 )
-_ERRORED = "SELECT name FROM audit_signal_files WHERE error IS NOT NULL ORDER BY name"
+# A file is read again at every check while its facts are not whole: it could not be read,
+# or its facts predate the temporary-content marker (NULL, migration 14).
+_UNWHOLE = "error IS NOT NULL OR temporary_text IS NULL"
+_ERRORED = f"SELECT name FROM audit_signal_files WHERE {_UNWHOLE} ORDER BY name"
 # The Signal ids that the stored facts name (every file of the folder while its recorded
 # state holds: vault/folder_state.py) and that have no index row: a set query, no listing.
 _UNINDEXED_FILES = """
@@ -48,14 +53,15 @@ _UNINDEXED_FILES = """
 
 
 def errored_names(con: Connection) -> list[str]:
-    """The names of the stored files that could not be read, in name order."""
+    """The names of the stored files whose facts are not whole (unreadable, or taken before
+    a fact was added), in name order: read again at each check."""
     return [str(r[0]) for r in con.execute(_ERRORED).fetchall()]
 
 
 def stored_keys(con: Connection) -> list[StoredKey]:
-    """Every stored fact's name, stat key and whether it was readable."""
+    """Every stored fact's name, stat key and whether its facts are whole."""
     return con.execute(
-        "SELECT name, ino, size, mtime_ns, ctime_ns, error IS NULL FROM audit_signal_files"
+        f"SELECT name, ino, size, mtime_ns, ctime_ns, NOT ({_UNWHOLE}) FROM audit_signal_files"
     ).fetchall()
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 Engine = Literal["duckdb", "postgresql"]
 
@@ -488,6 +488,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         DROP INDEX check_accounting_source;
         ALTER TABLE check_accounting ADD COLUMN undated INTEGER NOT NULL DEFAULT 0;
         CREATE INDEX check_accounting_source ON check_accounting (source_id);
+        """,
+    ),
+    Migration(
+        14,
+        # Each Signal file's facts say whether it is marked as temporary content, so the
+        # retention audit judges the Signals folder from the facts (read again only for new or
+        # changed files) instead of opening every file at every check. The rows so far have
+        # no answer (NULL): the next check reads each of their files again, as it reads a
+        # file that could not be read (core/store/facts.py).
+        """
+        ALTER TABLE audit_signal_files ADD COLUMN temporary_text BOOLEAN;
         """,
     ),
 )

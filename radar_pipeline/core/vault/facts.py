@@ -1,7 +1,8 @@
 """The facts of each Signal file that the evidence audits judge, cached in DuckDB.
 
 A file's facts (`SignalFile`: the id it declares, why its frontmatter is unreadable, its
-provenance problems, the length of the body the pipeline wrote) are stored in the table
+provenance problems, the length of the body the pipeline wrote, whether it is marked as
+temporary content) are stored in the table
 `audit_signal_files`, keyed by the file's name and stat (`FactsKey`). A check reads again only
 the files that are new or changed since their facts were taken (`gather_facts`), and the
 collection and `radar index rebuild` record the facts of the files they write or read
@@ -43,6 +44,7 @@ from radar_pipeline.core.vault.folder_state import (
     save_state,
 )
 from radar_pipeline.core.vault.signals import read_signal_frontmatter
+from radar_pipeline.core.vault.temporary import TEMPORARY_HEAD_BYTES, marks_temporary_text
 
 # Marks the end of what the pipeline wrote; people may annotate below it freely.
 BODY_TRAILER = "*Collected by Radar from "
@@ -72,6 +74,9 @@ class SignalFile:
     error: str | None  # why the frontmatter is unreadable; None when it was read
     provenance: tuple[tuple[str, str], ...]  # (fields, problem) per provenance problem
     body_length: int  # visible length of the part of the body the pipeline wrote
+    # Marked as temporary content (temporary.marks_temporary_text): full text outside
+    # Temporary Content, which the retention audit reports.
+    temporary_text: bool = False
 
     @property
     def identity(self) -> str | None:
@@ -127,7 +132,8 @@ def gather_facts(vault: Path, store: Store, full: bool = True) -> FactsUpdate:
 
     Not `full` (the checks after a collection): when the folder is as its recorded state says
     (folder_state.judge: same directory mtime, settled or verified by a names-only listing),
-    the stored facts stand and only unreadable files are read again; else the full scan. What
+    the stored facts stand and only files whose facts are not whole (unreadable, or
+    taken before a fact was added: store/facts.py) are read again; else the full scan. What
     this does not see, a file rewritten in place, the next full scan does.
     """
     folder = vault / SIGNALS_DIR
@@ -269,13 +275,15 @@ def _read_one(path: Path, name: str) -> SignalFile:
     rel = SIGNALS_PREFIX + name
     stem = name[:-3]
     body_length = visible_length(pipeline_section(_body(path)))
+    temporary = marks_temporary_text(_head(path))
     try:
         fm = read_signal_frontmatter(path)
     except VaultError as exc:
-        return SignalFile(rel, stem, None, exc.message, (), body_length)
+        return SignalFile(rel, stem, None, exc.message, (), body_length, temporary)
     value = fm.get("id")
     declared = value if isinstance(value, str) and SIGNAL_ID_RE.fullmatch(value) else None
-    return SignalFile(rel, stem, declared, None, provenance_problems(stem, fm), body_length)
+    problems = provenance_problems(stem, fm)
+    return SignalFile(rel, stem, declared, None, problems, body_length, temporary)
 
 
 def facts_of_written(name: str, fields: Mapping[str, Any], text: str) -> SignalFile:
@@ -294,6 +302,7 @@ def facts_of_written(name: str, fields: Mapping[str, Any], text: str) -> SignalF
         None,
         provenance_problems(stem, fields),
         length,
+        marks_temporary_text(text.encode("utf-8", "surrogateescape")[:TEMPORARY_HEAD_BYTES]),
     )
 
 
@@ -332,6 +341,15 @@ def _body(path: Path) -> str:
     return _body_of(text)
 
 
+def _head(path: Path) -> bytes:
+    """The file's first bytes, as the marker of temporary content is looked for in them."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(TEMPORARY_HEAD_BYTES)
+    except OSError:
+        return b""
+
+
 def _body_of(text: str) -> str:
     if text.startswith("---\n"):
         end = text.find("\n---\n", 4)
@@ -366,6 +384,7 @@ def _fact_rows(facts: Sequence[tuple[str, FactsKey, SignalFile]]) -> list[FactRo
             json.dumps(f.provenance) if f.provenance else None,
             f.body_length,
             f.identity,
+            f.temporary_text,
         )
         for name, key, f in facts
     ]

@@ -12,6 +12,19 @@ from radar_pipeline.core.layout import TEMPORARY_DIR
 from radar_pipeline.core.text import inert_markdown, inert_property
 from radar_pipeline.core.vault.signals import SIGNAL_ID_RE
 
+# What marks a file as temporary content (the header `write_temporary_text` writes), looked for
+# in a file's first `TEMPORARY_HEAD_BYTES` bytes: the retention audit's test for full text
+# outside Temporary Content.
+TEMPORARY_MARKER = "entityType: temporary-content"
+TEMPORARY_HEAD_BYTES = 256
+
+
+def marks_temporary_text(head: bytes) -> bool:
+    """Whether a file beginning with `head` is marked as temporary content: a frontmatter that
+    names the marker within its first `TEMPORARY_HEAD_BYTES` bytes."""
+    text = head[:TEMPORARY_HEAD_BYTES].decode("utf-8", errors="replace")
+    return text.startswith("---\n") and TEMPORARY_MARKER in text
+
 
 def write_temporary_text(
     vault: Path,

@@ -45,6 +45,7 @@ EVIDENCE_KEYS_AFTER_COLLECTION = frozenset(EVIDENCE_CHECKS_AFTER_COLLECTION)
 # The op of the checks on `signals`, and so of those that read the Signals folder.
 SIGNAL_EVIDENCE_OP = signal_evidence.node_def.name
 FOLDER_CHECK_OPS = (SIGNAL_EVIDENCE_OP,)
+RETENTION_OP = retention_check.node_def.name
 
 collect_job = dg.define_asset_job(
     COLLECT_JOB_NAME,
@@ -94,12 +95,15 @@ def checks_run_config(
 ) -> dict[str, object]:
     """The checks job's run config after a collection, for the checks it runs: `overdue` and
     `on_cadence` judged at the collection's clock, which is also the run's `clock` (the other
-    checks' time); the Signals folder read incrementally. No op config when none of them is
-    on `signals` (the op is then not in the run)."""
-    clock = clock_run_config(as_of)
-    if not {spec.key for spec in SIGNAL_CHECK_SPECS} & set(checks):
-        return {"ops": {}, **clock}
-    return {"ops": {SIGNAL_EVIDENCE_OP: {"config": {"as_of": as_of, "full": False}}}, **clock}
+    checks' time); the Signals folder read incrementally (by the checks on `signals` and by
+    `retention`). Config only for the ops in the run."""
+    wanted = set(checks)
+    ops: dict[str, object] = {}
+    if {spec.key for spec in SIGNAL_CHECK_SPECS} & wanted:
+        ops[SIGNAL_EVIDENCE_OP] = {"config": {"as_of": as_of, "full": False}}
+    if set(retention_check.check_keys) & wanted:
+        ops[RETENTION_OP] = {"config": {"full": False}}
+    return {"ops": ops, **clock_run_config(as_of)}
 
 
 def cadence_run_config(as_of: str) -> dict[str, object]:
