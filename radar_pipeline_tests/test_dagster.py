@@ -249,6 +249,100 @@ def test_skipped_and_ineligible_sources_stay_out_of_a_failed_runs_range(
         assert {s["id"] for s in last["sources"]} == set(outcomes)
 
 
+def test_the_partition_the_source_note_and_the_report_name_the_same_next_attempt(
+    radar_env: dict[str, Path],
+) -> None:
+    """After one collection, each Source's next attempt is one time in three places: its
+    partition's line and metadata, its Source note's `nextAttemptAt` and `radar report`
+    (`lastCollection.sources[].nextAttemptAt` and the plain report's line). A failed Source's
+    is its backoff's end, a passing one's its next slot; a `manual` Source's is "when run by
+    hand" (an empty key, a null in the JSON)."""
+    from datetime import UTC, datetime
+
+    from radar_pipeline.core.audit.evidence import evidence_snapshot, evidence_text
+    from radar_pipeline.core.clock import parse_utc
+    from radar_pipeline.core.frontmatter import split_frontmatter
+    from radar_pipeline.definitions import defs
+    from radar_pipeline.defs.collection.launch import launch_collection
+
+    vault = radar_env["vault"]
+    item = [{"title": "t", "guid": "g", "link": "https://example.com/t"}]
+    (vault / "Radar/Fixtures").mkdir(parents=True, exist_ok=True)
+    (vault / "Radar/Fixtures/a-fix.xml").write_bytes(rss(item))
+    notes = {
+        "a-fix": write_source(
+            vault,
+            "a-fix",
+            "Radar/Fixtures/a-fix.xml",
+            sourceType="fixture",
+            collectionMethod="fixture",
+            cadence="PT6H",
+        ),
+        "c-down": write_source(vault, "c-down", "http://127.0.0.1:9/feed.xml"),
+        "m-down": write_source(vault, "m-down", "http://127.0.0.1:9/feed.xml", cadence="manual"),
+    }
+    paths = Settings.from_env().paths
+    now = datetime.now(UTC).replace(microsecond=0)
+    with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
+        report = launch_collection(defs, instance, paths, "all", (), now, "test").json_object()
+        assert {s["id"]: s["outcome"] for s in report["sources"]} == {
+            "a-fix": "passed",
+            "c-down": "failed",
+            "m-down": "failed",
+        }
+        events: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        for run_id in report["dagsterRunIds"]:
+            for entry in instance.all_logs(run_id):
+                event = entry.dagster_event
+                if event is None or event.event_type not in (
+                    dg.DagsterEventType.ASSET_OBSERVATION,
+                    dg.DagsterEventType.ASSET_MATERIALIZATION,
+                ):
+                    continue
+                data = event.event_specific_data
+                record = getattr(data, "asset_observation", None) or getattr(
+                    data, "materialization", None
+                )
+                if record is not None and record.partition is not None:
+                    meta = {k: getattr(v, "value", v) for k, v in record.metadata.items()}
+                    events[record.partition] = (record.description, meta)
+
+        snapshot = evidence_snapshot(paths, now)
+        last = {s["id"]: s for s in snapshot.json_object()["lastCollection"]["sources"]}
+        text = evidence_text(snapshot)
+
+    def note_key(sid: str) -> object:
+        frontmatter, _ = split_frontmatter(notes[sid].read_text(encoding="utf-8"))
+        return frontmatter.get("nextAttemptAt")
+
+    # The failed cadence Source: its backoff's end, to the second, in all three places.
+    down = last["c-down"]["nextAttemptAt"]
+    assert down is not None and down == last["c-down"]["backoffUntil"]
+    assert now < parse_utc(down)
+    description, meta = events["c-down"]
+    assert description is not None and description.endswith(f"; next attempt {down}")
+    assert meta["next_due_at"] == down
+    assert str(note_key("c-down")) == down
+    assert "failed Source c-down: " in text and f"; next attempt {down}" in text
+    # The passing cadence Source: its next slot, later than now, in its metadata and note.
+    passed = last["a-fix"]["nextAttemptAt"]
+    assert passed is not None and now < parse_utc(passed)
+    assert events["a-fix"][1]["next_due_at"] == passed
+    assert str(note_key("a-fix")) == passed
+    # The manual Source: when run by hand, no time in any of the three.
+    assert last["m-down"]["nextAttemptAt"] is None
+    description, meta = events["m-down"]
+    assert description is not None and description.endswith("; next attempt when run by hand")
+    assert meta["next_due_at"] == "manual"
+    assert note_key("m-down") in (None, "")
+    assert "failed Source m-down: " in text
+    assert (
+        text.split("failed Source m-down: ")[1]
+        .split("\n")[0]
+        .endswith("; next attempt when run by hand")
+    )
+
+
 def test_the_registry_sensor_observes_the_registry_when_it_changes(
     radar_env: dict[str, Path],
 ) -> None:

@@ -321,6 +321,7 @@ def test_source_aliases_are_the_contract_keys() -> None:
         "minIntervalSeconds", "fullText", "authTokenEnv", "lastAttemptAt", "lastSuccessAt",
         "lastResponseAt", "errorState", "blockedReason", "httpStatus", "etag", "lastModified",
         "permanentRedirect",  # where a 301/308 led, for a person to update `url`
+        "nextAttemptAt",  # when the schedule checks it next (empty for manual)
         # html selectors and json paths
         "itemSelector", "titleSelector", "linkSelector", "dateSelector", "summarySelector",
         "itemsPath", "titlePath", "linkPath", "idPath", "datePath", "summaryPath",

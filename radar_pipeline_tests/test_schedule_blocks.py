@@ -129,6 +129,46 @@ def test_a_slot_is_collected_once_in_a_block_and_a_failing_source_is_retried_per
     assert len(collection_runs(instance)) == 4
 
 
+def test_a_retry_not_started_yet_is_not_asked_again_on_the_next_ticks(
+    radar_env: dict[str, Path],
+    instance: dg.DagsterInstance,
+    feed_server: FeedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One run per backoff step even before the retry ran: the retry's run waits to start
+    (a busy daemon), the Source still looks due at every tick (its state changes only at that
+    run's commit), and no tick asks for it again. Dagster dedupes a schedule's run keys only
+    among the runs of the same tick, so it is the waiting run that holds the step: without it
+    the same step is asked for again."""
+    from radar_pipeline.definitions import defs
+
+    write_feed_source(radar_env["vault"], feed_server, "b-down", status=503)
+    apply_partitions(instance, tick(source_registry_sensor, instance))
+    start = wave_slot(instance, "b-down", T0) + timedelta(minutes=1)
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(start))
+    assert launch(instance, due_tick(instance)) == {"b-down": False}
+    backoff_until = backoff_of("b-down")
+    assert isinstance(backoff_until, type(start))
+    step = backoff_until + timedelta(seconds=1)
+    monkeypatch.setenv("RADAR_AS_OF", format_utc(step))
+    [retry] = due_tick(instance)
+    assert block_of(retry) == ["b-down"]
+    queued = instance.create_run_for_job(
+        defs.resolve_job_def(COLLECT_JOB_NAME),
+        run_config=retry.run_config,
+        tags={**retry.tags, "dagster/run_key": str(retry.run_key)},
+        # Created by the tick, not started yet (a queued run needs the daemon's code origin).
+        status=dg.DagsterRunStatus.NOT_STARTED,
+    )
+    for later in (step + timedelta(minutes=1), step + timedelta(minutes=10)):
+        monkeypatch.setenv("RADAR_AS_OF", format_utc(later))
+        assert due_tick(instance) == []
+    # The waiting run is what holds the step: gone (deleted, never run), the step is open again.
+    instance.delete_run(queued.run_id)
+    assert [block_of(r) for r in due_tick(instance)] == [["b-down"]]
+    assert backoff_of("b-down") == backoff_until  # nothing ran: still the same step
+
+
 @pytest.mark.slow  # a run held open for a few seconds by a slow feed
 def test_a_source_held_by_a_run_is_not_asked_again_when_its_slot_rolls_over(
     radar_env: dict[str, Path],

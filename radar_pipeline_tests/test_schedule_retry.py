@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.frontmatter import split_frontmatter
 from radar_pipeline_tests.daemonkit import DagsterDev, read_db, wait_for
 from radar_pipeline_tests.faults.farm import RadarHome, record_figures
 from radar_pipeline_tests.feedserver import FeedServer
@@ -72,7 +73,7 @@ def test_a_failed_source_is_retried_when_its_backoff_ends(
     home = RadarHome(tmp_path / "h")
     path = f"/{SOURCE}.xml"
     feed_server.add(path, b"down for maintenance", status=503, headers={})
-    write_source(home.vault, SOURCE, feed_server.url(path), cadence="PT6H")
+    source_note = write_source(home.vault, SOURCE, feed_server.url(path), cadence="PT6H")
     figures: dict[str, Any] = {}
     with DagsterDev(home.home, home.environ(), tmp_path / "dagster-dev.log") as dev:
         [first] = wait_for("the first scheduled check", lambda: ended(dev, 1), 300)
@@ -81,6 +82,9 @@ def test_a_failed_source_is_retried_when_its_backoff_ends(
         # The line names the backoff's end as the next attempt, to the second.
         line = failure_line(dev, first.run_id)
         assert line.endswith(f"next attempt {format_utc(until)}"), (line, until)
+        # The Source note names the same time (its `nextAttemptAt` health key).
+        note, _ = split_frontmatter(source_note.read_text(encoding="utf-8"))
+        assert str(note.get("nextAttemptAt")) == format_utc(until), note
         tick = parse_utc(first.tags["radar/tick"])
         figures["backoff_s"] = round((until - tick).total_seconds())
         # The publisher is back; the retry is due at the backoff's end, inside the slot.

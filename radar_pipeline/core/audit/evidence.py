@@ -167,6 +167,14 @@ def evidence_text(report: EvidenceSnapshot) -> str:
             f", passed {rec.passed}, failed {rec.failed}, skipped {rec.skipped}; "
             f"overdue after {rec.post_recovery_overdue}"
         )
+    if report.last_collection is not None:
+        # The same time as the partition's line and the Source note's `nextAttemptAt`.
+        for src in report.last_collection.sources:
+            if src.outcome == "failed":
+                when = src.next_attempt_at or "when run by hand"
+                lines.append(
+                    f"failed Source {src.id}: {src.error or 'failed'}; next attempt {when}"
+                )
     close = tmp.last_close
     lines.append(
         f"temporary text retained: {tmp.retained_files} files ({tmp.retained_bytes} bytes); "

@@ -314,7 +314,7 @@ class Collector:
                     return report, states
 
                 report, states = self.store.atomically(record)
-                self._mirror_health(spec, deduped, states)
+                self._mirror_health(spec, deduped, states, report)
                 if not pages:
                     return report
                 try:
@@ -422,15 +422,20 @@ class Collector:
         spec: CollectionSpec,
         deduped: tuple[DedupedCheck, ...],
         before: dict[str, FeedState],
+        report: CollectionReport,
     ) -> None:
         """DuckDB holds the full history; a file mirror that fails is retried next check.
-        `before`: the feed states before the commit (no health time moves back)."""
+        `before`: the feed states before the commit (no health time moves back); `report`:
+        the commit's report, whose next attempt each note names."""
+        next_at = {s.id: s.next_attempt_at for s in report.sources}
         updates = [
             HealthUpdate(
                 rec.source.id,
                 rec.path,
                 rec.record_path,
-                health_fields(spec, d.result, before.get(rec.source.id)),
+                health_fields(
+                    spec, d.result, before.get(rec.source.id), next_at.get(rec.source.id)
+                ),
             )
             for d in deduped
             if (rec := d.result.plan.record) is not None and d.result.plan.skip_reason is None

@@ -36,7 +36,7 @@ from radar_pipeline.core.store.observations import (
 )
 from radar_pipeline.core.store.signals import insert_signals, record_aliases, record_revisions
 from radar_pipeline.core.vault.facts import FactsKey, SignalFile, record_facts
-from radar_pipeline.core.vault.health import manners_fields
+from radar_pipeline.core.vault.health import NEXT_ATTEMPT_KEY, manners_fields
 
 
 @dataclass
@@ -367,13 +367,21 @@ def index_row(
 
 
 def health_fields(
-    spec: CollectionSpec, res: CheckResult, before: FeedState | None = None
+    spec: CollectionSpec,
+    res: CheckResult,
+    before: FeedState | None = None,
+    next_attempt_at: str | None = None,
 ) -> dict[str, str | int | None]:
     """The Source file's health and HTTP keys after one check; `before`: the Source's state
-    before it, whose later times are kept (health never moves back, as in the store)."""
+    before it, whose later times are kept (health never moves back, as in the store).
+    `next_attempt_at`: the report's time the schedule checks the Source next (empty for a
+    `manual` Source: checked when a person runs it)."""
     fetch = res.fetch
     attempt = later(before.last_attempt_at if before else None, spec.as_of)
-    fields: dict[str, str | int | None] = {"lastAttemptAt": format_utc(attempt)}
+    fields: dict[str, str | int | None] = {
+        "lastAttemptAt": format_utc(attempt),
+        NEXT_ATTEMPT_KEY: next_attempt_at,
+    }
     if res.failed:
         fields["errorState"] = res.error_class
     else:

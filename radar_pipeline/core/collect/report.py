@@ -3,6 +3,8 @@ the commit, with the per-Source extras for the Dagster metadata and DuckDB."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.accounting import CheckAccount
 from radar_pipeline.core.collect.commit import SourceWrite
@@ -10,7 +12,7 @@ from radar_pipeline.core.collect.results import DedupedCheck
 from radar_pipeline.core.contract.collection import CollectionReport, Counts, Scopes, SourceReport
 from radar_pipeline.core.contract.outcomes import Decision, SourceOutcome
 from radar_pipeline.core.models import FetchResult
-from radar_pipeline.core.plan.collection import CollectionPlan, SourcePlan
+from radar_pipeline.core.plan.collection import CollectionPlan, SourcePlan, next_attempts
 from radar_pipeline.core.registry.sources import SCOPES
 from radar_pipeline.core.store.feed_state import FeedState
 from radar_pipeline.core.store.fetch_attempts import validators_changed
@@ -25,12 +27,15 @@ def build_report(
 ) -> CollectionReport:
     """The contract's `radar collect --json` report, plus scopes and per-Source extras
     (`states`: the feed state after this collection's commit, for the backoff figures;
-    `accounts`: each check's outcome counts, collect/accounting.py)."""
+    `accounts`: each check's outcome counts, collect/accounting.py). With `states`, each
+    cadence-driven Source's entry names when the schedule checks it next (`next_attempts`)."""
     after = states or {}
     accounts = accounts if accounts is not None else [CheckAccount() for _ in deduped]
+    attempts = next_attempts(plan, after) if states is not None else {}
+    ids = [d.result.plan.source_id for d in deduped]
     sources = [
-        _source_report(d, w, a, after.get(d.result.plan.source_id))
-        for d, w, a in zip(deduped, writes, accounts, strict=True)
+        _source_report(d, w, a, after.get(sid), attempts.get(sid))
+        for d, w, a, sid in zip(deduped, writes, accounts, ids, strict=True)
     ]
     scope_of = [
         rec.source.scope if (rec := item.result.plan.record) is not None else "production"
@@ -57,7 +62,11 @@ def build_report(
 
 
 def _source_report(
-    item: DedupedCheck, write: SourceWrite, acc: CheckAccount, state: FeedState | None = None
+    item: DedupedCheck,
+    write: SourceWrite,
+    acc: CheckAccount,
+    state: FeedState | None = None,
+    next_attempt_at: datetime | None = None,
 ) -> SourceReport:
     res, planned = item.result, item.result.plan
     outcome: SourceOutcome
@@ -102,6 +111,7 @@ def _source_report(
         items_new=sum(1 for d in item.decisions if d.decision == Decision.NEW),
         consecutive_failures=state.consecutive_failures if state else 0,
         backoff_until=format_utc(state.backoff_until) if state and state.backoff_until else None,
+        next_attempt_at=format_utc(next_attempt_at) if next_attempt_at else None,
     )
 
 

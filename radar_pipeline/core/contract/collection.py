@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from radar_pipeline.core.contract.base import ContractModel, SortedContractModel, absent_when_none
 from radar_pipeline.core.contract.outcomes import PASSING_OUTCOMES, ItemOutcome, SourceOutcome
@@ -83,6 +83,16 @@ class SourceReport(ItemCounts, SortedContractModel):
     items_new: int = 0
     consecutive_failures: int = 0
     backoff_until: str | None = None  # ISO-8601 UTC, as printed
+    # The same time as the partition's line and the Source note's `nextAttemptAt`
+    # (core/plan/collection.py, `next_attempts`).
+    next_attempt_at: str | None = Field(
+        default=None,
+        description=(
+            "When the schedule next checks the Source (ISO-8601 UTC): its next slot, or for a "
+            "failed Source the end of its wait (backoff, a publisher's wait, "
+            "minIntervalSeconds); null for a manual Source (checked when run by hand)."
+        ),
+    )
 
 
 class Counts(ItemCounts, SortedContractModel):

@@ -17,6 +17,7 @@ from radar_pipeline.core.plan.schedule import (
     is_due,
     is_overdue,
     needs_unconditional,
+    next_due_at,
     priority_rank,
 )
 from radar_pipeline.core.plan.waves import UNPLACED, Placement, partition_order, place
@@ -429,3 +430,23 @@ def _downtime_from(
         return None
     shortest = min(t.cadence for t in timings)
     return last if now - last >= 2 * shortest else None
+
+
+def next_attempts(plan: CollectionPlan, states: Mapping[str, FeedState]) -> dict[str, datetime]:
+    """When the schedule next checks each cadence-driven Source of `plan`, given its state
+    after the commit (`states`): its next grid point on the plan's placement, not before its
+    backoff, a publisher's wait or its minimum interval ends (`next_due_at`; for a failed
+    Source the end of its wait: the schedule retries it then). `manual` Sources are absent:
+    they are checked when a person runs them. The one rule behind the partition's line, the
+    Source note's `nextAttemptAt` and the report's `nextAttemptAt`."""
+    snapshot = RegistrySnapshot(
+        sources=tuple(c.record for c in plan.source_plans if c.record is not None), issues=()
+    )
+    now = plan.spec.as_of
+    out: dict[str, datetime] = {}
+    for t in source_timings(snapshot, states, now, plan.placement):
+        offset = plan.placement.offset(t.source_id, t.cadence)
+        due_at = next_due_at(t.source_id, t.cadence, t.last_success_at, t.waits_until, now, offset)
+        if due_at is not None:
+            out[t.source_id] = due_at
+    return out

@@ -30,6 +30,7 @@ _HINTS = {
     "lastAttemptAt": "an ISO-8601 UTC time such as 2026-01-01T00:00:00Z, or empty",
     "lastSuccessAt": "an ISO-8601 UTC time such as 2026-01-01T00:00:00Z, or empty",
     "lastResponseAt": "an ISO-8601 UTC time such as 2026-01-01T00:00:00Z, or empty",
+    "nextAttemptAt": "an ISO-8601 UTC time such as 2026-01-01T00:00:00Z, or empty",
     "httpStatus": "an HTTP status code such as 200, or empty",
     "pageBudget": "a whole number of pages per check, 0 or more (default 10), or remove the key",
 }

@@ -26,6 +26,7 @@ _EMPTY_STATE = (
     "etag",
     "lastModified",
     "lastResponseAt",
+    "nextAttemptAt",
 )
 
 

@@ -104,6 +104,8 @@ class Source(BaseModel):
     last_attempt_at: datetime | None = None
     last_success_at: datetime | None = None
     last_response_at: datetime | None = None
+    # When the schedule checks it next (written by the pipeline; empty for `manual`).
+    next_attempt_at: datetime | None = None
     error_state: str | None = None
     blocked_reason: str | None = None
     http_status: Annotated[int, Strict(), Field(ge=100, le=599)] | None = None
@@ -255,7 +257,9 @@ class Source(BaseModel):
     def _empty_status(cls, value: Any) -> Any:
         return None if value == "" else value
 
-    @field_validator("last_attempt_at", "last_success_at", "last_response_at", mode="before")
+    @field_validator(
+        "last_attempt_at", "last_success_at", "last_response_at", "next_attempt_at", mode="before"
+    )
     @classmethod
     def _utc_timestamp(cls, value: Any) -> datetime | None:
         if value is None or (isinstance(value, str) and not value.strip()):

@@ -111,6 +111,8 @@ properties:
     displayName: HTTP status
   note.backoffUntil:
     displayName: Backoff until
+  note.nextAttemptAt:
+    displayName: Next attempt
   note.permanentRedirect:
     displayName: Moved to
   formula.signals:
@@ -128,6 +130,7 @@ views:
       - note.lastAttemptAt
       - note.httpStatus
       - note.backoffUntil
+      - note.nextAttemptAt
       - note.permanentRedirect
     sort:
       - property: note.errorState

@@ -56,6 +56,9 @@ def write_health(updates: Sequence[HealthUpdate]) -> list[HealthFailure]:
 # health update: where a permanent redirect leads (a person updates `url`), and for a 410 a
 # `blockedReason` that stops the Source until a person decides.
 PERMANENT_REDIRECT_KEY = "permanentRedirect"
+# When the schedule checks the Source next (ISO-8601 UTC; empty for a `manual` Source): the
+# report's `nextAttemptAt`, written after every check (core/plan/collection.py, `next_attempts`).
+NEXT_ATTEMPT_KEY = "nextAttemptAt"
 GONE_REASON = "gone: the publisher answered 410 Gone; update url or disable this Source"
 
 

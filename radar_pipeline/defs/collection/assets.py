@@ -12,7 +12,6 @@ from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core.clock import format_utc
 from radar_pipeline.core.collect.outline import (
     SLICE_SOURCES,
     CollectionOutline,
@@ -21,11 +20,9 @@ from radar_pipeline.core.collect.outline import (
 )
 from radar_pipeline.core.contract.collection import CollectionReport
 from radar_pipeline.core.contract.outcomes import ItemOutcome
-from radar_pipeline.core.plan.collection import CollectionSpec, source_timings
-from radar_pipeline.core.plan.schedule import next_due_at
-from radar_pipeline.core.registry.sources import load_sources
+from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.accounting import read_undated_counts
-from radar_pipeline.core.store.feed_state import FeedState, read_states
+from radar_pipeline.core.store.feed_state import read_states
 from radar_pipeline.defs.collection.config import FAILED_SOURCES, SIGNALS_KEY, CollectConfig
 from radar_pipeline.defs.collection.failures import failures_as_line
 from radar_pipeline.defs.collection.metadata import collection_headline, collection_markdown
@@ -167,7 +164,7 @@ def signal_materialize(
         record = partition_record(
             tuple(report.sources),
             planned,
-            source_contexts(radar, outline, report),
+            source_contexts(radar, report),
             shown=None if planned else partitions_shown(context, report),
             restating=restated_by(context.instance, context.run.tags),
         )
@@ -217,43 +214,19 @@ def planned_partitions(context: dg.OpExecutionContext) -> frozenset[str]:
     return frozenset()
 
 
-def source_contexts(
-    radar: RadarResource, outline: CollectionOutline, report: CollectionReport
-) -> dict[str, SourceContext]:
-    """Per Source of the report: when it is next due, its undated items, its state."""
+def source_contexts(radar: RadarResource, report: CollectionReport) -> dict[str, SourceContext]:
+    """Per Source of the report: when it is next due (the report's `nextAttemptAt`, the time
+    the Source note names too; "manual" for a `manual` Source), its undated items, its state."""
     ids = report.collection_ids or ((report.collection_id,) if report.collection_id else ())
     store = radar.store()
     undated = read_undated_counts(store, ids)
     states = read_states(store)
-    next_due = next_due_times(radar, outline, report, states)
     return {
         src.id: SourceContext(
-            next_due.get(src.id, "manual"), undated.get(src.id, 0), states.get(src.id)
+            src.next_attempt_at or "manual", undated.get(src.id, 0), states.get(src.id)
         )
         for src in report.sources
     }
-
-
-def next_due_times(
-    radar: RadarResource,
-    outline: CollectionOutline,
-    report: CollectionReport,
-    states: dict[str, FeedState],
-) -> dict[str, str]:
-    """When a `due` collection next checks each Source of the report, after this commit (its
-    next grid point, not before its backoff, a publisher's wait or its minimum interval ends:
-    the time the schedule retries it; on the grids the run placed); `manual`
-    Sources have none."""
-    files = [path for paths in outline.files for path in paths]
-    snapshot = load_sources(radar.paths().vault, files)
-    placement = outline.placement
-    now = outline.spec.as_of
-    out: dict[str, str] = {}
-    for t in source_timings(snapshot, states, now, placement):
-        offset = placement.offset(t.source_id, t.cadence)
-        due_at = next_due_at(t.source_id, t.cadence, t.last_success_at, t.waits_until, now, offset)
-        out[t.source_id] = format_utc(due_at) if due_at else "manual"
-    return out
 
 
 def sources_failed(record: PartitionRecord, as_of: datetime) -> dg.Failure:

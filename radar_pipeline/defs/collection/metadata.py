@@ -82,15 +82,16 @@ def failure_line(src: SourceReport, next_due: str) -> str:
     named it, the HTTP status where there was an answer, and when the next attempt is due."""
     status = f"HTTP {src.http_status}" if src.http_status is not None else "no HTTP answer"
     error = src.error or src.error_class or "failed"
-    return f"{error}; {status}; next attempt {next_attempt(next_due, src.backoff_until)}"
+    return f"{error}; {status}; next attempt {next_attempt(next_due)}"
 
 
-def next_attempt(next_due: str, backoff_until: str | None) -> str:
-    """When a Source is next checked: its next due time (which already waits for its backoff),
-    or, for a `manual` Source, when a person runs it, but not before its backoff ends."""
+def next_attempt(next_due: str) -> str:
+    """When a Source is next checked: its next due time (the report's `nextAttemptAt`, which
+    already waits for its backoff), or, for a `manual` Source, when a person runs it (a run by
+    hand overrides our backoff; a publisher's wait skips it with its reason)."""
     if next_due and next_due != "manual":
         return next_due
-    return f"when run by hand, not before {backoff_until}" if backoff_until else "when run by hand"
+    return "when run by hand"
 
 
 def _page_metadata(pages: PageFigures | None) -> dict[str, MetadataEntry]:

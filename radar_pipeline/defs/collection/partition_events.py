@@ -173,10 +173,9 @@ def _restated(
     state = ctx.state
     if state is not None and state.consecutive_failures > 0:
         since = format_utc(state.last_attempt_at) if state.last_attempt_at else "?"
-        backoff = format_utc(state.backoff_until) if state.backoff_until else None
         line = (
             f"not checked ({reason}); still failing since its last check at {since} "
-            f"({state.error_state or 'error'}); next attempt {next_attempt(ctx.next_due, backoff)}"
+            f"({state.error_state or 'error'}); next attempt {next_attempt(ctx.next_due)}"
         )
         return _observation(src.id, metadata, f"FAILED · {line}"), line
     if state is not None and state.last_success_at is not None:
