@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from radar_pipeline.core.errors import DISK_FAULTS, VaultDiskFault
+
 # What `temp_path` makes.
 _TEMP_NAME = re.compile(r"^\.[^/]+\.(\d+)-[0-9a-f]{16}\.tmp$")
 # The names earlier versions gave temp files, still recognised so their leftovers are counted
@@ -91,7 +93,8 @@ def write_temp(target: Path, data: bytes, mode: int | None = None, *, durable: b
     for _ in range(_CREATE_ATTEMPTS):
         temp = temp_path(target)
         try:
-            fd = os.open(temp, _CREATE_FLAGS, 0o666)
+            with naming(temp):
+                fd = os.open(temp, _CREATE_FLAGS, 0o666)
         except FileExistsError:
             continue
         break
@@ -113,14 +116,21 @@ def write_temp(target: Path, data: bytes, mode: int | None = None, *, durable: b
 
 @contextlib.contextmanager
 def naming(path: Path) -> Iterator[None]:
-    """An OSError raised without a file name (a write or fsync on a descriptor: a full disk)
-    leaves naming `path`, so the line a person reads says which file could not be written."""
+    """The translation boundary of the OS's write errors: a disk fault (ENOSPC, EDQUOT, EROFS,
+    EACCES, EPERM) leaves as VaultDiskFault naming its file (the OS's, else `path`: a write or
+    fsync on a descriptor names none); any other OSError without a file name leaves naming
+    `path`. Either way the line a person reads says which file could not be written."""
     try:
         yield
+    except VaultDiskFault:
+        raise
     except OSError as exc:
+        named = str(exc.filename) if exc.filename is not None else str(path)
+        if exc.errno in DISK_FAULTS:
+            raise VaultDiskFault(exc.errno, exc.strerror or os.strerror(exc.errno), named) from exc
         if exc.filename is not None:
             raise
-        raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise OSError(exc.errno, exc.strerror, named) from exc
 
 
 def fsync_dir(folder: Path) -> None:
