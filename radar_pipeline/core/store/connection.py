@@ -214,7 +214,7 @@ class Store:
             except duckdb.Error as exc:
                 raise duckdb_error_of(exc, self.path, f"transaction on {self.path} failed") from exc
             finally:
-                con.close()
+                _close(con, self.path)
 
     def _ensure_schema(self, con: duckdb.DuckDBPyConnection) -> None:
         key = self.path.resolve()
@@ -287,6 +287,14 @@ def duckdb_error_of(exc: duckdb.Error, path: Path, doing: str) -> StoreError:
     if any(m in text for m in _UNREADABLE_MARKERS):
         return StoreUnreadable(message, path=file)
     return StoreError(message, path=path)
+
+
+def _close(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Close `con`; its last checkpoint may write, and fail like any write of the store."""
+    try:
+        con.close()
+    except duckdb.Error as exc:
+        raise duckdb_error_of(exc, path, f"closing {path} failed") from exc
 
 
 def _being_created(path: Path) -> bool:
