@@ -1,6 +1,8 @@
 """`core.errors.explain`: every failure as one line naming its root cause and what to do, from
 real exceptions (a real device that is full, real DuckDB files cut short or held by another
-process, real sockets); and the Dagster ops raising that line as their failure."""
+process, real sockets) translated where they are caught into the project's classes (the
+store's, the fetch's, the vault writes'); and the Dagster ops raising that line as their
+failure."""
 
 from __future__ import annotations
 
@@ -15,8 +17,20 @@ import duckdb
 import httpx
 import pytest
 
-from radar_pipeline.core.errors import StoreError, VaultError, cause_chain, explain
+from radar_pipeline.core.acquire.fetch import fetch_error_of
+from radar_pipeline.core.errors import (
+    FetchError,
+    StoreError,
+    StoreLocked,
+    StoreUnreadable,
+    VaultDiskFault,
+    VaultError,
+    cause_chain,
+    explain,
+)
 from radar_pipeline.core.files import naming
+from radar_pipeline.core.store.connection import Store, StoreSettings
+from radar_pipeline.core.store.read_only import read_only
 from radar_pipeline.defs.collection.failures import failures_as_line, run_failure_line
 from radar_pipeline_tests.feedserver import FeedServer
 
@@ -66,10 +80,16 @@ def _raise_from(outer: BaseException, inner: BaseException) -> None:
     raise outer from inner
 
 
+def _read_t(db: Path) -> None:
+    with read_only(db) as con:
+        con.execute("SELECT sum(i) FROM t").fetchall()
+
+
 def test_a_truncated_store_is_unreadable_and_names_rebuild(tmp_path: Path) -> None:
     db = _duckdb_file(tmp_path / "radar.duckdb")
     os.truncate(db, db.stat().st_size // 2)
-    exc = _raised(lambda: duckdb.connect(str(db)).execute("SELECT sum(i) FROM t").fetchall())
+    exc = _raised(lambda: _read_t(db))
+    assert isinstance(exc, StoreUnreadable) and exc.path == db
     why = explain(exc)
     assert why.error_class == "store-unreadable"
     assert why.line == f"store unreadable: {db}; run `radar index rebuild`"
@@ -79,20 +99,20 @@ def test_a_truncated_store_is_unreadable_and_names_rebuild(tmp_path: Path) -> No
 def test_a_garbage_store_and_a_bad_header_name_the_file(tmp_path: Path) -> None:
     garbage = tmp_path / "garbage.duckdb"
     garbage.write_bytes(b"x" * 5000)
-    assert explain(_raised(lambda: duckdb.connect(str(garbage)))).line == (
-        f"store unreadable: {garbage}; run `radar index rebuild`"
-    )
+    exc = _raised(lambda: Store(garbage).schema_version())
+    assert isinstance(exc, StoreUnreadable)
+    assert explain(exc).line == f"store unreadable: {garbage}; run `radar index rebuild`"
     # A header whose checksum fails: DuckDB's message names no file; the StoreError does.
     header = _duckdb_file(tmp_path / "header.duckdb")
     with open(header, "r+b") as handle:
         handle.seek(12)
         handle.write((9999).to_bytes(8, "little"))
-    inner = _raised(lambda: duckdb.connect(str(header)))
-    outer = _raised(lambda: _raise_from(StoreError("cannot open", path=header), inner))
-    assert explain(outer).line == f"store unreadable: {header}; run `radar index rebuild`"
+    exc = _raised(lambda: Store(header, StoreSettings(lock_timeout_s=0)).schema_version())
+    assert isinstance(exc, StoreUnreadable) and exc.path == header
+    assert explain(exc).line == f"store unreadable: {header}; run `radar index rebuild`"
 
 
-def test_a_held_store_names_the_holder_pid(tmp_path: Path) -> None:
+def test_a_held_store_is_store_locked_naming_the_holder_pid(tmp_path: Path) -> None:
     db = _duckdb_file(tmp_path / "radar.duckdb")
     holder = subprocess.Popen(
         [
@@ -107,29 +127,60 @@ def test_a_held_store_names_the_holder_pid(tmp_path: Path) -> None:
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        why = explain(_raised(lambda: duckdb.connect(str(db))))
+        exc = _raised(lambda: Store(db, StoreSettings(lock_timeout_s=0)).schema_version())
+        read = _raised(lambda: _read_t(db))  # a reader waits its bound, then names it too
     finally:
         holder.communicate("")
-    assert why.error_class == "store-locked"
-    assert f"store {db} is held by PID {holder.pid} (" in why.line
-    assert why.line.endswith("; retry when it has finished")
+    for raised in (exc, read):
+        assert isinstance(raised, StoreLocked), raised
+        assert raised.holder_pid == holder.pid and raised.holder_process
+        why = explain(raised)
+        assert why.error_class == "store-locked"
+        assert f"store {db} is held by PID {holder.pid} (" in why.line
+        assert why.line.endswith("; retry when it has finished")
+
+
+def _fetched(url: str, timeout: float = 5) -> FetchError:
+    """The fetch boundary's translation of httpx's error for `url`."""
+    exc = _raised(lambda: httpx.get(url, timeout=timeout))
+    assert isinstance(exc, httpx.HTTPError), exc
+    return fetch_error_of(exc, timeout)
 
 
 def test_dns_connect_and_tls_name_the_host(feed_server: FeedServer) -> None:
-    dns = explain(_raised(lambda: httpx.get("http://nonexistent.invalid/", timeout=5)))
+    dns_error = _fetched("http://nonexistent.invalid/")
+    assert dns_error.error_class == "network" and dns_error.host == "nonexistent.invalid"
+    dns = explain(dns_error)
     assert dns.error_class == "dns" and "nonexistent.invalid" in dns.line
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    refused = explain(_raised(lambda: httpx.get(f"http://127.0.0.1:{port}/", timeout=5)))
+    refused = explain(_fetched(f"http://127.0.0.1:{port}/"))
     assert refused.error_class == "connect"
     assert refused.line == "cannot connect to 127.0.0.1: Connection refused; is it up?"
-    tls = explain(
-        _raised(lambda: httpx.get(feed_server.base_url.replace("http:", "https:", 1), timeout=5))
-    )
+    tls = explain(_fetched(feed_server.base_url.replace("http:", "https:", 1)))
     assert tls.error_class == "tls" and tls.line.startswith("TLS failed with 127.0.0.1: ")
     for why in (dns, refused, tls):
         _one_line(why.line)
+
+
+def test_a_timeout_names_the_host() -> None:
+    with socket.socket() as sock:  # listens, never answers
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        error = _fetched(f"http://127.0.0.1:{port}/", timeout=0.2)
+    assert error.error_class == "timeout" and error.host == "127.0.0.1"
+    why = explain(error)
+    assert (why.error_class, why.line) == ("timeout", "timed out reaching 127.0.0.1; retry later")
+
+
+def test_raw_library_errors_are_not_read_by_explain(tmp_path: Path) -> None:
+    # The line comes from the project's classes: an untranslated DuckDB error is a bug's line,
+    # its words are read only at the store's boundary.
+    garbage = tmp_path / "garbage.duckdb"
+    garbage.write_bytes(b"x" * 5000)
+    assert explain(_raised(lambda: duckdb.connect(str(garbage)))).error_class == "internal"
 
 
 def test_a_radar_error_keeps_its_own_line_and_a_bug_is_internal() -> None:
@@ -155,6 +206,18 @@ def _op_writing_to_a_full_device() -> None:
 @dg.job
 def _full_device_job() -> None:
     _op_writing_to_a_full_device()
+
+
+def test_a_full_device_write_leaves_as_a_vault_disk_fault() -> None:
+    def write() -> None:
+        with naming(Path("/dev/full")), open("/dev/full", "wb") as handle:
+            handle.write(b"x")
+            handle.flush()
+
+    exc = _raised(write)
+    assert isinstance(exc, VaultDiskFault) and isinstance(exc, OSError)
+    assert (exc.errno, exc.path, exc.filename) == (28, "/dev/full", "/dev/full")
+    assert str(exc) == "vault: No space left on device: /dev/full"
 
 
 def test_an_op_fails_with_the_root_cause_line(tmp_path: Path) -> None:

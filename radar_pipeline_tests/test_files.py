@@ -3,6 +3,7 @@ when created once, and their temp names are the ones the stale-temp cleanup reco
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from radar_pipeline.core.errors import VaultDiskFault, explain
 from radar_pipeline.core.files import (
     BatchSync,
     create_once,
@@ -141,3 +143,32 @@ def test_a_batch_is_synced_together_only_where_that_is_as_strong_as_an_fsync(
         with group:
             temps = [stage_once(tmp_path / f"{i}.md", b"x", durable=False) for i in range(3)]
             group.sync([t for t in temps if t is not None])
+
+
+def test_a_read_only_folder_refuses_a_write_as_a_vault_disk_fault_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    """The OS's EROFS (a real read-only bind mount) is translated where the write is made:
+    VaultDiskFault with the file, still an OSError, and the line names both."""
+    folder = tmp_path / "vault"
+    folder.mkdir()
+    bound = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True)
+    if bound.returncode != 0:
+        pytest.skip(f"`mount --bind` refused: {bound.stderr.decode().strip()}")
+    try:
+        remounted = subprocess.run(
+            ["mount", "-o", "remount,bind,ro", str(folder)], capture_output=True
+        )
+        if remounted.returncode != 0:
+            pytest.skip(f"`mount -o remount,bind,ro` refused: {remounted.stderr.decode()}")
+        with pytest.raises(VaultDiskFault) as raised:
+            create_once(folder / "note.md", "body")
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+    fault = raised.value
+    assert isinstance(fault, OSError) and fault.errno == errno.EROFS
+    assert fault.path.startswith(f"{folder}/.note.md.") and fault.path.endswith(".tmp")
+    why = explain(fault)
+    assert why.error_class == "read-only"
+    assert why.line.startswith(f"read-only file system: {fault.path}; make it writable")
+    assert not list(folder.iterdir())

@@ -19,12 +19,12 @@ import pytest
 from radar_pipeline.core.audit.run import run_audits
 from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.config import RadarPaths, Settings
-from radar_pipeline.core.errors import StoreError
+from radar_pipeline.core.errors import StoreError, StoreLocked, explain
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.dialect import arg_max, arg_min
 from radar_pipeline.core.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from radar_pipeline.core.store.postgres import redacted
+from radar_pipeline.core.store.postgres import connect, redacted
 from radar_pipeline_tests.conftest import (
     empty_postgres_store,
     refused_store_url,
@@ -199,3 +199,29 @@ def test_the_evidence_audits_give_the_same_verdicts_on_both_backends(
     assert verdicts["postgresql"] == verdicts["duckdb"]
     failed = sorted(audit for audit, (passed, *_) in verdicts["duckdb"].items() if not passed)
     assert failed == ["agreement", "idempotency", "overdue", "provenance", "registry", "retention"]
+
+
+def test_a_postgresql_lock_not_available_is_store_locked(tmp_path: Path) -> None:
+    """psycopg's LockNotAvailable (SQLSTATE 55P03, a real lock held by another session past
+    the statement's lock_timeout) leaves the store's transaction as StoreLocked naming the
+    store's URL without its password."""
+    url = store_url_under_test()
+    if not url:
+        pytest.skip("needs a PostgreSQL store: run `make test-postgres`")
+    empty_postgres_store(url)
+    store = Store(tmp_path / "unused.duckdb", url=url)
+    store.schema_version()
+    holder = connect(url)
+    try:
+        with holder.raw.transaction():
+            holder.execute("LOCK TABLE schema_migrations IN ACCESS EXCLUSIVE MODE")
+            with pytest.raises(StoreLocked) as raised, store.transaction() as con:
+                con.execute("SET LOCAL lock_timeout = '50ms'")
+                con.execute("SELECT count(*) FROM schema_migrations")
+    finally:
+        holder.close()
+    why = explain(raised.value)
+    assert why.error_class == "store-locked"
+    assert why.line == (
+        f"store {redacted(url)} is held by another process; retry when it has finished"
+    )

@@ -5,18 +5,32 @@
     ├── RegistryError           a Source file cannot become a Source (stage "registry")
     ├── FetchError              the fetch stage refused or failed (stage "fetch");
     │                           `error_class` is one of FETCH_ERROR_CLASSES
+    │                           `host` is the request's host when a request was made
     ├── ParseError              the bytes are not a usable feed, page or answer (stage "parse");
     │                           `error_class` is one of PARSE_ERROR_CLASSES
     ├── VaultError              a vault path or file is unsafe or unwritable (stage "vault")
+    │   └── VaultDiskFault      the OS refused a vault write: `errno` (ENOSPC, EDQUOT, EROFS,
+    │                           EACCES, EPERM) and `path`, the file it concerned
     ├── CleanupRefused          the weekly close refuses to touch a path (stage "cleanup")
-    ├── StoreError              the DuckDB store failed or stayed locked too long (stage "store")
+    ├── StoreError              the store failed (stage "store"); `path`/`where` name it
+    │   ├── StoreLocked         another process holds it; `holder_pid`, `holder_process` when
+    │   │                       DuckDB names them
+    │   ├── StoreUnreadable     cut short, not a database, a newer format, a failed checksum
+    │   └── StoreDiskFault      the OS refused the store's write: `errno` (disk full, read-only,
+    │                           permission denied)
     └── CollectionError         a collection could not run or report (stage "collect")
 
-Library errors (httpx, duckdb, yaml, OS) are translated at one boundary with `raise ... from exc`.
+Library errors are translated into these classes where they are caught, with
+`raise ... from exc`, and nowhere else reads a library's message text:
+httpx in core/acquire/fetch.py (`fetch_error_of`), DuckDB in core/store/connection.py
+(`duckdb_error_of`), psycopg in core/store/postgres.py, vault writes' OSError in core/files.py
+(`naming`), Dagster's run failures in defs/collection/failures.py.
 
 What a person reads about any failure comes from `explain(exc)`: it walks the chain of causes to
 the root and gives one line naming it and what to do (a full disk and its path, a store that
 cannot be read, the process holding the store, DNS, connect, TLS), never a framework wrapper.
+It reads the project's classes above and the standard library's structured ones (OSError's
+`errno` and `filename`, socket.gaierror, ssl.SSLError), never a library's module or words.
 The CLI prints it, the Dagster ops raise it as their failure (defs/collection/failures.py), and
 the collection records it on each Source a failed run concerned.
 """
@@ -24,8 +38,6 @@ the collection records it on each Source a failed run concerned.
 from __future__ import annotations
 
 import errno
-import os
-import re
 import socket
 import ssl
 from dataclasses import dataclass
@@ -89,13 +101,19 @@ class FetchError(RadarError):
     stage = "fetch"
 
     def __init__(
-        self, error_class: str, message: str, *, retry_after_s: float | None = None
+        self,
+        error_class: str,
+        message: str,
+        *,
+        retry_after_s: float | None = None,
+        host: str | None = None,
     ) -> None:
         if error_class not in FETCH_ERROR_CLASSES:
             raise ValueError(f"unknown fetch error class {error_class!r}")
         super().__init__(message)
         self.error_class = error_class
         self.retry_after_s = retry_after_s
+        self.host = host  # the request's host, when the failure met a request
 
     def __str__(self) -> str:
         return f"fetch: {self.error_class}: {self.message}"
@@ -120,6 +138,20 @@ class VaultError(RadarError):
     stage = "vault"
 
 
+class VaultDiskFault(VaultError, OSError):
+    """The OS refused a write (ENOSPC, EDQUOT, EROFS, EACCES, EPERM) of `path`. Still an
+    OSError with `errno`, `strerror` and `filename`, so a caller that handles any OSError of a
+    write handles this one as before."""
+
+    def __init__(self, code: int, strerror: str, path: str) -> None:
+        OSError.__init__(self, code, strerror, path)
+        self.message = f"{strerror}: {path}"
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"vault: {self.message}"
+
+
 class CleanupRefused(RadarError):
     stage = "cleanup"
 
@@ -129,9 +161,43 @@ class StoreError(RadarError):
 
     stage = "store"
 
-    def __init__(self, message: str, *, path: Path | None = None) -> None:
+    def __init__(self, message: str, *, path: Path | None = None, where: str = "") -> None:
         super().__init__(message)
         self.path = path
+        # The store's place for a person: the file, or a PostgreSQL URL without its password.
+        self.where = where or (str(path) if path is not None else "the DuckDB file at RADAR_DB")
+
+
+class StoreLocked(StoreError):
+    """Another process holds the store; `holder_pid`/`holder_process` when the database names
+    them (DuckDB does, in its message: read once, at core/store/connection.py)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: Path | None = None,
+        where: str = "",
+        holder_pid: int | None = None,
+        holder_process: str | None = None,
+    ) -> None:
+        super().__init__(message, path=path, where=where)
+        self.holder_pid = holder_pid
+        self.holder_process = holder_process
+
+
+class StoreUnreadable(StoreError):
+    """The store cannot be read: cut short, not a database, a newer format, a failed checksum."""
+
+
+class StoreDiskFault(StoreError):
+    """The OS refused the store's write; `errno` is one of ENOSPC, EDQUOT, EROFS, EACCES, EPERM."""
+
+    def __init__(
+        self, code: int, message: str, *, path: Path | None = None, where: str = ""
+    ) -> None:
+        super().__init__(message, path=path, where=where)
+        self.errno = code
 
 
 class CollectionError(RadarError):
@@ -162,18 +228,7 @@ _OS_FAULTS: dict[int, tuple[str, str, str]] = {
         "give the user running radar read and write access there",
     ),
 }
-# DuckDB's words for a file it cannot open or read: cut short, not a database, a newer storage
-# format, a block whose checksum fails.
-_STORE_UNREADABLE = (
-    "Could not read enough bytes",
-    "not a valid DuckDB database file",
-    "Trying to read a database file with version number",
-    "Corrupt database file",
-    "database file is corrupt",
-)
-_STORE_LOCKED = ("Could not set lock", "Conflicting lock")
-_QUOTED_FILE = re.compile(r'file "([^"]+)"')
-_LOCK_HOLDER = re.compile(r"held in (?P<exe>.+?) \(PID (?P<pid>\d+)\)")
+DISK_FAULTS = frozenset(_OS_FAULTS)  # the errnos a disk fault class carries
 
 
 @dataclass(frozen=True)
@@ -220,10 +275,18 @@ def cause_chain(exc: BaseException) -> list[BaseException]:
 
 def _machine_fault(link: BaseException, chain: list[BaseException]) -> tuple[str, str] | None:
     """(error class, line) when `link` is a fault of the machine or the network, else None."""
-    module = type(link).__module__.split(".")[0]
-    if module in ("duckdb", "_duckdb"):
-        return _store_fault(str(link), chain)
-    if module in ("httpx", "httpcore") and "Timeout" in type(link).__name__:
+    if isinstance(link, StoreDiskFault) and link.errno in _OS_FAULTS:
+        kind, what, todo = _OS_FAULTS[link.errno]
+        return kind, f"{what}: {link.where}; {todo}"
+    if isinstance(link, StoreLocked):
+        who = "another process"
+        if link.holder_pid is not None:
+            who = f"PID {link.holder_pid} ({link.holder_process or 'a process'})"
+        return "store-locked", f"store {link.where} is held by {who}; retry when it has finished"
+    if isinstance(link, StoreUnreadable):
+        return "store-unreadable", f"store unreadable: {link.where}; run `radar index rebuild`"
+    if isinstance(link, TimeoutError | FetchError) and _timed_out(chain):
+        # The socket's own timeout inside: the fetch's deadline, not a refusal.
         return "timeout", f"timed out reaching {_host(chain)}; retry later"
     if isinstance(link, socket.gaierror):
         return "dns", f"DNS cannot resolve {_host(chain)}: {link.strerror}; check the URL"
@@ -242,24 +305,13 @@ def _machine_fault(link: BaseException, chain: list[BaseException]) -> tuple[str
     return None
 
 
+def _timed_out(chain: list[BaseException]) -> bool:
+    return any(isinstance(e, FetchError) and e.error_class == "timeout" and e.host for e in chain)
+
+
 def _over_http(chain: list[BaseException]) -> bool:
-    return any(type(e).__module__.split(".")[0] in ("httpx", "httpcore") for e in chain)
-
-
-def _store_fault(message: str, chain: list[BaseException]) -> tuple[str, str] | None:
-    quoted = _QUOTED_FILE.search(message)
-    file = quoted.group(1) if quoted else _store_path(chain)
-    for code, (kind, what, todo) in _OS_FAULTS.items():
-        # DuckDB words an OS error of its own writes as `Could not write file "<f>": <strerror>`.
-        if os.strerror(code) in message:
-            return kind, f"{what}: {file}; {todo}"
-    if any(m in message for m in _STORE_LOCKED):
-        holder = _LOCK_HOLDER.search(message)
-        who = f"PID {holder['pid']} ({holder['exe']})" if holder else "another process"
-        return "store-locked", f"store {file} is held by {who}; retry when it has finished"
-    if any(m in message for m in _STORE_UNREADABLE):
-        return "store-unreadable", f"store unreadable: {file}; run `radar index rebuild`"
-    return None
+    """Whether the chain met a request: the fetch boundary's FetchError names its host."""
+    return any(isinstance(e, FetchError) and e.host for e in chain)
 
 
 def _os_path(chain: list[BaseException]) -> str | None:
@@ -270,22 +322,10 @@ def _os_path(chain: list[BaseException]) -> str | None:
     return None
 
 
-def _store_path(chain: list[BaseException]) -> str:
-    paths = [e.path for e in chain if isinstance(e, StoreError) and e.path is not None]
-    return str(paths[0]) if paths else "the DuckDB file at RADAR_DB"
-
-
 def _host(chain: list[BaseException]) -> str:
-    """The host of the request an httpx error of the chain carries, else "the host"."""
-    for link in chain:
-        try:
-            request = getattr(link, "request", None)  # httpx raises when it has none
-        except RuntimeError:
-            continue
-        url = getattr(request, "url", None)
-        if url is not None and getattr(url, "host", None):
-            return str(url.host)
-    return "the host"
+    """The host the fetch boundary's FetchError of the chain names, else "the host"."""
+    hosts = [e.host for e in chain if isinstance(e, FetchError) and e.host]
+    return hosts[0] if hosts else "the host"
 
 
 def _one_line(text: str) -> str:

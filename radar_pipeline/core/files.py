@@ -15,6 +15,9 @@
   (one `syncfs` of their file system instead of an fsync each, where that is as strong),
   then each linked to its name. A name still appears only once its content is durable.
 
+Every write, link and rename here runs inside `naming`, the translation boundary of the OS's
+errors: a disk fault (full, read-only, permission) leaves as `VaultDiskFault` naming the file.
+
 Temp files are named `.<target name>.<pid>-<random>.tmp` in the target's own folder (a link
 or rename never crosses a file system): dot-led and not `*.md`, so neither Obsidian nor the
 registry reads a half-written file, and the pid lets `read_temp_name` tell a killed writer's
@@ -38,6 +41,8 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from radar_pipeline.core.errors import DISK_FAULTS, VaultDiskFault
 
 # What `temp_path` makes.
 _TEMP_NAME = re.compile(r"^\.[^/]+\.(\d+)-[0-9a-f]{16}\.tmp$")
@@ -91,7 +96,8 @@ def write_temp(target: Path, data: bytes, mode: int | None = None, *, durable: b
     for _ in range(_CREATE_ATTEMPTS):
         temp = temp_path(target)
         try:
-            fd = os.open(temp, _CREATE_FLAGS, 0o666)
+            with naming(temp):
+                fd = os.open(temp, _CREATE_FLAGS, 0o666)
         except FileExistsError:
             continue
         break
@@ -113,14 +119,21 @@ def write_temp(target: Path, data: bytes, mode: int | None = None, *, durable: b
 
 @contextlib.contextmanager
 def naming(path: Path) -> Iterator[None]:
-    """An OSError raised without a file name (a write or fsync on a descriptor: a full disk)
-    leaves naming `path`, so the line a person reads says which file could not be written."""
+    """The translation boundary of the OS's write errors: a disk fault (ENOSPC, EDQUOT, EROFS,
+    EACCES, EPERM) leaves as VaultDiskFault naming its file (the OS's, else `path`: a write or
+    fsync on a descriptor names none); any other OSError without a file name leaves naming
+    `path`. Either way the line a person reads says which file could not be written."""
     try:
         yield
+    except VaultDiskFault:
+        raise
     except OSError as exc:
+        named = str(exc.filename) if exc.filename is not None else str(path)
+        if exc.errno in DISK_FAULTS:
+            raise VaultDiskFault(exc.errno, exc.strerror or os.strerror(exc.errno), named) from exc
         if exc.filename is not None:
             raise
-        raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise OSError(exc.errno, exc.strerror, named) from exc
 
 
 def fsync_dir(folder: Path) -> None:
@@ -143,7 +156,8 @@ def create_once(target: Path, data: str | bytes, *, sync_dir: bool = True) -> bo
     A name that appears meanwhile (a person, another process) wins: it is kept. `sync_dir=False`:
     the caller fsyncs the folder itself after a batch, before recording any of it.
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
+    with naming(target.parent):
+        target.parent.mkdir(parents=True, exist_ok=True)
     temp = stage_once(target, data.encode("utf-8") if isinstance(data, str) else data)
     if temp is None or not link_staged(temp, target):
         return False
@@ -165,7 +179,8 @@ def link_staged(temp: Path, target: Path) -> bool:
     """The last step of `create_once`: give the staged `temp` the name `target` unless that
     name appeared meanwhile (False); the temp file is removed either way."""
     try:
-        os.link(temp, target)
+        with naming(target):
+            os.link(temp, target)
     except FileExistsError:
         return False
     finally:
@@ -268,8 +283,9 @@ _SYNCFS = _syncfs()
 
 def replace_with(temp: Path, target: Path) -> None:
     """Rename the temp file `write_temp` made over `target`, atomically and durably."""
-    os.replace(temp, target)
-    fsync_dir(target.parent)
+    with naming(target):
+        os.replace(temp, target)
+        fsync_dir(target.parent)
 
 
 def replace(target: Path, data: bytes, mode: int | None = None) -> None:

@@ -35,7 +35,15 @@ from radar_pipeline_tests.feedserver import FeedServer
 
 CLI_ARGS = [("--all",)] * 3 + [("--source", "farm-03")]
 FEED_LATENCY_S = 1.0  # every feed answers after 1 s, so collections stay in fetch a while
-LOCK_WORDS = ("Could not set lock", "Conflicting lock", "IOException", "database is locked")
+# DuckDB's words, and the StoreLocked line the store translates them into (core/errors.py).
+LOCK_WORDS = (
+    "Could not set lock",
+    "Conflicting lock",
+    "IOException",
+    "database is locked",
+    "held by PID",
+    "held by another process",
+)
 SCHEDULED = "schedule"  # the radar/trigger tag of the due schedule's runs
 CLI_STAGGER_S = 0.5  # between CLI starts: they overlap the scheduled run and one another
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from radar_pipeline.core.errors import StoreError, explain
+from radar_pipeline.core.errors import StoreError, StoreLocked, explain
 from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.store.connection import Store, StoreSettings
 from radar_pipeline.core.store.heal import (
@@ -142,6 +142,8 @@ def test_a_held_store_names_the_holder_and_is_never_moved(tmp_path: Path) -> Non
         assert move_aside_if_unreadable(db, datetime.now(UTC)) is None
     finally:
         holder.communicate("")
+    assert isinstance(raised.value, StoreLocked)
+    assert raised.value.holder_pid == holder.pid and raised.value.holder_process
     why = explain(raised.value)
     assert why.error_class == "store-locked"
     assert why.line.startswith(f"store {db} is held by PID {holder.pid} (")

@@ -104,12 +104,8 @@ class Fetcher:
                 return conclude(request, now, progress, response, self.settings)
         except FetchError as exc:
             return failed(request, now, progress, exc)
-        except httpx.TimeoutException as exc:
-            detail = f"{type(exc).__name__}, deadline {self.settings.deadline_s:g} s"
-            return failed(request, now, progress, FetchError("timeout", detail))
         except httpx.HTTPError as exc:
-            detail = f"{type(exc).__name__}: {exc}"
-            return failed(request, now, progress, FetchError("network", detail))
+            return failed(request, now, progress, fetch_error_of(exc, self.settings.deadline_s))
 
     def _read_from_vault(
         self, request: FetchRequest, now: datetime, progress: CheckProgress
@@ -129,6 +125,23 @@ class Fetcher:
         # A file has no media type of its own: its bytes decide (a .xml that is no feed fails).
         validate_body(request.collection_method, None, None, body)
         return success(request, now, progress, body)
+
+
+def fetch_error_of(exc: httpx.HTTPError, deadline_s: float) -> FetchError:
+    """httpx's error as the project's FetchError ("timeout" or "network"), naming the host of
+    its request and caused by `exc` (the socket's, DNS's or TLS's error stays in its chain,
+    for `explain`). The one place httpx's errors are translated."""
+    try:
+        host: str | None = exc.request.url.host or None
+    except RuntimeError:  # httpx raises when the error carries no request
+        host = None
+    if isinstance(exc, httpx.TimeoutException):
+        detail = f"{type(exc).__name__}, deadline {deadline_s:g} s"
+        error = FetchError("timeout", detail, host=host)
+    else:
+        error = FetchError("network", f"{type(exc).__name__}: {exc}", host=host)
+    error.__cause__ = exc
+    return error
 
 
 def _vault_path(vault_root: Path, relative: str) -> Path:

@@ -15,7 +15,9 @@ order at first connection.
 from __future__ import annotations
 
 import logging
+import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,7 +29,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 import duckdb
 
 from radar_pipeline.core.config import RadarPaths
-from radar_pipeline.core.errors import StoreError, explain
+from radar_pipeline.core.errors import (
+    DISK_FAULTS,
+    StoreDiskFault,
+    StoreError,
+    StoreLocked,
+    StoreUnreadable,
+)
 from radar_pipeline.core.store.dialect import engine
 from radar_pipeline.core.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
@@ -36,7 +44,21 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# DuckDB's words, read here and nowhere else (core/errors.py: the translation boundary). Its
+# errors carry no code: the message is all it gives. A lock held by another process:
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock")
+_LOCK_HOLDER = re.compile(r"held in (?P<exe>.+?) \(PID (?P<pid>\d+)\)")
+# A file it cannot open or read: cut short, not a database, a newer storage format, a block
+# whose checksum fails.
+_UNREADABLE_MARKERS = (
+    "Could not read enough bytes",
+    "not a valid DuckDB database file",
+    "Trying to read a database file with version number",
+    "Corrupt database file",
+    "database file is corrupt",
+)
+# The file its message names (`Could not write file "<f>": <strerror>`), else the store's.
+_QUOTED_FILE = re.compile(r'file "([^"]+)"')
 # A DuckDB file younger than this that does not open yet is taken to be in creation.
 CREATION_GRACE_S = 10.0
 
@@ -130,31 +152,34 @@ class Store:
                 return con
             except duckdb.IOException as exc:
                 if not is_duckdb_file(self.path):
-                    raise StoreError(
+                    raise StoreUnreadable(
                         f"{self.path} is not a DuckDB file; `radar index rebuild` moves it "
                         "aside and rebuilds the Signal index from the vault",
                         path=self.path,
                     ) from exc
+                fault = duckdb_error_of(exc, self.path, f"cannot open {self.path}")
+                locked = isinstance(fault, StoreLocked)
                 # Another process may be creating the file this instant: its header is there,
                 # the rest not yet. That is a wait like a lock, not a broken file.
-                transient = any(m in str(exc) for m in _LOCK_MARKERS) or _being_created(self.path)
-                if not transient:
-                    raise StoreError(f"cannot open {self.path}: {exc}", path=self.path) from exc
+                if not locked and not _being_created(self.path):
+                    raise fault from exc
                 if time.monotonic() >= deadline:
-                    # DuckDB names the holder ("held in <exe> (PID n)"): explain() keeps it.
-                    raise StoreError(
-                        f"{self.path} stayed locked for {self.settings.lock_timeout_s:.0f} s: "
-                        f"{explain(exc).line}",
-                        path=self.path,
+                    if not locked:
+                        raise fault from exc
+                    raise duckdb_error_of(
+                        exc,
+                        self.path,
+                        f"{self.path} stayed locked for {self.settings.lock_timeout_s:.0f} s",
                     ) from exc
                 waited = True
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.5)
             except duckdb.Error as exc:
-                raise StoreError(
-                    f"{self.path} is not a usable DuckDB file ({exc}); `radar index rebuild` "
-                    "moves it aside and rebuilds the Signal index from the vault",
-                    path=self.path,
+                raise duckdb_error_of(
+                    exc,
+                    self.path,
+                    f"{self.path} is not a usable DuckDB file; `radar index rebuild` moves it "
+                    "aside and rebuilds the Signal index from the vault",
                 ) from exc
 
     def atomically(self, work: Callable[[Connection], T]) -> T:
@@ -187,11 +212,9 @@ class Store:
                     raise
                 con.execute("COMMIT")
             except duckdb.Error as exc:
-                raise StoreError(
-                    f"transaction on {self.path} failed: {exc}", path=self.path
-                ) from exc
+                raise duckdb_error_of(exc, self.path, f"transaction on {self.path} failed") from exc
             finally:
-                con.close()
+                _close(con, self.path)
 
     def _ensure_schema(self, con: duckdb.DuckDBPyConnection) -> None:
         key = self.path.resolve()
@@ -236,6 +259,42 @@ class Store:
         with self.transaction() as con:
             row = con.execute("SELECT max(version) FROM schema_migrations").fetchone()
             return int(row[0]) if row and row[0] is not None else 0
+
+
+def duckdb_error_of(exc: duckdb.Error, path: Path, doing: str) -> StoreError:
+    """DuckDB's error `exc` on the store at `path` as the project's class, its message
+    `doing` and what DuckDB said: StoreLocked naming the holder's PID and process where DuckDB
+    names them, StoreUnreadable, StoreDiskFault with the errno and the file; else StoreError.
+    The caller raises it `from exc`. The one place DuckDB's message text is read."""
+    text = str(exc)
+    quoted = _QUOTED_FILE.search(text)
+    file = Path(quoted.group(1)) if quoted else path
+    message = f"{doing}: {' '.join(text.split())}"
+    for code in sorted(DISK_FAULTS):
+        # DuckDB words an OS error of its own writes as `Could not write file "<f>": <strerror>`.
+        if os.strerror(code) in text:
+            return StoreDiskFault(code, message, path=file)
+    if any(m in text for m in _LOCK_MARKERS):
+        holder = _LOCK_HOLDER.search(text)
+        if holder is None:
+            return StoreLocked(f"{doing}: held by another process", path=file)
+        return StoreLocked(
+            f"{doing}: held by PID {holder['pid']} ({holder['exe']})",
+            path=file,
+            holder_pid=int(holder["pid"]),
+            holder_process=holder["exe"],
+        )
+    if any(m in text for m in _UNREADABLE_MARKERS):
+        return StoreUnreadable(message, path=file)
+    return StoreError(message, path=path)
+
+
+def _close(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Close `con`; its last checkpoint may write, and fail like any write of the store."""
+    try:
+        con.close()
+    except duckdb.Error as exc:
+        raise duckdb_error_of(exc, path, f"closing {path} failed") from exc
 
 
 def _being_created(path: Path) -> bool:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import duckdb
 
-from radar_pipeline.core.errors import explain
-from radar_pipeline.core.store.connection import Store, is_duckdb_file
+from radar_pipeline.core.errors import StoreLocked, explain
+from radar_pipeline.core.store.connection import Store, duckdb_error_of, is_duckdb_file
 
 # What a store built again from the vault lacks. The vault gives back the Signal index (and
 # each Source's health keys stay in its own file); the rest lived only in the old store.
@@ -49,8 +49,9 @@ def unreadable_reason(path: Path) -> str | None:
     try:
         con = duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
-        why = explain(exc)
-        return None if why.error_class == "store-locked" else why.root_cause
+        if isinstance(duckdb_error_of(exc, path, "opening"), StoreLocked):
+            return None
+        return explain(exc).root_cause
     try:
         tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables()").fetchall()
         for schema, table in tables:

@@ -16,6 +16,7 @@ array). psycopg2 (which Dagster's own PostgreSQL storage uses) has neither.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import re
@@ -24,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from radar_pipeline.core.errors import StoreError
+from radar_pipeline.core.errors import StoreDiskFault, StoreError, StoreLocked
 from radar_pipeline.core.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -94,6 +95,24 @@ def unnested_with_lists(
     return select, params
 
 
+# PostgreSQL's SQLSTATE codes (structured, never its message): the translation boundary of
+# psycopg's errors into the project's (core/errors.py).
+_DISK_FULL = "53100"
+_LOCK_NOT_AVAILABLE = "55P03"
+
+
+def psycopg_error_of(exc: psycopg.Error, url: str, doing: str) -> StoreError:
+    """psycopg's error `exc` on the store at `url` as the project's class, its message `doing`
+    and what the server said; the caller raises it `from exc`."""
+    where = redacted(url)
+    message = f"{doing}: {exc}"
+    if exc.sqlstate == _DISK_FULL:
+        return StoreDiskFault(errno.ENOSPC, message, where=where)
+    if exc.sqlstate == _LOCK_NOT_AVAILABLE:
+        return StoreLocked(message, where=where)
+    return StoreError(message, where=where)
+
+
 def connect(url: str) -> PostgresConnection:
     """A connection to `url` with the schema on its search path, UTC, NUMERIC read as int."""
     import psycopg
@@ -112,7 +131,7 @@ def connect(url: str) -> PostgresConnection:
             _driver_url(url), autocommit=True, connect_timeout=30, cursor_factory=psycopg.RawCursor
         )
     except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to the PostgreSQL store: {exc}") from exc
+        raise psycopg_error_of(exc, url, "cannot connect to the PostgreSQL store") from exc
     raw.adapters.register_loader("numeric", _WholeNumeric)
     raw.execute(f"SET search_path TO {SCHEMA}; SET TimeZone TO 'UTC'")
     return PostgresConnection(raw)
@@ -160,7 +179,7 @@ def read_only_transaction(url: str) -> Iterator[PostgresConnection]:
             con.raw.execute("SET TRANSACTION READ ONLY")
             yield con
     except psycopg.Error as exc:
-        raise StoreError(f"reading {redacted(url)} failed: {exc}") from exc
+        raise psycopg_error_of(exc, url, f"reading {redacted(url)} failed") from exc
     finally:
         con.close()
 
@@ -185,7 +204,9 @@ class PostgresStoreBackend:
                 con.execute("SELECT pg_advisory_xact_lock($1)", [STORE_TURN_KEY])
                 yield con
         except psycopg.Error as exc:
-            raise StoreError(f"transaction on {redacted(self.url)} failed: {exc}") from exc
+            raise psycopg_error_of(
+                exc, self.url, f"transaction on {redacted(self.url)} failed"
+            ) from exc
         finally:
             con.close()
 

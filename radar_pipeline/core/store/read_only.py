@@ -16,8 +16,8 @@ from typing import TypeVar
 
 import duckdb
 
-from radar_pipeline.core.errors import StoreError
-from radar_pipeline.core.store.connection import Connection
+from radar_pipeline.core.errors import StoreLocked
+from radar_pipeline.core.store.connection import Connection, duckdb_error_of
 from radar_pipeline.core.store.migrations import MIGRATIONS
 
 # A writer holds the file only for one short transaction; a dry run waits this long for it.
@@ -50,7 +50,7 @@ def read_only(path: Path, url: str = "") -> Iterator[Connection]:
         con.execute("SET TimeZone = 'UTC'")
         yield con
     except duckdb.Error as exc:
-        raise StoreError(f"reading {path} failed: {exc}") from exc
+        raise duckdb_error_of(exc, path, f"reading {path} failed") from exc
     finally:
         con.close()
 
@@ -69,9 +69,13 @@ def _open(path: Path) -> duckdb.DuckDBPyConnection:
     while True:
         try:
             return duckdb.connect(str(path), read_only=True)
-        except duckdb.IOException as exc:  # a writer holds the lock: wait for its commit
+        except duckdb.IOException as exc:
+            fault = duckdb_error_of(exc, path, f"cannot open {path} for reading")
+            # A writer holds the lock: wait for its commit; any other fault is final.
+            if not isinstance(fault, StoreLocked):
+                raise fault from exc
             if time.monotonic() >= deadline:
-                raise StoreError(f"{path} stayed locked by a writer; retry later") from exc
+                raise duckdb_error_of(exc, path, f"{path} stayed locked by a writer") from exc
             time.sleep(0.1)
         except duckdb.Error as exc:
-            raise StoreError(f"{path} is not a usable DuckDB file ({exc})") from exc
+            raise duckdb_error_of(exc, path, f"{path} is not a usable DuckDB file") from exc
