@@ -198,7 +198,15 @@ def test_the_evidence_audits_give_the_same_verdicts_on_both_backends(
     assert not (tmp_path / "postgresql" / "radar.duckdb").exists()  # it kept nothing there
     assert verdicts["postgresql"] == verdicts["duckdb"]
     failed = sorted(audit for audit, (passed, *_) in verdicts["duckdb"].items() if not passed)
-    assert failed == ["agreement", "idempotency", "overdue", "provenance", "registry", "retention"]
+    assert failed == [
+        "agreement",
+        "idempotency",
+        "on_cadence",
+        "overdue",
+        "provenance",
+        "registry",
+        "retention",
+    ]
 
 
 def test_a_postgresql_lock_not_available_is_store_locked(tmp_path: Path) -> None:
