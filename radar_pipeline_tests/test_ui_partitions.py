@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from radar_pipeline.core.clock import format_utc
+from radar_pipeline.defs.collection.config import config_of
 from radar_pipeline_tests.daemonkit import DagsterDev, read_db, wait_for
 from radar_pipeline_tests.faults.farm import RadarHome, record_figures
 from radar_pipeline_tests.feedserver import FeedServer
@@ -65,7 +66,9 @@ def finished_runs(dev: DagsterDev, count: int) -> list[Any] | None:
 
 def sources_of(run: Any) -> list[str]:
     """The Sources a scheduled run checks: its config's selection."""
-    return list(run.run_config["ops"]["signals"]["ops"]["fetch"]["config"]["sources"])
+    config = config_of(run.run_config)
+    assert config is not None, run.run_config
+    return list(config.sources)
 
 
 def launch_run_ids(dev: DagsterDev, launch: str) -> list[str]:
