@@ -61,6 +61,7 @@ HEALTH_KEYS = (
     "httpStatus",
     "etag",
     "lastModified",
+    "nextAttemptAt",
     "lastResponseAt",
 )
 
