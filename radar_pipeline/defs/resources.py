@@ -194,14 +194,16 @@ class CollectionResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     own (its Source locks and parse workers) and closes it before the step ends, so nothing
     of a collection lives between its steps (defs/collection/assets.py)."""
 
-    parse_workers: int = Field(
-        default=0,
-        description="parse processes per slice of a collection; 0: RADAR_PARSE_WORKERS, else "
-        "one per core (at most 4)",
+    parse_workers: int | None = Field(
+        default=None,
+        ge=0,
+        description="parse processes per slice of a collection (0: parse in the step's own "
+        "process); unset: RADAR_PARSE_WORKERS, else one per core (at most 4)",
     )
-    slice_sources: int = Field(
-        default=0,
-        description="Sources per slice of a collection (one step each); 0: the default, 100 "
+    slice_sources: int | None = Field(
+        default=None,
+        ge=1,
+        description="Sources per slice of a collection (one step each); unset: 100 "
         "(docs/architecture.md, 'A collection in slices')",
     )
     page_interval_s: float = Field(
@@ -223,6 +225,6 @@ class CollectionResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
         return Collector(
             settings,
-            parse_workers=self.parse_workers or None,
+            parse_workers=self.parse_workers,
             page_settings=self.page_settings(),
         )

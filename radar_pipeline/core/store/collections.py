@@ -48,7 +48,6 @@ def record_collection(
 ) -> None:
     """The collection's row; `report_json` holds the `radar collect --json` object (with its
     id), as `report_text` writes it."""
-    totals = report.totals
     con.execute(
         "INSERT INTO collections VALUES ($1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10, $11, "
         "$12, $13, $14, $15, $16, $17)",
@@ -61,14 +60,7 @@ def record_collection(
             report.downtime_from,
             report.overdue,
             report.due,
-            totals.passed,
-            totals.failed,
-            totals.skipped,
-            totals.created,
-            totals.reused,
-            totals.updated,
-            totals.duplicates,
-            totals.rejected,
+            *_totals(report),
             report_text(report),
         ],
     )
@@ -93,26 +85,22 @@ def merge_collection(
     before = CollectionReport.model_validate_json(row[0])
     # One collection, not a launch of several: the merge's list of collections stays absent.
     merged = CollectionReport.merge([before, report]).model_copy(update={"collection_ids": None})
-    totals = merged.totals
+    assignments = ", ".join(f"{name} = ${i}" for i, name in enumerate(_TOTALS, start=3))
     con.execute(
-        "UPDATE collections SET finished_at = now(), due = $2, passed = $3, failed = $4, "
-        "skipped = $5, created = $6, reused = $7, updated = $8, duplicates = $9, "
-        "rejected = $10, report_json = $11 WHERE collection_id = $1",
-        [
-            report.collection_id,
-            merged.due,
-            totals.passed,
-            totals.failed,
-            totals.skipped,
-            totals.created,
-            totals.reused,
-            totals.updated,
-            totals.duplicates,
-            totals.rejected,
-            report_text(merged),
-        ],
+        f"UPDATE collections SET finished_at = now(), due = $2, {assignments}, "
+        f"report_json = ${len(_TOTALS) + 3} WHERE collection_id = $1",
+        [report.collection_id, merged.due, *_totals(merged), report_text(merged)],
     )
     return merged
+
+
+# The eight totals a collection's row carries as columns, in the table's order (the same names
+# as the report's `totals`).
+_TOTALS = ("passed", "failed", "skipped", "created", "reused", "updated", "duplicates", "rejected")
+
+
+def _totals(report: CollectionReport) -> list[int]:
+    return [getattr(report.totals, name) for name in _TOTALS]
 
 
 # The trigger of a run that only re-states failed Sources on their partitions (it checks

@@ -77,7 +77,7 @@ def plan(
             # the run config could carry the tick's order).
             partition_order=tuple(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)),
         )
-        size = collection.slice_sources or SLICE_SOURCES
+        size = SLICE_SOURCES if collection.slice_sources is None else collection.slice_sources
         outline = outline_collection(radar.store(), radar.settings(), spec, size)
         context.log.info(
             f"{len(outline.source_ids)} Sources ({config.mode}) in {len(outline.slices)} "
