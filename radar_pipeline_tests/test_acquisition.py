@@ -663,7 +663,7 @@ def test_attempt_metrics_in_duckdb_and_dagster_metadata(
     write_source(vault, "down", feed_server.add("/down", b"oops", 503, HTML_TYPE))
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
         report = launch_collection(
-            defs, instance, Settings.from_env().paths, "explicit", ("news", "down"), AS_OF, "test"
+            defs, instance, Settings.from_env(), "explicit", ("news", "down"), AS_OF, "test"
         ).json_object()
         [news] = instance.fetch_materializations(dg.AssetKey("signals"), limit=10).records
         # The failed Source's own observation (the run also observes the whole collection).

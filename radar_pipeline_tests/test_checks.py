@@ -71,7 +71,7 @@ def collect(
     instance: dg.DagsterInstance, as_of: datetime | None = None, mode: str = "all"
 ) -> dict[str, Any]:
     return launch_collection(
-        defs, instance, Settings.from_env().paths, mode, (), as_of or datetime.now(UTC), "test"
+        defs, instance, Settings.from_env(), mode, (), as_of or datetime.now(UTC), "test"
     ).json_object()
 
 

@@ -119,7 +119,7 @@ def test_range_run_marks_only_selected_and_passing_sources(radar_env: dict[str, 
             return launch_collection(
                 defs,
                 instance,
-                Settings.from_env().paths,
+                Settings.from_env(),
                 "explicit",
                 ids,
                 datetime.now(UTC),
@@ -213,21 +213,29 @@ def test_skipped_and_ineligible_sources_stay_out_of_a_failed_runs_range(
     write_source(vault, "c-down", "http://127.0.0.1:9/feed.xml")
     write_fixture_source(vault, "d-fix", rss(item))
     write_source(vault, "e-down", "http://127.0.0.1:9/feed.xml")
-    paths = Settings.from_env().paths
+    settings = Settings.from_env()
     now = datetime.now(UTC)
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
-        first = launch_collection(defs, instance, paths, "all", (), now, "test").json_object()
+        first = launch_collection(defs, instance, settings, "all", (), now, "test").json_object()
         assert {s["id"]: s["outcome"] for s in first["sources"]} == {
             "a-fix": "passed",
             "c-down": "failed",
             "d-fix": "passed",
             "e-down": "failed",
         }
+        # Every run the command launched (the collection, the follow-up that re-states the
+        # failed Sources, the checks) got the settings the command read, as its `radar`
+        # resource's config: what the run's page shows is what it used.
+        launched = instance.get_runs()
+        assert len(launched) == 3
+        for run in launched:
+            config = run.run_config["resources"]["radar"]["config"]
+            assert (config["vault"], config["db"]) == (str(settings.vault), str(settings.db))
         # c-down and e-down are in backoff now: the second collection checks a-fix and d-fix
         # (two runs: b-pending and c-down lie between them) and reports the two in backoff as
         # skipped, without a partition, so they stay FAILED, not MATERIALIZED.
         later = now + timedelta(seconds=30)  # inside the least backoff (1 minute)
-        second = launch_collection(defs, instance, paths, "all", (), later, "test").json_object()
+        second = launch_collection(defs, instance, settings, "all", (), later, "test").json_object()
         outcomes = {s["id"]: s["outcome"] for s in second["sources"]}
         assert outcomes["c-down"] == outcomes["e-down"] == "skipped"
         assert outcomes["a-fix"] == outcomes["d-fix"] == "passed"
@@ -244,7 +252,7 @@ def test_skipped_and_ineligible_sources_stay_out_of_a_failed_runs_range(
             "d-fix": "MATERIALIZED",
             "e-down": "FAILED",
         }
-        last = evidence_snapshot(paths, later).json_object()["lastCollection"]
+        last = evidence_snapshot(settings.paths, later).json_object()["lastCollection"]
         assert last.get("collectionIds", [last["collectionId"]]) == second["dagsterRunIds"]
         assert {s["id"] for s in last["sources"]} == set(outcomes)
 
@@ -281,10 +289,10 @@ def test_the_partition_the_source_note_and_the_report_name_the_same_next_attempt
         "c-down": write_source(vault, "c-down", "http://127.0.0.1:9/feed.xml"),
         "m-down": write_source(vault, "m-down", "http://127.0.0.1:9/feed.xml", cadence="manual"),
     }
-    paths = Settings.from_env().paths
+    settings = Settings.from_env()
     now = datetime.now(UTC).replace(microsecond=0)
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
-        report = launch_collection(defs, instance, paths, "all", (), now, "test").json_object()
+        report = launch_collection(defs, instance, settings, "all", (), now, "test").json_object()
         assert {s["id"]: s["outcome"] for s in report["sources"]} == {
             "a-fix": "passed",
             "c-down": "failed",
@@ -307,7 +315,7 @@ def test_the_partition_the_source_note_and_the_report_name_the_same_next_attempt
                     meta = {k: getattr(v, "value", v) for k, v in record.metadata.items()}
                     events[record.partition] = (record.description, meta)
 
-        snapshot = evidence_snapshot(paths, now)
+        snapshot = evidence_snapshot(settings.paths, now)
         last = {s["id"]: s for s in snapshot.json_object()["lastCollection"]["sources"]}
         text = evidence_text(snapshot)
 

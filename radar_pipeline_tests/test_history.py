@@ -131,7 +131,8 @@ def test_a_simulated_fortnight_is_pruned_and_every_partition_shows_the_same(
 ) -> None:
     from radar_pipeline.definitions import defs
 
-    paths = Settings.from_env().paths
+    settings = Settings.from_env()
+    paths = settings.paths
     farm = Farm(feed_server, radar_env["vault"])
     for day in range(DAYS):
         farm.day = day
@@ -139,7 +140,7 @@ def test_a_simulated_fortnight_is_pruned_and_every_partition_shows_the_same(
             day, ("steady", "flaky")
         )
         launch_collection(
-            defs, instance, paths, "explicit", sources, T0 + timedelta(days=day), "test"
+            defs, instance, settings, "explicit", sources, T0 + timedelta(days=day), "test"
         )
     keys = ["steady", "early", "lost", "flaky"]
     before = _statuses(instance, keys)

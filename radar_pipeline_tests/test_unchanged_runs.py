@@ -209,17 +209,17 @@ def test_an_unchanged_collection_of_200_sources_writes_a_handful_of_events(
     ids = [f"u{n:03d}" for n in range(200)]
     for sid in ids:
         write_source(radar_env["vault"], sid, serve(feed_server, sid), cadence="manual")
-    paths = Settings.from_env().paths
+    settings = Settings.from_env()
     state = (radar_env["home"], radar_env["db"], radar_env["vault"])
     with dg.instance_for_test(temp_dir=str(radar_env["home"])) as instance:
-        cold = launch_collection(defs, instance, paths, "all", (), T0, "test")
+        cold = launch_collection(defs, instance, settings, "all", (), T0, "test")
         assert cold.totals.passed == 200
         cold_events = len(instance.all_logs(str(cold.dagster_run_id)))
         # The first re-run also grows the DuckDB file by its first blocks after the cold run
         # (1.3 MB here, once); what every later unchanged hour adds is the second's.
-        launch_collection(defs, instance, paths, "all", (), T0 + timedelta(hours=1), "t")
+        launch_collection(defs, instance, settings, "all", (), T0 + timedelta(hours=1), "t")
         before = tree_bytes(*state), tree_bytes(radar_env["home"])
-        again = launch_collection(defs, instance, paths, "all", (), T0 + timedelta(hours=2), "t")
+        again = launch_collection(defs, instance, settings, "all", (), T0 + timedelta(hours=2), "t")
         growth = tree_bytes(*state) - before[0]
         instance_growth = tree_bytes(radar_env["home"]) - before[1]
         assert {s.outcome for s in again.sources} == {"not-modified"}

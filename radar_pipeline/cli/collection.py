@@ -99,7 +99,7 @@ def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
     defs, instance = dagster_definitions(), dagster_instance(settings)
     with progress("fetch", "checking Sources"):
         report = launch_collection(
-            defs, instance, paths, mode, tuple(args.source), as_of, trigger="cli"
+            defs, instance, settings, mode, tuple(args.source), as_of, trigger="cli"
         )
     text = _collect_text(report)
     if views:

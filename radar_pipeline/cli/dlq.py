@@ -81,7 +81,7 @@ def cmd_dlq_replay(args: argparse.Namespace, settings: Settings) -> int:
     def run_check(source_id: str) -> CollectionReport:
         defs, instance = dagster_definitions(), dagster_instance(settings)
         return launch_collection(
-            defs, instance, paths, "explicit", (source_id,), now, trigger="dlq-replay"
+            defs, instance, settings, "explicit", (source_id,), now, trigger="dlq-replay"
         )
 
     done = replay(Store.of(paths), args.id, now, run_check)

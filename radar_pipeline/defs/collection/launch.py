@@ -9,12 +9,14 @@ so nothing here imports the module that assembles them.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 import dagster as dg
 
 from radar_pipeline.core.clock import format_utc
-from radar_pipeline.core.config import RadarPaths
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.contract.collection import CollectionReport, Counts
 from radar_pipeline.core.errors import CollectionError
 from radar_pipeline.core.plan.collection import (
@@ -31,8 +33,9 @@ from radar_pipeline.defs import tags as run_tags
 from radar_pipeline.defs.collection.config import COLLECT_JOB_NAME, collect_run_config
 from radar_pipeline.defs.collection.failures import run_failure_line
 from radar_pipeline.defs.collection.jobs import SIGNAL_CHECKS_JOB_NAME, checks_run_config
-from radar_pipeline.defs.collection.restate import RestateRun, restate_runs, restatement_of
+from radar_pipeline.defs.collection.restate import restate_runs, restatement_of
 from radar_pipeline.defs.partitions import sync_partitions
+from radar_pipeline.defs.resources import settings_run_config, with_resources
 
 # The runs' own log stays in the Dagster event log (the UI shows it, stack traces included); the
 # terminal gets the report, and a run that could not collect becomes one CollectionError line.
@@ -43,7 +46,7 @@ QUIET_LOGGERS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 def launch_collection(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
-    paths: RadarPaths,
+    settings: Settings,
     mode: Mode,
     source_ids: tuple[str, ...],
     as_of: datetime,
@@ -58,8 +61,11 @@ def launch_collection(
     does); those foreseen as skipped (in backoff, say) ride in its config to be reported. When
     Sources failed whose partitions did not read failed yet, a follow-up run per contiguous
     block of them plans and re-states them (restate.py), so their partitions read failed.
-    Returns the collection's report, recorded in DuckDB, also when the run failed because
-    Sources failed (their partitions are then failed)."""
+    Each run gets the command's `settings` as its `radar` resource's config (the Launchpad and
+    the run's page show them; the run reads no environment for them). Returns the
+    collection's report, recorded in DuckDB, also when the run failed because Sources failed
+    (their partitions are then failed)."""
+    paths = settings.paths
     snapshot = load_registry(paths.vault)
     valid = new_partition_order(snapshot)
     unknown = [s for s in source_ids if s not in valid]
@@ -76,18 +82,29 @@ def launch_collection(
     preview = preview_collection(spec, snapshot, states)
     launch = uuid.uuid4().hex
     sources = list(dict.fromkeys([*preview.checked, *preview.skipped]))
-    run = _collect(defs, instance, mode, sources, as_of, trigger, launch)
+    tags = {
+        run_tags.TRIGGER: trigger,
+        run_tags.MODE: mode,
+        run_tags.LAUNCH: launch,
+        run_tags.EVIDENCE_CHECKS: run_tags.EVIDENCE_CHECKS_BY_LAUNCHER,
+    }
+    # The run of `Collect_signals` that checks the collection's Sources, planning none of their
+    # partitions (the Sources are in its config).
+    config = collect_run_config(mode, sources, as_of, trigger, launch)
+    run = _execute(defs, instance, settings, COLLECT_JOB_NAME, config, tags)
     report = _recorded_report(store, run)
     last = run.run_id
     restatement = restatement_of(instance, run.run_id)
     for follow_up in restate_runs(run.run_id, run.dagster_run.tags, restatement, keys):
-        last = _restate(defs, instance, follow_up).run_id
+        # A follow-up run plans a block of newly failed Sources and fails naming them.
+        config, tags = follow_up.run_config, follow_up.tags
+        last = _execute(defs, instance, settings, COLLECT_JOB_NAME, config, tags).run_id
     return report.model_copy(
         update={
             "dagster_run_status": "SUCCESS" if run.success else "FAILURE",
             "dagster_run_id": run.run_id,
             "dagster_run_ids": (run.run_id,),
-            "evidence_checks": _run_evidence_checks(defs, instance, last, as_of),
+            "evidence_checks": _run_evidence_checks(defs, instance, settings, last, as_of),
         }
     )
 
@@ -106,51 +123,32 @@ def _recorded_report(store: Store, result: dg.ExecuteInProcessResult) -> Collect
     return report
 
 
-def _collect(
+def _execute(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
-    mode: Mode,
-    sources: list[str],
-    as_of: datetime,
-    trigger: str,
-    launch: str,
+    settings: Settings,
+    job_name: str,
+    run_config: Mapping[str, Any],
+    tags: Mapping[str, str],
 ) -> dg.ExecuteInProcessResult:
-    """The run of `Collect_signals` that checks the collection's Sources, planning none of
-    their partitions (the Sources are in its config)."""
-    tags = {
-        run_tags.TRIGGER: trigger,
-        run_tags.MODE: mode,
-        run_tags.LAUNCH: launch,
-        run_tags.EVIDENCE_CHECKS: run_tags.EVIDENCE_CHECKS_BY_LAUNCHER,
-    }
-    config = collect_run_config(mode, sources, as_of, trigger, launch)
-    return defs.resolve_job_def(COLLECT_JOB_NAME).execute_in_process(
-        run_config=config | QUIET_LOGGERS, instance=instance, tags=tags, raise_on_error=False
-    )
-
-
-def _restate(
-    defs: dg.Definitions, instance: dg.DagsterInstance, follow_up: RestateRun
-) -> dg.ExecuteInProcessResult:
-    """A follow-up run that plans a block of newly failed Sources and fails naming them."""
-    return defs.resolve_job_def(COLLECT_JOB_NAME).execute_in_process(
-        run_config=follow_up.run_config | QUIET_LOGGERS,
-        instance=instance,
-        tags=follow_up.tags,
-        raise_on_error=False,
+    """One run of the launch in this process, with the command's settings and a quiet console."""
+    config = with_resources(run_config, settings_run_config(settings)) | QUIET_LOGGERS
+    return defs.resolve_job_def(job_name).execute_in_process(
+        run_config=config, instance=instance, tags=tags, raise_on_error=False
     )
 
 
 def _run_evidence_checks(
-    defs: dg.Definitions, instance: dg.DagsterInstance, run_id: str, as_of: datetime
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    run_id: str,
+    as_of: datetime,
 ) -> dict[str, bool]:
     """The `signal_checks` run after a collection; each check's verdict by name."""
-    result = defs.resolve_job_def(SIGNAL_CHECKS_JOB_NAME).execute_in_process(
-        run_config=checks_run_config(format_utc(as_of)) | QUIET_LOGGERS,
-        instance=instance,
-        tags={run_tags.AFTER_RUN: run_id, run_tags.TRIGGER: "cli"},
-        raise_on_error=False,
-    )
+    config = checks_run_config(format_utc(as_of))
+    tags = {run_tags.AFTER_RUN: run_id, run_tags.TRIGGER: "cli"}
+    result = _execute(defs, instance, settings, SIGNAL_CHECKS_JOB_NAME, config, tags)
     return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
 
 
