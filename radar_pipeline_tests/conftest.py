@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
+from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.config import Settings
+from radar_pipeline.core.contract.collection import CollectionReport
+from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store, rows_as_dicts
 from radar_pipeline_tests.feedserver import FeedServer
 
@@ -123,6 +126,20 @@ def new_collection_id() -> str:
     """A fresh collection id for a test that runs the Collector itself (a Dagster run's id
     is its run id)."""
     return uuid.uuid4().hex
+
+
+def collect_stages(collector: Collector, spec: CollectionSpec) -> CollectionReport:
+    """One collection through the Collector's stages in one call, in this process: plan,
+    fetch, parse, dedupe, commit (the page pass included), then the locks released; what a
+    slice step does (core/collect/slices.check_slice), for tests of the stages without
+    Dagster."""
+    plan = collector.plan(spec)
+    try:
+        return collector.commit(
+            plan, collector.dedupe(collector.parse(plan, collector.fetch(plan)))
+        )
+    finally:
+        collector.locks.release_all(spec.collection_id)
 
 
 def env_store() -> Store:

@@ -35,7 +35,7 @@ from radar_pipeline.defs.collection.checks import (
     signal_evidence,
 )
 from radar_pipeline.defs.resources import ClockResource, CollectionResource, RadarResource
-from radar_pipeline_tests.conftest import CORPUS_REAL, new_collection_id
+from radar_pipeline_tests.conftest import CORPUS_REAL, collect_stages, new_collection_id
 from radar_pipeline_tests.faults.test_hostile_corpus import corpus_files, declared_headers
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, write_source
@@ -54,8 +54,8 @@ RESOURCES = {
 def collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, Any]:
     mode = "explicit" if sources else "all"
     with Collector(Settings.from_env()) as collector:
-        return collector.run(
-            CollectionSpec(new_collection_id(), mode, as_of, sources)
+        return collect_stages(
+            collector, CollectionSpec(new_collection_id(), mode, as_of, sources)
         ).json_object()
 
 

@@ -33,6 +33,7 @@ from radar_pipeline.core.store.feed_state import load_states
 from radar_pipeline.core.vault.signals import read_signal_frontmatter
 from radar_pipeline_tests.conftest import (
     assert_not_stored,
+    collect_stages,
     env_store,
     new_collection_id,
     store_dicts,
@@ -90,7 +91,7 @@ def collect(
     sources: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
-    return make_collector(env).run(spec).json_object()
+    return collect_stages(make_collector(env), spec).json_object()
 
 
 def health(vault: Path, source_id: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.vault.signals import PROVENANCE_FIELDS, read_signal_frontmatter
-from radar_pipeline_tests.conftest import CORPUS_REAL, new_collection_id
+from radar_pipeline_tests.conftest import CORPUS_REAL, collect_stages, new_collection_id
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
 
@@ -32,7 +32,7 @@ def collect(
 ) -> dict:
     collector = Collector(Settings.from_env())  # the vault and store of `env`
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
-    return collector.run(spec).json_object()
+    return collect_stages(collector, spec).json_object()
 
 
 def test_fixture_source_created_then_reused(radar_env: dict[str, Path]) -> None:

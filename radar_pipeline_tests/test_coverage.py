@@ -22,7 +22,12 @@ from radar_pipeline.core.config import Settings
 from radar_pipeline.core.identity.keys import identity_hash
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
-from radar_pipeline_tests.conftest import new_collection_id, store_rows, store_url_under_test
+from radar_pipeline_tests.conftest import (
+    collect_stages,
+    new_collection_id,
+    store_rows,
+    store_url_under_test,
+)
 from radar_pipeline_tests.feedserver import FeedServer, RequestHandler
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
 
@@ -37,8 +42,8 @@ BODY = (
 def collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, Any]:
     mode = "explicit" if sources else "all"
     with Collector(Settings.from_env()) as collector:
-        return collector.run(
-            CollectionSpec(new_collection_id(), mode, as_of, sources)
+        return collect_stages(
+            collector, CollectionSpec(new_collection_id(), mode, as_of, sources)
         ).json_object()
 
 

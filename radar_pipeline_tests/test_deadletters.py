@@ -24,7 +24,7 @@ from radar_pipeline.core.store.dead_letters import (
     list_dead_letters,
     replay,
 )
-from radar_pipeline_tests.conftest import new_collection_id
+from radar_pipeline_tests.conftest import collect_stages, new_collection_id
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.test_cli import radar
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
@@ -39,7 +39,9 @@ def run_check(env: dict[str, Path], now: datetime) -> Any:
     collector = Collector(Settings.from_env())
 
     def check(source_id: str) -> dict[str, Any]:
-        return collector.run(CollectionSpec(new_collection_id(), "explicit", now, (source_id,)))
+        return collect_stages(
+            collector, CollectionSpec(new_collection_id(), "explicit", now, (source_id,))
+        )
 
     return check
 
@@ -47,11 +49,8 @@ def run_check(env: dict[str, Path], now: datetime) -> Any:
 def failing_collection(env: dict[str, Path], server: FeedServer) -> dict[str, Any]:
     write_source(env["vault"], "flaky", server.add("/flaky", b"oops", 500, BROKEN))
     write_source(env["vault"], "moved", server.add("/moved", b"no", 404, BROKEN))
-    return (
-        Collector(Settings.from_env())
-        .run(CollectionSpec(new_collection_id(), "all", AS_OF))
-        .json_object()
-    )
+    spec = CollectionSpec(new_collection_id(), "all", AS_OF)
+    return collect_stages(Collector(Settings.from_env()), spec).json_object()
 
 
 def letter_for(store: Store, source_id: str) -> str:
@@ -123,7 +122,9 @@ def test_replay_that_cannot_run_leaves_the_letter_open(
         feed_server.add("/p", b"oops", 500, BROKEN),
         minIntervalSeconds=3600,
     )
-    Collector(Settings.from_env()).run(CollectionSpec(new_collection_id(), "all", AS_OF))
+    collect_stages(
+        Collector(Settings.from_env()), CollectionSpec(new_collection_id(), "all", AS_OF)
+    )
     store = Store.of(Settings.from_env().paths)
     letter_id = letter_for(store, "polite")
     later = AS_OF + timedelta(minutes=5)

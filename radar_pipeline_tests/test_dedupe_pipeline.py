@@ -25,7 +25,13 @@ from radar_pipeline.core.identity.keys import hamming64, simhash64
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.vault import index
 from radar_pipeline.core.vault.signals import link_target, read_signal_frontmatter
-from radar_pipeline_tests.conftest import CORPUS_REAL, env_store, new_collection_id, store_rows
+from radar_pipeline_tests.conftest import (
+    CORPUS_REAL,
+    collect_stages,
+    env_store,
+    new_collection_id,
+    store_rows,
+)
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
 
@@ -38,7 +44,9 @@ LATER = AS_OF + timedelta(minutes=10)
 
 def collect(env: dict[str, Path], as_of: datetime = AS_OF) -> dict[str, Any]:
     collector = Collector(Settings.from_env())
-    return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).json_object()
+    return collect_stages(
+        collector, CollectionSpec(new_collection_id(), "all", as_of, ())
+    ).json_object()
 
 
 def snapshot(vault: Path) -> dict[str, bytes]:

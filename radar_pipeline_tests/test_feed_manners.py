@@ -24,6 +24,7 @@ from radar_pipeline.core.acquire.fetch import (
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.models import FetchRequest, FetchResult
 from radar_pipeline.core.vault.health import GONE_REASON, manners_fields
+from radar_pipeline_tests.conftest import collect_stages
 from radar_pipeline_tests.evidencekit import radar_process
 from radar_pipeline_tests.feedserver import FeedServer, redirect_to
 from radar_pipeline_tests.vaultkit import rss, write_source
@@ -144,7 +145,7 @@ def _collect(env: dict[str, Path], as_of: datetime, *sources: str) -> dict[str, 
     mode = "explicit" if sources else "all"
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
     with Collector(Settings.from_env()) as collector:
-        return collector.run(spec).json_object()
+        return collect_stages(collector, spec).json_object()
 
 
 def _health(source_file: Path) -> dict[str, Any]:

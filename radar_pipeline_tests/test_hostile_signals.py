@@ -15,7 +15,7 @@ from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.vault.signals import SIGNAL_ID_RE, read_signal_frontmatter
-from radar_pipeline_tests.conftest import new_collection_id
+from radar_pipeline_tests.conftest import collect_stages, new_collection_id
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import signal_files, write_source
 
@@ -126,7 +126,9 @@ def test_hostile_items_become_inert_signals_at_their_normal_paths(
     before = tree(vault)
 
     collector = Collector(Settings.from_env())
-    report = collector.run(CollectionSpec(new_collection_id(), "all", AS_OF, ())).json_object()
+    report = collect_stages(
+        collector, CollectionSpec(new_collection_id(), "all", AS_OF, ())
+    ).json_object()
     assert report["sources"][0]["outcome"] == "passed", report
     assert (report["created"], report["rejected"]) == (len(HOSTILE), 0)
 
@@ -174,6 +176,8 @@ def test_hostile_items_become_inert_signals_at_their_normal_paths(
     fence_body = by_link["https://example.com/fence"].read_text(encoding="utf-8")
     assert "dataviewjs" in fence_body and "&#96;&#96;&#96;dataviewjs" in fence_body
 
-    again = collector.run(CollectionSpec(new_collection_id(), "all", AS_OF, ())).json_object()
+    again = collect_stages(
+        collector, CollectionSpec(new_collection_id(), "all", AS_OF, ())
+    ).json_object()
     assert (again["created"], again["rejected"]) == (0, 0)
     assert tree(vault).keys() == after.keys()

@@ -20,7 +20,7 @@ from radar_pipeline.core.frontmatter import split_frontmatter
 from radar_pipeline.core.parse.spec import HtmlSpec, JsonSpec
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.registry.sources import load_registry
-from radar_pipeline_tests.conftest import CORPUS, new_collection_id, store_rows
+from radar_pipeline_tests.conftest import CORPUS, collect_stages, new_collection_id, store_rows
 from radar_pipeline_tests.evidencekit import radar_json
 from radar_pipeline_tests.feedserver import FeedServer, conditional
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_source
@@ -66,7 +66,9 @@ def regenerated(body: bytes) -> bytes:
 
 def collect(env: dict[str, Path], as_of: datetime = T) -> dict[str, Any]:
     with Collector(Settings.from_env()) as collector:
-        return collector.run(CollectionSpec(new_collection_id(), "all", as_of, ())).json_object()
+        return collect_stages(
+            collector, CollectionSpec(new_collection_id(), "all", as_of, ())
+        ).json_object()
 
 
 def source(report: dict[str, Any], source_id: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from radar_pipeline.core.acquire.pacing import (
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.errors import ConfigError
 from radar_pipeline.core.models import FetchRequest, FetchResult
+from radar_pipeline_tests.conftest import collect_stages
 from radar_pipeline_tests.feedserver import FeedServer, RequestHandler, conditional
 from radar_pipeline_tests.vaultkit import rss, write_source
 
@@ -313,7 +314,7 @@ def test_sources_a_host_deferred_are_reported_skipped_with_the_reason_and_collec
     def collect(as_of: datetime) -> dict[str, tuple[str, str | None]]:
         spec = CollectionSpec(new_collection_id(), "all", as_of)
         with Collector(Settings.from_env()) as collector:
-            report = collector.run(spec).json_object()
+            report = collect_stages(collector, spec).json_object()
         return {s["id"]: (s["outcome"], s["error"]) for s in report["sources"]}
 
     first = collect(NOW)

@@ -23,6 +23,7 @@ from radar_pipeline.core.vault.cleanup import CleanupResult, close_temporary_con
 from radar_pipeline_tests.conftest import (
     CORPUS,
     assert_not_stored,
+    collect_stages,
     env_store,
     new_collection_id,
     store_rows,
@@ -79,7 +80,7 @@ def _collect(
     collector = Collector(Settings.from_env(), page_settings=FAST)
     spec = CollectionSpec(new_collection_id(), mode, as_of, sources)  # type: ignore[arg-type]
     with collector:
-        return collector.run(spec).json_object()
+        return collect_stages(collector, spec).json_object()
 
 
 def _source(report: dict[str, Any], source_id: str = "pages") -> dict[str, Any]:
@@ -275,7 +276,7 @@ def test_per_host_interval_spaces_requests(
     write_source(radar_env["vault"], "pages", url, fullText="page-extraction")
     collector = Collector(Settings.from_env(), page_settings=PageSettings(0.3))
     with collector:
-        collector.run(CollectionSpec(new_collection_id(), "all", AS_OF))
+        collect_stages(collector, CollectionSpec(new_collection_id(), "all", AS_OF))
 
     times = [r.at for r in feed_server.requests if r.path.startswith(("/articles/", "/robots.txt"))]
     assert len(times) == 4  # robots.txt and three pages, one host

@@ -57,7 +57,12 @@ from radar_pipeline.core.vault.facts import (
 )
 from radar_pipeline.core.vault.health import HealthUpdate, write_health
 from radar_pipeline.core.vault.signals import SignalDocument
-from radar_pipeline_tests.conftest import CORPUS_REAL, env_store, store_url_under_test
+from radar_pipeline_tests.conftest import (
+    CORPUS_REAL,
+    collect_stages,
+    env_store,
+    store_url_under_test,
+)
 from radar_pipeline_tests.feedserver import FeedServer, conditional
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
 
@@ -730,7 +735,9 @@ def test_parse_workers_start_only_for_bodies_to_parse(
         caplog.clear()
         workers_log = caplog.at_level(logging.DEBUG, logger="radar_pipeline.core.collect.workers")
         with workers_log, Collector(Settings.from_env(), parse_workers=2) as collector:
-            report = collector.run(CollectionSpec(str(uuid.uuid4()), "all", as_of)).json_object()
+            report = collect_stages(
+                collector, CollectionSpec(str(uuid.uuid4()), "all", as_of)
+            ).json_object()
         starts = sum("parse workers started" in r.getMessage() for r in caplog.records)
         return starts, dict(Counter(s["outcome"] for s in report["sources"]))
 

@@ -26,6 +26,7 @@ from radar_pipeline.core.store.dialect import arg_max, arg_min
 from radar_pipeline.core.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from radar_pipeline.core.store.postgres import connect, redacted
 from radar_pipeline_tests.conftest import (
+    collect_stages,
     empty_postgres_store,
     refused_store_url,
     store_url_under_test,
@@ -160,7 +161,7 @@ def _broken_vault_state(paths: RadarPaths, server: FeedServer) -> None:
         Settings.from_env(), vault=paths.vault, db=paths.db, store_url=paths.store_url
     )
     with Collector(settings) as collector:
-        report = collector.run(spec).json_object()
+        report = collect_stages(collector, spec).json_object()
     assert (report["created"], report["failed"]) == (5, 1), report
     first, second, third, fourth = signal_files(vault)[:4]
     shutil.copyfile(first, first.with_name(f"{first.stem} 1.md"))

@@ -32,7 +32,7 @@ from radar_pipeline.defs.collection.checks import SIGNAL_CHECK_SPECS
 from radar_pipeline.defs.collection.jobs import SIGNAL_AUDIT_JOB_NAME, SIGNAL_CHECKS_JOB_NAME
 from radar_pipeline.defs.collection.launch import launch_collection
 from radar_pipeline.defs.collection.schedules import SIGNAL_AUDIT_CRON, signal_audit_schedule
-from radar_pipeline_tests.conftest import env_store, new_collection_id
+from radar_pipeline_tests.conftest import collect_stages, env_store, new_collection_id
 from radar_pipeline_tests.evidencekit import content_rss
 from radar_pipeline_tests.vaultkit import signal_files, write_fixture_source
 
@@ -74,7 +74,7 @@ def collect_core(env: dict[str, Path], as_of: datetime = AS_OF) -> tuple[dict[st
     try:
         with Collector(Settings.from_env()) as collector:
             spec = CollectionSpec(new_collection_id(), "all", as_of, ())
-            report = collector.run(spec).json_object()
+            report = collect_stages(collector, spec).json_object()
     finally:
         logger.removeHandler(scans)
         logger.setLevel(level)

@@ -24,7 +24,7 @@ from radar_pipeline.core.errors import FETCH_ERROR_CLASSES
 from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.vault.signals import read_signal_frontmatter
-from radar_pipeline_tests.conftest import CORPUS_FEEDPARSER, new_collection_id
+from radar_pipeline_tests.conftest import CORPUS_FEEDPARSER, collect_stages, new_collection_id
 from radar_pipeline_tests.faults.farm import FULL, db_rows, record_figures, seeded
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import write_source
@@ -111,8 +111,8 @@ def test_hostile_corpus_over_http(
             n = int(sid[3:])
             write_source(vault, sid, feed_server.url(f"/fp/{n:04d}/{files[n].name}"))
         spec = CollectionSpec(new_collection_id(), "explicit", datetime.now(UTC), tuple(batch))
-        report = collector.run(
-            spec
+        report = collect_stages(
+            collector, spec
         ).json_object()  # a crash here is the failure this test exists for
         rows = db_rows(
             radar_env["db"],

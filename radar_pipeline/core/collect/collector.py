@@ -2,8 +2,8 @@
 pages (page extraction for the Sources whose policy allows it, before their locks go).
 
 Each stage is a method; a Dagster run's slice step calls them in turn for its slice of Sources
-(core/collect/slices.py; whoever launched the run: the CLI, the schedule, a backfill, the UI),
-and `run` calls them all for plain tests. A Collector belongs to one collection, or one slice
+(core/collect/slices.py; whoever launched the run: the CLI, the schedule, a backfill, the UI).
+A Collector belongs to one collection, or one slice
 of it: it holds those Source locks and parse workers, and `close` releases both (it is a
 context manager), before the step that opened it ends.
 
@@ -340,15 +340,6 @@ class Collector:
             page_stage.page_sources(deduped),
             report,
         )
-
-    def run(self, spec: CollectionSpec) -> CollectionReport:
-        """All stages in one call (the same code the Dagster ops run, for plain tests)."""
-        plan = self.plan(spec)
-        try:
-            results = self.parse(plan, self.fetch(plan))
-            return self.commit(plan, self.dedupe(results))
-        finally:
-            self.locks.release_all(spec.collection_id)
 
     # ---- helpers ---------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ import json
 from datetime import datetime
 
 from radar_pipeline.core.contract.collection import CollectionReport, SourceReport
+from radar_pipeline.core.contract.outcomes import ItemOutcome
 from radar_pipeline.core.store.connection import Connection, Store, unnested
 
 
@@ -94,9 +95,16 @@ def merge_collection(
     return merged
 
 
-# The eight totals a collection's row carries as columns, in the table's order (the same names
-# as the report's `totals`).
-_TOTALS = ("passed", "failed", "skipped", "created", "reused", "updated", "duplicates", "rejected")
+# The eight totals a collection's row carries as columns, in the table's order: the Sources by
+# outcome and the items the columns count (the same names as the report's `totals`).
+_COUNTED_ITEMS = (
+    ItemOutcome.CREATED,
+    ItemOutcome.REUSED,
+    ItemOutcome.UPDATED,
+    ItemOutcome.DUPLICATES,
+    ItemOutcome.REJECTED,
+)
+_TOTALS = ("passed", "failed", "skipped", *(outcome.field for outcome in _COUNTED_ITEMS))
 
 
 def _totals(report: CollectionReport) -> list[int]:
