@@ -1,10 +1,12 @@
 """What a Signal says is what the bytes said (docs/architecture.md, "Faithful to the bytes").
 
 One minimal feed per case (radar_pipeline_tests/corpus/bytes/), served by the loopback server
-from a deep directory and collected by a real `radar collect` process. Each case is run twice:
-on a fresh vault (what the Signal says now), and on a vault collected first by the code before
-this rule (the commit `OLD_CODE`, taken from git and run in its own process on the same
-server), to prove that the new code creates no Signal for an item that vault already holds.
+from a deep directory and collected by the Collector's stages in this process (the path every
+collection step runs; what a `radar collect` adds around it is tested elsewhere). Each case is
+run twice: on a fresh vault (what the Signal says now), and on a vault collected first by the
+code before this rule (the commit `OLD_CODE`, taken from git and run as a real `radar collect`
+process on the same server), to prove that the new code creates no Signal for an item that
+vault already holds.
 """
 
 from __future__ import annotations
@@ -24,9 +26,18 @@ from typing import Any
 import pytest
 
 from radar_pipeline.core.clock import format_utc, parse_utc
+from radar_pipeline.core.collect.collector import Collector
+from radar_pipeline.core.config import Settings
 from radar_pipeline.core.identity.keys import distinguishing_fragment
+from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.vault.signals import read_signal_frontmatter
-from radar_pipeline_tests.conftest import CORPUS, REPO_ROOT, store_rows
+from radar_pipeline_tests.conftest import (
+    CORPUS,
+    REPO_ROOT,
+    collect_stages,
+    new_collection_id,
+    store_rows,
+)
 from radar_pipeline_tests.feedserver import FeedServer
 from radar_pipeline_tests.vaultkit import signal_files, write_source
 
@@ -96,11 +107,18 @@ def radar(
 def collect(
     env: dict[str, Path], name: str, code: Path | None = None, hours_later: int = 0
 ) -> dict[str, Any]:
-    """One explicit check of Source `name`, `hours_later` after its case's clock."""
-    as_of = format_utc(parse_utc(CASES[name].as_of) + timedelta(hours=hours_later))
-    proc = radar(env, "collect", "--source", name, "--as-of", as_of, "--json", code=code)
-    assert proc.returncode in (0, 2), proc.stdout + proc.stderr
-    report: dict[str, Any] = json.loads(proc.stdout)
+    """One explicit check of Source `name`, `hours_later` after its case's clock: by this
+    code's stages in this process, or by `radar collect` of the source tree `code`."""
+    as_of = parse_utc(CASES[name].as_of) + timedelta(hours=hours_later)
+    if code is None:
+        spec = CollectionSpec(new_collection_id(), "explicit", as_of, (name,))
+        with Collector(Settings.from_env()) as collector:
+            report = collect_stages(collector, spec).json_object()
+    else:
+        args = ("collect", "--source", name, "--as-of", format_utc(as_of), "--json")
+        proc = radar(env, *args, code=code)
+        assert proc.returncode in (0, 2), proc.stdout + proc.stderr
+        report = json.loads(proc.stdout)
     [source] = report["sources"]
     return source  # type: ignore[no-any-return]
 
