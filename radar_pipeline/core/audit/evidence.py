@@ -171,9 +171,9 @@ def evidence_text(report: EvidenceSnapshot) -> str:
         # The same time as the partition's line and the Source note's `nextAttemptAt`.
         for src in report.last_collection.sources:
             if src.outcome == "failed":
-                when = src.next_attempt_at or "when run by hand"
                 lines.append(
-                    f"failed Source {src.id}: {src.error or 'failed'}; next attempt {when}"
+                    f"failed Source {src.id}: {src.error or 'failed'}; "
+                    f"next attempt {src.next_attempt_words()}"
                 )
     close = tmp.last_close
     lines.append(
