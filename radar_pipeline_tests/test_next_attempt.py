@@ -88,6 +88,9 @@ def test_after_a_scheduled_run_failed_as_a_whole_the_next_attempt_is_its_next_sl
     the schedule asks for it again when its next slot starts, not before. Its note's
     `nextAttemptAt` says that time (before: the old backoff's end, in the past), and the
     schedule asks for it exactly then."""
+    from radar_pipeline.core.audit.evidence import evidence_snapshot, evidence_text
+    from radar_pipeline.core.config import Settings
+
     vault = radar_env["vault"]
     sid = "w-full"
     write_feed_source(vault, feed_server, sid, status=503, cadence="PT6H")
@@ -114,9 +117,15 @@ def test_after_a_scheduled_run_failed_as_a_whole_the_next_attempt_is_its_next_sl
     assert error_state != before[2] and attempt.astimezone(UTC) == retry_at
     assert note_key(vault, sid, "errorState") == error_state
 
-    # Its slot is spent: the next attempt is its next slot's start, in its note.
+    # Its slot is spent: the next attempt is its next slot's start, in its note and in
+    # `radar report` (whose last collection is the one before: the failed run recorded none).
     next_slot = wave_slot(instance, sid, retry_at) + SIX_HOURS
     assert str(note_key(vault, sid)) == format_utc(next_slot)
+    snapshot = evidence_snapshot(Settings.from_env().paths, retry_at)
+    [entry] = snapshot.json_object()["lastCollection"]["sources"]
+    assert entry["nextAttemptAt"] == format_utc(next_slot)
+    assert f"failed Source {sid}: " in (text := evidence_text(snapshot))
+    assert f"; next attempt {format_utc(next_slot)}" in text
     # And that is when the schedule asks for it (the vault repaired): not a tick before.
     repair_signals_folder(folder)
     for not_yet in (retry_at + timedelta(minutes=1), next_slot - timedelta(seconds=1)):
@@ -134,7 +143,9 @@ def test_after_a_run_by_hand_failed_as_a_whole_the_schedule_tries_the_source_at_
 ) -> None:
     """A run the schedule did not launch covers no slot: after it failed as a whole, a Source
     whose backoff ended long ago (the daemon was down) is due at the schedule's next tick.
-    Its note says so (its collection's clock), not the old backoff's end in the past."""
+    Its note and `radar report` say so (its collection's clock), not the old backoff's end in
+    the past."""
+    from radar_pipeline.core.audit.evidence import evidence_snapshot
     from radar_pipeline.core.config import Settings
     from radar_pipeline.definitions import defs
     from radar_pipeline.defs.collection.launch import launch_collection
@@ -154,6 +165,8 @@ def test_after_a_run_by_hand_failed_as_a_whole_the_schedule_tries_the_source_at_
     with pytest.raises(CollectionError):
         launch_collection(defs, instance, settings, "due", (), later, "cli")
     assert str(note_key(vault, sid)) == format_utc(later)
+    [entry] = evidence_snapshot(settings.paths, later).json_object()["lastCollection"]["sources"]
+    assert entry["nextAttemptAt"] == format_utc(later)
     repair_signals_folder(folder)
     monkeypatch.setenv("RADAR_AS_OF", format_utc(later + timedelta(minutes=1)))
     assert [block_of(r) for r in due_tick(instance)] == [[sid]]
