@@ -29,7 +29,7 @@ from radar_pipeline.core.contract.evidence import (
 )
 from radar_pipeline.core.errors import CleanupRefused
 from radar_pipeline.core.plan.schedule import RECOVERY_CAP
-from radar_pipeline.core.registry.sources import load_registry
+from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
 from radar_pipeline.core.store.closes import last_close
 from radar_pipeline.core.store.collections import last_launch_reports
 from radar_pipeline.core.store.connection import Connection, Store
@@ -56,7 +56,7 @@ def evidence_snapshot(paths: RadarPaths, now: datetime) -> EvidenceSnapshot:
     production = {r.source.id for r in eligible if r.source.scope == "production"}
     overdue = overdue_sources(snapshot, states, now)
     launch = last_launch_reports(store)
-    last = CollectionReport.merge(launch) if launch else None
+    last = _next_attempts_now(CollectionReport.merge(launch), snapshot, states) if launch else None
     temporary = list_temporary(paths.vault)
     try:
         retained, retained_bytes = temporary_inventory(paths.vault)
@@ -112,6 +112,31 @@ def evidence_snapshot(paths: RadarPaths, now: datetime) -> EvidenceSnapshot:
         ),
         checks={CHECK_NAMES[name]: audits[name].verdict() for name in AUDIT_NAMES},
     )
+
+
+def _next_attempts_now(
+    last: CollectionReport, snapshot: RegistrySnapshot, states: dict[str, FeedState]
+) -> CollectionReport:
+    """`last` with the `nextAttemptAt` of each of its cadence Sources attempted since (a
+    collection that failed as a whole records the attempt and the Source note's next attempt,
+    core/collect/run_failure.py, but no report) as that note names it: the time the schedule
+    tries the Source now, not the one `last` named, which may be past."""
+    as_of = parse_utc(last.as_of)
+    notes = {r.source.id: r.source for r in snapshot.sources}
+    sources = []
+    for src in last.sources:
+        state, note = states.get(src.id), notes.get(src.id)
+        attempted = state.last_attempt_at if state is not None else None
+        if (
+            src.next_attempt_at is not None
+            and attempted is not None
+            and attempted > as_of
+            and note is not None
+            and note.next_attempt_at is not None
+        ):
+            src = src.model_copy(update={"next_attempt_at": format_utc(note.next_attempt_at)})
+        sources.append(src)
+    return last.model_copy(update={"sources": tuple(sources)})
 
 
 def _source_files(paths: RadarPaths) -> int:
@@ -171,9 +196,9 @@ def evidence_text(report: EvidenceSnapshot) -> str:
         # The same time as the partition's line and the Source note's `nextAttemptAt`.
         for src in report.last_collection.sources:
             if src.outcome == "failed":
-                when = src.next_attempt_at or "when run by hand"
                 lines.append(
-                    f"failed Source {src.id}: {src.error or 'failed'}; next attempt {when}"
+                    f"failed Source {src.id}: {src.error or 'failed'}; "
+                    f"next attempt {src.next_attempt_words()}"
                 )
     close = tmp.last_close
     lines.append(

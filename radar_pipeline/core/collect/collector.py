@@ -363,7 +363,7 @@ class Collector:
                 for c in self.planned.source_plans
                 if c.record is not None and c.skip_reason is None
             ]
-            return run_failure_of(self.planned.spec, checked, why)
+            return run_failure_of(self.planned.spec, checked, why, self.store)
         if spec is None or not spec.source_ids:
             return None
         try:
@@ -372,7 +372,8 @@ class Collector:
             log.warning("run failure of %s: the registry cannot be read", spec.collection_id)
             return None
         wanted = set(spec.source_ids)
-        return run_failure_of(spec, [r for r in snapshot.sources if r.source.id in wanted], why)
+        named = [r for r in snapshot.sources if r.source.id in wanted]
+        return run_failure_of(spec, named, why, self.store, snapshot)
 
     @staticmethod
     def _accounts(

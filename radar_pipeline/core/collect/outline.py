@@ -96,7 +96,8 @@ def outline_collection(
         wanted = set(spec.source_ids)
         named = [r for r in snapshot.sources if r.source.id in wanted]
         if named:
-            record_run_failure(store, settings.paths, run_failure_of(spec, named, explain(exc)))
+            failure = run_failure_of(spec, named, explain(exc), store, snapshot)
+            record_run_failure(store, settings.paths, failure)
         raise
     order = preview.concerned
     slices = tuple(order[i : i + size] for i in range(0, len(order), size))

@@ -12,7 +12,12 @@ from radar_pipeline.core.collect.results import DedupedCheck
 from radar_pipeline.core.contract.collection import CollectionReport, Counts, Scopes, SourceReport
 from radar_pipeline.core.contract.outcomes import Decision, SourceOutcome
 from radar_pipeline.core.models import FetchResult
-from radar_pipeline.core.plan.collection import CollectionPlan, SourcePlan, next_attempts
+from radar_pipeline.core.plan.collection import (
+    CollectionPlan,
+    NextAttempt,
+    SourcePlan,
+    next_attempts,
+)
 from radar_pipeline.core.registry.sources import SCOPES
 from radar_pipeline.core.store.feed_state import FeedState
 from radar_pipeline.core.store.fetch_attempts import validators_changed
@@ -28,7 +33,8 @@ def build_report(
     """The contract's `radar collect --json` report, plus scopes and per-Source extras
     (`states`: the feed state after this collection's commit, for the backoff figures;
     `accounts`: each check's outcome counts, collect/accounting.py). With `states`, each
-    cadence-driven Source's entry names when the schedule checks it next (`next_attempts`)."""
+    Source's entry names when the schedule checks it next (`next_attempts`; a `manual` Source
+    none, and the end of a wait that holds back a run by hand)."""
     after = states or {}
     accounts = accounts if accounts is not None else [CheckAccount() for _ in deduped]
     attempts = next_attempts(plan, after) if states is not None else {}
@@ -66,7 +72,7 @@ def _source_report(
     write: SourceWrite,
     acc: CheckAccount,
     state: FeedState | None = None,
-    next_attempt_at: datetime | None = None,
+    next_attempt: NextAttempt | None = None,
 ) -> SourceReport:
     res, planned = item.result, item.result.plan
     outcome: SourceOutcome
@@ -111,8 +117,13 @@ def _source_report(
         items_new=sum(1 for d in item.decisions if d.decision == Decision.NEW),
         consecutive_failures=state.consecutive_failures if state else 0,
         backoff_until=format_utc(state.backoff_until) if state and state.backoff_until else None,
-        next_attempt_at=format_utc(next_attempt_at) if next_attempt_at else None,
+        next_attempt_at=_utc(next_attempt.at if next_attempt else None),
+        not_before=_utc(next_attempt.not_before if next_attempt else None),
     )
+
+
+def _utc(moment: datetime | None) -> str | None:
+    return format_utc(moment) if moment else None
 
 
 def _report_validators_changed(planned: SourcePlan, fetch: FetchResult | None) -> bool | None:

@@ -2,6 +2,13 @@
 written), recorded on each Source it was checking: the attempt and the failure's class in the
 Source's feed state and health keys, the line a person reads in a dead letter.
 
+Backoff and failure count stay as they were (the publisher did nothing wrong), so the Source is
+due as before; but a run of the collection schedule that failed so still covered its slot, and
+the schedule asks for it again only when its next slot starts. Each Source file's
+`nextAttemptAt` names that time (core/plan/collection.py, `next_attempts_of`: the rule behind
+every check's), read on the store's feed states; a failure of the store itself leaves the key
+as it was (the schedule cannot read the store either until it is repaired).
+
 The failure is recorded where it can be: the store (feed state and dead letter, one
 transaction) and each Source file (its health keys). Whatever could not be written is kept as
 a journal (`.radar/run-failures/<collection>.json`, in the vault or else beside the DuckDB
@@ -17,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -25,12 +32,12 @@ from radar_pipeline.core import files
 from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.errors import Explanation
-from radar_pipeline.core.plan.collection import CollectionSpec
-from radar_pipeline.core.registry.sources import SourceRecord
+from radar_pipeline.core.plan.collection import CollectionSpec, next_attempts_of, placement_of
+from radar_pipeline.core.registry.sources import RegistrySnapshot, SourceRecord
 from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.dead_letters import insert_run_failures
 from radar_pipeline.core.store.feed_state import FeedState, load_states, save_states
-from radar_pipeline.core.vault.health import HealthUpdate, write_health
+from radar_pipeline.core.vault.health import NEXT_ATTEMPT_KEY, HealthUpdate, write_health
 
 log = logging.getLogger(__name__)
 
@@ -48,16 +55,43 @@ class RunFailure:
     error_class: str  # explain()'s class: disk-full, read-only, store-unreadable, ...
     line: str  # explain()'s line: the root cause and what to do
     sources: tuple[tuple[str, str, str], ...]  # (Source id, file path, vault path)
+    # Source id -> when the schedule next tries it (ISO-8601 UTC; "" for a `manual` Source:
+    # when run by hand), its `nextAttemptAt`; a Source absent keeps the key it has.
+    next_attempts: dict[str, str] = field(default_factory=dict)
 
 
 def run_failure_of(
-    spec: CollectionSpec, records: Sequence[SourceRecord], why: Explanation
+    spec: CollectionSpec,
+    records: Sequence[SourceRecord],
+    why: Explanation,
+    store: Store | None = None,
+    snapshot: RegistrySnapshot | None = None,
 ) -> RunFailure:
-    """The failure of `spec`'s collection, for each Source of `records` it was checking."""
+    """The failure of `spec`'s collection, for each Source of `records` it was checking, with
+    when the schedule next tries each (read on `store`'s feed states, on the due grids of
+    `spec`, else placed on `snapshot`, the registry). Without a readable store, none."""
     checked = tuple((r.source.id, str(r.path), r.record_path) for r in records)
+    states = _readable_states(store, why) if store is not None else None
+    attempts: dict[str, str] = {}
+    if states is not None:
+        placement = placement_of(spec, snapshot or RegistrySnapshot(tuple(records), ()))
+        for sid, attempt in next_attempts_of(records, states, spec, placement).items():
+            attempts[sid] = format_utc(attempt.at) if attempt.at else ""
     return RunFailure(
-        spec.collection_id, format_utc(spec.as_of), why.error_class, why.line, checked
+        spec.collection_id, format_utc(spec.as_of), why.error_class, why.line, checked, attempts
     )
+
+
+def _readable_states(store: Store, why: Explanation) -> dict[str, FeedState] | None:
+    """The store's feed states, or None when the store is what failed (not read again: a held
+    one would cost another wait) or cannot be read now."""
+    if why.error_class in STORE_UNUSABLE:
+        return None
+    try:
+        return store.atomically(load_states)
+    except Exception as exc:  # the store failed too: the keys stay as they are
+        log.info("feed states unreadable after a run failure: %s", exc)
+        return None
 
 
 def record_run_failure(store: Store, paths: RadarPaths, failure: RunFailure) -> bool:
@@ -117,15 +151,23 @@ def _failed(state: FeedState, at: datetime, failure: RunFailure) -> FeedState:
 
 
 def _record_in_files(failure: RunFailure) -> bool:
-    fields: dict[str, str | int | None] = {
-        "lastAttemptAt": failure.as_of,
-        "errorState": failure.error_class,
-    }
-    updates = [HealthUpdate(i, Path(p), rp, fields) for i, p, rp in failure.sources]
+    updates = [
+        HealthUpdate(i, Path(p), rp, _health_fields(failure, i)) for i, p, rp in failure.sources
+    ]
     missed = write_health(updates)
     for miss in missed:  # the journal keeps it; the run's own line says why
         log.info("run failure not written to %s: %s", miss.record_path, miss.error)
     return not missed
+
+
+def _health_fields(failure: RunFailure, source_id: str) -> dict[str, str | int | None]:
+    fields: dict[str, str | int | None] = {
+        "lastAttemptAt": failure.as_of,
+        "errorState": failure.error_class,
+    }
+    if source_id in failure.next_attempts:
+        fields[NEXT_ATTEMPT_KEY] = failure.next_attempts[source_id] or None
+    return fields
 
 
 def _journal_dirs(paths: RadarPaths) -> list[Path]:

@@ -84,7 +84,7 @@ class SourceReport(ItemCounts, SortedContractModel):
     consecutive_failures: int = 0
     backoff_until: str | None = None  # ISO-8601 UTC, as printed
     # The same time as the partition's line and the Source note's `nextAttemptAt`
-    # (core/plan/collection.py, `next_attempts`).
+    # (core/plan/collection.py, `next_attempts_of`).
     next_attempt_at: str | None = Field(
         default=None,
         description=(
@@ -93,6 +93,30 @@ class SourceReport(ItemCounts, SortedContractModel):
             "minIntervalSeconds); null for a manual Source (checked when run by hand)."
         ),
     )
+    # A manual Source's "when run by hand, not before ..." (core/plan/collection.py,
+    # `by_hand_from`): absent while no such wait is pending, and for every cadence Source,
+    # whose `nextAttemptAt` already waits for it.
+    not_before: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description=(
+            "Only for a manual Source (nextAttemptAt null) while a wait holds back a run by "
+            "hand: when that wait ends (ISO-8601 UTC), the latest of a publisher's wait "
+            "(Retry-After of a 429/503, Cache-Control max-age or <ttl>) and minIntervalSeconds "
+            "after its last answer; a run by hand before it skips the Source with the reason. "
+            "Absent otherwise."
+        ),
+    )
+
+    def next_attempt_words(self) -> str:
+        """When the Source is next checked, as its partition's line and `radar report` say it:
+        the time the schedule checks it, or for a `manual` Source "when run by hand" (with
+        "not before <time>" while a wait holds such a run back)."""
+        if self.next_attempt_at:
+            return self.next_attempt_at
+        if self.not_before:
+            return f"when run by hand, not before {self.not_before}"
+        return "when run by hand"
 
 
 class Counts(ItemCounts, SortedContractModel):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -47,6 +47,10 @@ class CollectionSpec:
     # The due grids, when the collection placed them already on the whole registry: a slice
     # of a collection plans on its own Sources' records (core/collect/slices.py).
     placement: Placement | None = None
+    # The clock of the schedule tick that decided this run (its `radar/tick`), for a run of
+    # the collection schedule; None otherwise. The schedule does not ask again for a Source
+    # such a run covered in its current attempt (`retry_from`): what `next_attempts` says.
+    tick: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -340,40 +344,63 @@ def _due_now(
     )
 
 
+@dataclass(frozen=True)
+class Wait:
+    """One wait before a Source may be fetched again: when it ends, and why it holds."""
+
+    until: datetime
+    reason: str
+
+
+def source_waits(rec: SourceRecord, state: FeedState | None, by_hand: bool) -> tuple[Wait, ...]:
+    """Every wait the Source's state sets, ended or not: its backoff, the publisher's wait
+    (Cache-Control max-age, <ttl>) and `minIntervalSeconds` after its last answer. `by_hand`:
+    for a collection that names the Source (mode `explicit`), where a person overrides our own
+    backoff but never a publisher's wait (a 429/503 Retry-After, a challenge page) nor the
+    minimum interval. The one list behind `_wait_reason`, `waits_until` and `by_hand_from`."""
+    if state is None:
+        return ()
+    waits: list[Wait] = []
+    if state.backoff_until is not None:
+        until = state.backoff_until.isoformat()
+        if not by_hand:
+            waits.append(Wait(state.backoff_until, f"backoff until {until}"))
+        elif state.error_state in PUBLISHER_WAITS:
+            waits.append(Wait(state.backoff_until, f"{state.error_state}: backoff until {until}"))
+    if state.polite_until is not None:
+        # Like minIntervalSeconds, the publisher's own Cache-Control max-age or <ttl> holds for
+        # every run, an explicit one included.
+        reason = f"polite: the publisher asked for no check before {state.polite_until.isoformat()}"
+        waits.append(Wait(state.polite_until, reason))
+    if state.last_fetch_at is not None and rec.source.min_interval_seconds:
+        allowed_at = state.last_fetch_at + timedelta(seconds=rec.source.min_interval_seconds)
+        waits.append(
+            Wait(allowed_at, f"rate-limit: minIntervalSeconds until {allowed_at.isoformat()}")
+        )
+    return tuple(waits)
+
+
 def waits_until(rec: SourceRecord, state: FeedState | None) -> datetime | None:
     """When the last of the Source's waits ends (backoff, the publisher's wait, the minimum
     interval after its last answer), or None when none applies: the earliest time a `due`
     collection can fetch it, whatever its cadence says (`_wait_reason` is the same rule)."""
-    if state is None:
-        return None
-    ends = [state.backoff_until, state.polite_until]
-    if state.last_fetch_at is not None and rec.source.min_interval_seconds:
-        ends.append(state.last_fetch_at + timedelta(seconds=rec.source.min_interval_seconds))
-    return max((e for e in ends if e is not None), default=None)
+    return max((w.until for w in source_waits(rec, state, by_hand=False)), default=None)
+
+
+def by_hand_from(rec: SourceRecord, state: FeedState | None, now: datetime) -> datetime | None:
+    """When a run by hand (`radar collect --source`, a backfill) may fetch the Source again: the
+    end of the waits it respects (a publisher's wait, `minIntervalSeconds`; not our own
+    backoff), or None when none is pending at `now`. Before it, such a run skips the Source
+    with the wait's reason (`_wait_reason` in mode `explicit`)."""
+    ends = [w.until for w in source_waits(rec, state, by_hand=True) if now < w.until]
+    return max(ends, default=None)
 
 
 def _wait_reason(spec: CollectionSpec, rec: SourceRecord, state: FeedState | None) -> str | None:
-    """Why the Source must not be fetched yet (backoff, minIntervalSeconds), or None."""
-    src, now = rec.source, spec.as_of
-    backoff_until = state.backoff_until if state else None
-    if backoff_until is not None and now < backoff_until:
-        error_state = state.error_state if state else None
-        # A person naming a Source overrides our own backoff, never a publisher's wait.
-        if spec.mode != "explicit":
-            return f"backoff until {backoff_until.isoformat()}"
-        if error_state in PUBLISHER_WAITS:
-            return f"{error_state}: backoff until {backoff_until.isoformat()}"
-    polite_until = state.polite_until if state else None
-    if polite_until is not None and now < polite_until:
-        # Like minIntervalSeconds, the publisher's own Cache-Control max-age or <ttl> holds for
-        # every run, an explicit one included.
-        return f"polite: the publisher asked for no check before {polite_until.isoformat()}"
-    last_fetch = state.last_fetch_at if state else None
-    if last_fetch is not None and src.min_interval_seconds:
-        allowed_at = last_fetch + timedelta(seconds=src.min_interval_seconds)
-        if now < allowed_at:
-            return f"rate-limit: minIntervalSeconds until {allowed_at.isoformat()}"
-    return None
+    """Why the Source must not be fetched yet (backoff, a publisher's wait,
+    minIntervalSeconds), or None: the first of its waits that has not ended."""
+    waits = source_waits(rec, state, by_hand=spec.mode == "explicit")
+    return next((w.reason for w in waits if spec.as_of < w.until), None)
 
 
 def _fetch_request(
@@ -432,21 +459,63 @@ def _downtime_from(
     return last if now - last >= 2 * shortest else None
 
 
-def next_attempts(plan: CollectionPlan, states: Mapping[str, FeedState]) -> dict[str, datetime]:
-    """When the schedule next checks each cadence-driven Source of `plan`, given its state
-    after the commit (`states`): its next grid point on the plan's placement, not before its
-    backoff, a publisher's wait or its minimum interval ends (`next_due_at`; for a failed
-    Source the end of its wait: the schedule retries it then). `manual` Sources are absent:
-    they are checked when a person runs them. The one rule behind the partition's line, the
-    Source note's `nextAttemptAt` and the report's `nextAttemptAt`."""
-    snapshot = RegistrySnapshot(
-        sources=tuple(c.record for c in plan.source_plans if c.record is not None), issues=()
-    )
-    now = plan.spec.as_of
-    out: dict[str, datetime] = {}
-    for t in source_timings(snapshot, states, now, plan.placement):
-        offset = plan.placement.offset(t.source_id, t.cadence)
+def retry_from(timing: SourceTiming) -> datetime:
+    """Since when a run of the collection schedule covers the Source's current attempt: its
+    slot's start, or, when its last check failed, the end of its backoff if that is later (a
+    run decided before it was the attempt that failed; the retry is a new step). The schedule
+    does not ask again for a Source a run decided at or after this time covered
+    (defs/collection/schedules.py, `taken_sources`)."""
+    if timing.backoff_until is not None and timing.backoff_until > timing.slot:
+        return timing.backoff_until
+    return timing.slot
+
+
+@dataclass(frozen=True)
+class NextAttempt:
+    """When a Source is checked next. `at`: when the schedule checks it (None for a `manual`
+    Source: when a person runs it). `not_before`: for a `manual` Source, the end of the waits
+    a run by hand still respects (`by_hand_from`), while one is pending; else None."""
+
+    at: datetime | None
+    not_before: datetime | None = None
+
+
+def next_attempts(plan: CollectionPlan, states: Mapping[str, FeedState]) -> dict[str, NextAttempt]:
+    """`next_attempts_of` for the Sources of `plan`, given their state after its commit."""
+    records = tuple(c.record for c in plan.source_plans if c.record is not None)
+    return next_attempts_of(records, states, plan.spec, plan.placement)
+
+
+def next_attempts_of(
+    records: Sequence[SourceRecord],
+    states: Mapping[str, FeedState],
+    spec: CollectionSpec,
+    placement: Placement,
+) -> dict[str, NextAttempt]:
+    """When the schedule next checks each eligible Source of `records` after `spec`'s
+    collection, given its state after it (`states`): its next grid point on `placement`, not
+    before its backoff, a publisher's wait or its minimum interval ends (`next_due_at`; for a
+    failed Source the end of its wait: the schedule retries it then); and when `spec` is a run
+    of the schedule that covered the Source's current attempt (`retry_from`: the run did not
+    move its backoff or its last success, as a run that failed as a whole, or a Source it
+    skipped), not before the next slot starts, as the schedule asks for it only then. A
+    `manual` Source has no time (a person runs it), only the end of the waits such a run
+    respects. The one rule behind the partition's line, the Source note's `nextAttemptAt` and
+    the report's `nextAttemptAt`."""
+    snapshot = RegistrySnapshot(sources=tuple(records), issues=())
+    now = spec.as_of
+    out: dict[str, NextAttempt] = {}
+    for rec in records:
+        if rec.source.is_eligible and parse_cadence(rec.source.cadence) is None:
+            state = states.get(rec.source.id)
+            out[rec.source.id] = NextAttempt(None, by_hand_from(rec, state, now))
+    for t in source_timings(snapshot, states, now, placement):
+        offset = placement.offset(t.source_id, t.cadence)
         due_at = next_due_at(t.source_id, t.cadence, t.last_success_at, t.waits_until, now, offset)
-        if due_at is not None:
-            out[t.source_id] = due_at
+        if due_at is None:
+            continue
+        then = replace(t, slot=due_slot(t.source_id, t.cadence, due_at, offset))
+        if spec.tick is not None and retry_from(then) <= spec.tick < then.slot + t.cadence:
+            due_at = then.slot + t.cadence  # its slot is spent: the next one
+        out[t.source_id] = NextAttempt(due_at)
     return out

@@ -131,7 +131,7 @@ def next_due_at(
     or `now` when it never succeeded), not before its waits end (`backoff_until`: the latest of
     its backoff, a publisher's wait and its minimum interval, `SourceTiming.waits_until`). A
     Source that failed is overdue or due at its slot, so this is its backoff's end: the
-    schedule retries it then (defs/collection/schedules.py, `retry_from`). None for `manual`."""
+    schedule retries it then (core/plan/collection.py, `retry_from`). None for `manual`."""
     require_aware(now, "now")
     if cadence is None:
         return None

@@ -57,7 +57,8 @@ def write_health(updates: Sequence[HealthUpdate]) -> list[HealthFailure]:
 # `blockedReason` that stops the Source until a person decides.
 PERMANENT_REDIRECT_KEY = "permanentRedirect"
 # When the schedule checks the Source next (ISO-8601 UTC; empty for a `manual` Source): the
-# report's `nextAttemptAt`, written after every check (core/plan/collection.py, `next_attempts`).
+# report's `nextAttemptAt`, written after every check and after a collection that failed as a
+# whole (core/plan/collection.py, `next_attempts_of`; core/collect/run_failure.py).
 NEXT_ATTEMPT_KEY = "nextAttemptAt"
 GONE_REASON = "gone: the publisher answered 410 Gone; update url or disable this Source"
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import dagster as dg
 
+from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.core.collect.outline import (
     SLICE_SOURCES,
     CollectionOutline,
@@ -23,6 +24,7 @@ from radar_pipeline.core.contract.outcomes import ItemOutcome
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.accounting import read_undated_counts
 from radar_pipeline.core.store.feed_state import read_states
+from radar_pipeline.defs import tags
 from radar_pipeline.defs.collection.config import FAILED_SOURCES, SIGNALS_KEY, CollectConfig
 from radar_pipeline.defs.collection.failures import failures_as_line
 from radar_pipeline.defs.collection.metadata import collection_headline, collection_markdown
@@ -76,6 +78,8 @@ def plan(
             # the waves after it, and a Source of the block may then not be due here (left open:
             # the run config could carry the tick's order).
             partition_order=tuple(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME)),
+            # A run of the collection schedule: the tick that decided it (its slot is covered).
+            tick=parse_utc(tick) if (tick := context.run.tags.get(tags.TICK)) else None,
         )
         size = SLICE_SOURCES if collection.slice_sources is None else collection.slice_sources
         outline = outline_collection(radar.store(), radar.settings(), spec, size)

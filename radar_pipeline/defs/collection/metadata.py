@@ -61,6 +61,8 @@ def source_metadata(
         "undated": undated,
         "possible_gap": src.possible_gap,
         "next_due_at": next_due,
+        # A `manual` Source's "when run by hand, not before": the report's `notBefore`.
+        **({"not_before": src.not_before} if src.not_before else {}),
         "backoff_until": src.backoff_until or "",
         "error_class": src.error_class or "",
         "error": src.error or "",
@@ -77,21 +79,15 @@ def source_metadata(
     }
 
 
-def failure_line(src: SourceReport, next_due: str) -> str:
+def failure_line(src: SourceReport) -> str:
     """A failed check in one line, root cause first: the error as the fetch or parse stage
-    named it, the HTTP status where there was an answer, and when the next attempt is due."""
+    named it, the HTTP status where there was an answer, and when the next attempt is due
+    (`SourceReport.next_attempt_words`: the report's `nextAttemptAt`, which already waits for
+    the backoff; for a `manual` Source, when a person runs it, not before a wait that holds
+    such a run back)."""
     status = f"HTTP {src.http_status}" if src.http_status is not None else "no HTTP answer"
     error = src.error or src.error_class or "failed"
-    return f"{error}; {status}; next attempt {next_attempt(next_due)}"
-
-
-def next_attempt(next_due: str) -> str:
-    """When a Source is next checked: its next due time (the report's `nextAttemptAt`, which
-    already waits for its backoff), or, for a `manual` Source, when a person runs it (a run by
-    hand overrides our backoff; a publisher's wait skips it with its reason)."""
-    if next_due and next_due != "manual":
-        return next_due
-    return "when run by hand"
+    return f"{error}; {status}; next attempt {src.next_attempt_words()}"
 
 
 def _page_metadata(pages: PageFigures | None) -> dict[str, MetadataEntry]:

@@ -55,7 +55,6 @@ from radar_pipeline.defs.collection.config import SIGNALS_KEY
 from radar_pipeline.defs.collection.metadata import (
     MetadataEntry,
     failure_line,
-    next_attempt,
     source_metadata,
 )
 
@@ -120,7 +119,7 @@ def partition_record(
             else:
                 unchanged.append(src.id)
         elif src.outcome == "failed":
-            line = failure_line(src, ctx.next_due)
+            line = failure_line(src)
             metadata = source_metadata(src, ctx.next_due, ctx.undated)
             events.append(_observation(src.id, metadata, f"FAILED · {line}"))
             failing[src.id] = line
@@ -175,7 +174,7 @@ def _restated(
         since = format_utc(state.last_attempt_at) if state.last_attempt_at else "?"
         line = (
             f"not checked ({reason}); still failing since its last check at {since} "
-            f"({state.error_state or 'error'}); next attempt {next_attempt(ctx.next_due)}"
+            f"({state.error_state or 'error'}); next attempt {src.next_attempt_words()}"
         )
         return _observation(src.id, metadata, f"FAILED · {line}"), line
     if state is not None and state.last_success_at is not None:

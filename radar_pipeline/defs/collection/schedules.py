@@ -24,15 +24,15 @@ partition order), and one run per backoff step for a Source that failed. A Sourc
 requested again while a collection run covering it is queued or running (its state changes
 only at that run's commit, so it still looks due), nor again in a slot in which a run of this
 schedule already covered it, unless its last check failed and that run was decided before its
-backoff ended (`retry_from`): a failed Source is retried when its backoff ends, within its
-slot too, so a transient failure costs its backoff (exponential from 5 minutes), not a
-cadence. The retry's own failure sets a later backoff, so each step is one run, never one per
-tick; a publisher's wait and `minIntervalSeconds` keep the Source out of the due set until
-they pass (the planner's wait rules). Each run records the clock it was decided with
-(`radar/tick`), which is what says in which slot (and which backoff step) each of its
-Sources was. When a Source's
-wave moves (a Source before it was removed), its slot moves with it; its next check still
-waits for half a cadence after its last success.
+backoff ended (`retry_from`, core/plan/collection.py, which also names the next attempt): a
+failed Source is retried when its backoff ends, within its slot too, so a transient failure
+costs its backoff (exponential from 5 minutes), not a cadence. The retry's own failure sets a
+later backoff, so each step is one run, never one per tick; a publisher's wait and
+`minIntervalSeconds` keep the Source out of the due set until they pass (the planner's wait
+rules). Each run records the clock it was decided with (`radar/tick`), which is what says in
+which slot (and which backoff step) each of its Sources was. When a Source's wave moves (a
+Source before it was removed), its slot moves with it; its next check still waits for half a
+cadence after its last success.
 
 No replay: after any downtime the daemon evaluates only the latest tick of this schedule
 (Dagster does not catch up missed ticks of a schedule without a partition set), and that tick
@@ -52,6 +52,7 @@ from radar_pipeline.core.plan.collection import (
     CollectionSpec,
     SourceTiming,
     preview_collection,
+    retry_from,
     source_timings,
 )
 from radar_pipeline.core.registry.sources import load_registry
@@ -157,15 +158,6 @@ def taken_sources(
             if timing is not None and tick >= retry_from(timing):
                 taken.add(sid)
     return taken
-
-
-def retry_from(timing: SourceTiming) -> datetime:
-    """Since when a run of this schedule covers the Source's current attempt: its slot's
-    start, or, when its last check failed, the end of its backoff if that is later (a run
-    decided before it was the attempt that failed; the retry is a new step)."""
-    if timing.backoff_until is not None and timing.backoff_until > timing.slot:
-        return timing.backoff_until
-    return timing.slot
 
 
 def _schedule_runs_since(instance: dg.DagsterInstance, since: datetime) -> Iterable[dg.DagsterRun]:
