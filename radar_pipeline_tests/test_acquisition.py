@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -53,6 +54,8 @@ DEADLINE_S = 2.0
 RSS_TYPE = {"Content-Type": "application/rss+xml; charset=utf-8"}
 HTML_TYPE = {"Content-Type": "text/html; charset=utf-8"}
 RADAR = str(Path(sys.executable).parent / "radar")
+# How long a held answer waits for the other process at most (a check's deadline is 20 s).
+HOLD_S = 15.0
 SECRET = "TOP-SECRET-c0ffee-91d2"
 TOKEN = "tok-5f2b9e7c-Bearer-value-77"
 HEALTH_KEYS = (
@@ -613,7 +616,17 @@ def test_two_processes_one_fetch_one_signal(
     radar_env: dict[str, Path], feed_server: FeedServer
 ) -> None:
     vault = radar_env["vault"]
-    write_source(vault, "slow", feed_server.add("/feed", rss([item(1)]), latency_s=1.5))
+    body = rss([item(1)])
+    # The first process's fetch is held until the second process has finished (at most
+    # HOLD_S, inside a check's 20 s deadline): the second then finds the Source locked
+    # whatever each process's start-up costs on a busy machine.
+    second_done = threading.Event()
+
+    def held(req: RequestHandler) -> None:
+        second_done.wait(timeout=HOLD_S)
+        req.send_simple(200, body, {"Content-Type": "application/rss+xml"})
+
+    write_source(vault, "slow", feed_server.add("/feed", handler=held))
     environ = {
         **os.environ,
         "RADAR_VAULT": str(radar_env["vault"]),
@@ -625,13 +638,24 @@ def test_two_processes_one_fetch_one_signal(
     with dagster_instance(Settings.from_env()):
         pass
     command = [RADAR, "collect", "--source", "slow", "--json"]
-    procs = [
-        subprocess.Popen(
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(
             command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        for _ in range(2)
-    ]
-    outputs = [p.communicate(timeout=180) for p in procs]
+
+    first = start()
+    deadline = time.monotonic() + 120
+    while not feed_server.requests_for("/feed"):  # the first holds the lock, mid-fetch
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.05)
+    second = start()
+    try:
+        second_output = second.communicate(timeout=180)
+    finally:
+        second_done.set()
+    outputs = [first.communicate(timeout=180), second_output]
+    procs = [first, second]
     for proc, (_, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err
     entries = sorted(
