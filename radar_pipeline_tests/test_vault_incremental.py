@@ -84,7 +84,7 @@ def collect_core(env: dict[str, Path], as_of: datetime = AS_OF) -> tuple[dict[st
 
 def collect_dagster(instance: dg.DagsterInstance) -> dict[str, Any]:
     return launch_collection(
-        defs, instance, Settings.from_env().paths, "all", (), datetime.now(UTC), "test"
+        defs, instance, Settings.from_env(), "all", (), datetime.now(UTC), "test"
     ).json_object()
 
 
