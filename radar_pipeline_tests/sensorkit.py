@@ -1,5 +1,6 @@
 """Evaluating the sensors that follow runs (defs/run_watch.py) as the daemon would: on a real
-instance, with the cursor a previous tick left just before a given run ended."""
+instance, with the cursor a previous tick left just before a given run ended; and reading
+what runs recorded on each Source partition."""
 
 from __future__ import annotations
 
@@ -47,3 +48,27 @@ def outcome_for(result: dg.SensorResult, run_id: str) -> dg.RunRequest | str:
     reason = result.skip_reason.skip_message if result.skip_reason else None
     assert reason and run_id in reason, (run_id, result)
     return reason
+
+
+def partition_events(
+    instance: dg.DagsterInstance, run_ids: list[str]
+) -> dict[str, tuple[str | None, dict[str, Any]]]:
+    """Each Source partition's last event of the runs (an observation or a materialization):
+    its description and its metadata values, as the partition's page shows them."""
+    events: dict[str, tuple[str | None, dict[str, Any]]] = {}
+    for run_id in run_ids:
+        for entry in instance.all_logs(run_id):
+            event = entry.dagster_event
+            if event is None or event.event_type not in (
+                dg.DagsterEventType.ASSET_OBSERVATION,
+                dg.DagsterEventType.ASSET_MATERIALIZATION,
+            ):
+                continue
+            data = event.event_specific_data
+            record = getattr(data, "asset_observation", None) or getattr(
+                data, "materialization", None
+            )
+            if record is not None and record.partition is not None:
+                meta = {k: getattr(v, "value", v) for k, v in record.metadata.items()}
+                events[record.partition] = (record.description, meta)
+    return events

@@ -20,6 +20,7 @@ from radar_pipeline.defs.partitions import SOURCES_PARTITIONS_NAME
 from radar_pipeline.defs.registry.assets import source_registry
 from radar_pipeline.defs.resources import CollectionResource, RadarResource
 from radar_pipeline_tests.daemonkit import DAGSTER, free_port, wait_for
+from radar_pipeline_tests.sensorkit import partition_events
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
 
 
@@ -298,22 +299,7 @@ def test_the_partition_the_source_note_and_the_report_name_the_same_next_attempt
             "c-down": "failed",
             "m-down": "failed",
         }
-        events: dict[str, tuple[str | None, dict[str, Any]]] = {}
-        for run_id in report["dagsterRunIds"]:
-            for entry in instance.all_logs(run_id):
-                event = entry.dagster_event
-                if event is None or event.event_type not in (
-                    dg.DagsterEventType.ASSET_OBSERVATION,
-                    dg.DagsterEventType.ASSET_MATERIALIZATION,
-                ):
-                    continue
-                data = event.event_specific_data
-                record = getattr(data, "asset_observation", None) or getattr(
-                    data, "materialization", None
-                )
-                if record is not None and record.partition is not None:
-                    meta = {k: getattr(v, "value", v) for k, v in record.metadata.items()}
-                    events[record.partition] = (record.description, meta)
+        events = partition_events(instance, report["dagsterRunIds"])
 
         snapshot = evidence_snapshot(settings.paths, now)
         last = {s["id"]: s for s in snapshot.json_object()["lastCollection"]["sources"]}

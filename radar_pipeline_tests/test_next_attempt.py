@@ -24,6 +24,7 @@ from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.defs.registry.sensors import source_registry_sensor
 from radar_pipeline_tests.conftest import store_rows
 from radar_pipeline_tests.feedserver import FeedServer
+from radar_pipeline_tests.sensorkit import partition_events
 from radar_pipeline_tests.test_schedule_blocks import backoff_of
 from radar_pipeline_tests.test_sensors import (
     SIX_HOURS,
@@ -170,27 +171,6 @@ def test_after_a_run_by_hand_failed_as_a_whole_the_schedule_tries_the_source_at_
     repair_signals_folder(folder)
     monkeypatch.setenv("RADAR_AS_OF", format_utc(later + timedelta(minutes=1)))
     assert [block_of(r) for r in due_tick(instance)] == [[sid]]
-
-
-def partition_events(where: dg.DagsterInstance, run_ids: list[str]) -> dict[str, Any]:
-    """Each Source partition's last event of the runs: (description, metadata values)."""
-    events: dict[str, Any] = {}
-    for run_id in run_ids:
-        for entry in where.all_logs(run_id):
-            event = entry.dagster_event
-            if event is None or event.event_type not in (
-                dg.DagsterEventType.ASSET_OBSERVATION,
-                dg.DagsterEventType.ASSET_MATERIALIZATION,
-            ):
-                continue
-            data = event.event_specific_data
-            record = getattr(data, "asset_observation", None) or getattr(
-                data, "materialization", None
-            )
-            if record is not None and record.partition is not None:
-                meta = {k: getattr(v, "value", v) for k, v in record.metadata.items()}
-                events[record.partition] = (record.description, meta)
-    return events
 
 
 def test_a_manual_source_under_a_wait_is_next_run_by_hand_not_before_it_ends(
