@@ -64,14 +64,14 @@ def run_failure_of(
     spec: CollectionSpec,
     records: Sequence[SourceRecord],
     why: Explanation,
-    store: Store | None = None,
+    store: Store,
     snapshot: RegistrySnapshot | None = None,
 ) -> RunFailure:
     """The failure of `spec`'s collection, for each Source of `records` it was checking, with
     when the schedule next tries each (read on `store`'s feed states, on the due grids of
     `spec`, else placed on `snapshot`, the registry). Without a readable store, none."""
     checked = tuple((r.source.id, str(r.path), r.record_path) for r in records)
-    states = _readable_states(store, why) if store is not None else None
+    states = _readable_states(store, why)
     attempts: dict[str, str] = {}
     if states is not None:
         placement = placement_of(spec, snapshot or RegistrySnapshot(tuple(records), ()))
