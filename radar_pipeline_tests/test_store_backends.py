@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ from radar_pipeline.core.audit.run import run_audits
 from radar_pipeline.core.collect.collector import Collector
 from radar_pipeline.core.config import RadarPaths, Settings
 from radar_pipeline.core.errors import StoreError, StoreLocked, explain
+from radar_pipeline.core.layout import SIGNALS_DIR
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.connection import Store
 from radar_pipeline.core.store.dialect import arg_max, arg_min
@@ -170,6 +172,12 @@ def _broken_vault_state(paths: RadarPaths, server: FeedServer) -> None:
     third.unlink()
     with Store.of(paths).transaction() as con:
         con.execute("DELETE FROM signals WHERE signal_id = $1", [fourth.stem])
+    # Broken an hour before the audits, not within the file system's clock tick of them: the
+    # audits' listing then settles the Signals folder's state on either store, and the
+    # retention walk's own figures (how much of the folder it listed) do not hang on how long
+    # the DELETE above took.
+    an_hour_ago = time.time_ns() - 3600 * 10**9
+    os.utime(vault / SIGNALS_DIR, ns=(an_hour_ago, an_hour_ago))
 
 
 def test_the_evidence_audits_give_the_same_verdicts_on_both_backends(
