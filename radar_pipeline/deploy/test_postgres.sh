@@ -54,14 +54,16 @@ status=0
 
 # The provenance store on the same server (RADAR_STORE_URL): every store test and every
 # behaviour test that reads or changes the store (the `radar_env` fixture switched to
-# PostgreSQL; they read it through conftest.env_store), slow ones included, and the two-worker
-# tests. The DuckDB-only cases in them (the file itself, its migrations) skip themselves here.
+# PostgreSQL; they read it through conftest.env_store), and the two-worker tests. The slow
+# ones (32: whole Dagster runs and 15 byte-for-byte note renderings) are left to the DuckDB run:
+# the store operations they call are the ones the others call, and they cost about 4 minutes
+# here. The DuckDB-only cases (the file itself, its migrations) skip themselves here.
 # On pytest-xdist workers (as `make test`), each with a database of its own on this server
 # (conftest.store_url_under_test); the scale-out tests above share one Dagster instance, so they
 # and the two-worker tests below run in one process.
 export RADAR_TEST_STORE_URL="postgresql://radar:$password@127.0.0.1:$port/radar_store"
 "$BIN/pytest" -q -p no:cacheprovider --durations=10 -n "${TEST_WORKERS:-auto}" --dist worksteal \
-  radar_pipeline_tests/test_store_backends.py radar_pipeline_tests/test_bulk_writes.py \
+  -m "not slow" radar_pipeline_tests/test_store_backends.py radar_pipeline_tests/test_bulk_writes.py \
   radar_pipeline_tests/test_scale_paths.py radar_pipeline_tests/test_dedupe_batch.py \
   radar_pipeline_tests/test_collect.py radar_pipeline_tests/test_dedupe_pipeline.py \
   radar_pipeline_tests/test_accounting.py radar_pipeline_tests/test_deadletters.py \
