@@ -224,7 +224,8 @@ class Collector:
                 jobs.append(_parse_job(c, r, plan))
             outcomes = iter(self.workers.parse_all(jobs, started))
             return tuple(
-                _check_result(c, r, next(outcomes) if _has_body(c, r) else None) for c, r in pairs
+                _check_result(c, _body_parsed(r), next(outcomes) if _has_body(c, r) else None)
+                for c, r in pairs
             )
 
     def dedupe(self, results: tuple[CheckResult, ...]) -> tuple[DedupedCheck, ...]:
@@ -455,6 +456,15 @@ def _has_body(planned: SourcePlan, result: FetchResult | None) -> bool:
         and result.outcome == "ok"
         and result.body is not None
     )
+
+
+def _body_parsed(result: FetchResult | None) -> FetchResult | None:
+    """The fetch without its body once the body is parsed: nothing after the parse stage
+    reads it (the parse is the body's one reader; its hash and size stay), so a slice does not
+    hold its Sources' bodies through the dedupe and the commit."""
+    if result is None or result.body is None:
+        return result
+    return replace(result, body=None)
 
 
 def _parse_job(planned: SourcePlan, result: FetchResult | None, plan: CollectionPlan) -> ParseJob:
