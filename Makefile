@@ -112,7 +112,7 @@ test-postgres: bytecode
 # SIGINT has: both would be ignored, and only SIGHUP would stop it. So dg dev is exec'd by a
 # Python line that first puts SIGINT back to its default (a shell cannot: a signal ignored on
 # entry stays ignored): SIGTERM to make's PID (make hands it to dg dev) or SIGINT to the
-# group then stop it all (README, "The UI").
+# group then stop it all (README, "Start here").
 UI_EXEC := "$(abspath $(BIN))/python" -c 'import os, signal, sys;   signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])'
 
 UI_ENV := DAGSTER_HOME="$(abspath $(UI_HOME))" \

@@ -66,7 +66,7 @@ PAGES = {
     # Its rows load one by one: every schedule's and sensor's kind line is the last to come.
     "automation": (
         "/automation",
-        ("Scheduled*4", "Standard sensor*6"),
+        ("Scheduled*4", "Standard sensor*7"),
     ),
 }
 # Every schedule's and sensor's recent ticks: a failed one is drawn red on the Automation page,
