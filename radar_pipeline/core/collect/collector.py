@@ -146,9 +146,12 @@ class Collector:
         removed = remove_stale_temp_files(self.paths.vault, skip_signals=clean)
         if removed:
             log.info("removed %d temp files a killed collection left behind", removed)
+        # A slice plans on its own Sources' states (the Sources of `snapshot`); its figures
+        # are the collection's, from the outline (outline.with_figures), not its own.
+        ids = None if snapshot is None else {r.source.id for r in snapshot.sources}
         if snapshot is None:
             snapshot = load_registry(self.paths.vault)
-        states, last = planning_state(self.store)
+        states, last = planning_state(self.store, ids)
         tokens = self.settings.tokens
         first = plan_collection(spec, snapshot, states, last, self.locks, tokens)
         if not any(c.request is not None for c in first.source_plans):
@@ -156,7 +159,7 @@ class Collector:
         # The locks are held now. Plan again on the state as it is under them: another process
         # may have committed a check of the same Source between our read and our lock, and
         # its fetch time (minIntervalSeconds) and validators must count.
-        states, _ = planning_state(self.store)
+        states, _ = planning_state(self.store, ids)
         return plan_collection(spec, snapshot, states, last, self.locks, tokens)
 
     def fetch(self, plan: CollectionPlan) -> FetchedChecks:
@@ -290,18 +293,20 @@ class Collector:
                     for s in batch
                     if s.outcome == ItemOutcome.CREATED
                 ]
+                ids = {c.source_id for c in plan.source_plans}
 
                 def record(con: Connection) -> tuple[CollectionReport, dict[str, FeedState]]:
                     # Our own new files, journaled with their index rows (folder_state.py).
                     journal_created(con, before, created, folder)
-                    states, pending = load_states(con), PendingRows()
+                    # This commit's Sources' states (a slice's, not the registry's).
+                    states, pending = load_states(con, ids), PendingRows()
                     accounts = self._accounts(con, spec.collection_id, deduped, writes)
                     for item, write in zip(deduped, writes, strict=True):
                         state = states.get(item.result.plan.source_id)
                         commit_source(con, spec, item, write, state, pending)
                     pending.flush(con)
                     page_stage.enqueue_new_pages(con, spec, deduped, writes)
-                    report = build_report(plan, deduped, writes, load_states(con), accounts)
+                    report = build_report(plan, deduped, writes, load_states(con, ids), accounts)
                     record_accounts(
                         con,
                         [

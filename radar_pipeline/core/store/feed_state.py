@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 
@@ -40,8 +40,16 @@ _TYPES = {
 }
 
 
-def load_states(con: Connection) -> dict[str, FeedState]:
-    rows = rows_as_dicts(con, f"SELECT {', '.join(_COLUMNS)} FROM feed_state")
+def load_states(con: Connection, source_ids: Collection[str] | None = None) -> dict[str, FeedState]:
+    """Every Source's feed state, or only those of `source_ids`: a slice's commit reads its
+    own Sources' states, so a run of twenty slices does not read the registry's twenty times
+    over (each read of 2,000 states is ~50 ms of CPU)."""
+    sql = f"SELECT {', '.join(_COLUMNS)} FROM feed_state"
+    if source_ids is None:
+        rows = rows_as_dicts(con, sql)
+    else:
+        where = " WHERE source_id IN (SELECT unnest($1::VARCHAR[]))"
+        rows = rows_as_dicts(con, sql + where, [list(source_ids)])
     return {str(r["source_id"]): FeedState(**r) for r in rows}
 
 

@@ -8,7 +8,7 @@ the commit) is still a request the publisher saw: `with_uncommitted_fetches` mak
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -67,7 +67,7 @@ def validators_changed(
 
 
 def with_uncommitted_fetches(
-    con: Connection, states: Mapping[str, FeedState]
+    con: Connection, states: Mapping[str, FeedState], source_ids: Collection[str] | None = None
 ) -> dict[str, FeedState]:
     """Feed state as the publishers saw it. A fetch whose collection never committed (the
     command was killed, or its Dagster run failed before the commit) still happened:
@@ -78,10 +78,15 @@ def with_uncommitted_fetches(
     # is not NULL).
     error_class = arg_max(con, "error_class", "fetched_at")
     retry_after = arg_max(con, "retry_after_s", "fetched_at")
-    rows = con.execute(
+    sql = (
         f"SELECT source_id, max(fetched_at), {error_class}, {retry_after} FROM fetch_attempts "
-        "WHERE check_outcome IS NULL GROUP BY source_id"
-    ).fetchall()
+        "WHERE check_outcome IS NULL"
+    )
+    if source_ids is None:
+        rows = con.execute(sql + " GROUP BY source_id").fetchall()
+    else:
+        where = " AND source_id IN (SELECT unnest($1::VARCHAR[])) GROUP BY source_id"
+        rows = con.execute(sql + where, [list(source_ids)]).fetchall()
     out = dict(states)
     for source_id, fetched_at, error_class, retry_after_s in rows:
         state = out.get(source_id) or FeedState(source_id)
@@ -134,15 +139,19 @@ def record_attempts(
     insert_rows(con, "fetch_attempts", ATTEMPT_COLUMN_TYPES, rows, columns=ATTEMPT_COLUMNS)
 
 
-def planning_state(store: Store) -> tuple[dict[str, FeedState], datetime | None]:
-    """What a collection is planned on, read in one transaction: every Source's feed state as
-    the publishers saw it (`with_uncommitted_fetches`), and the clock of the latest recorded
-    collection."""
+def planning_state(
+    store: Store, source_ids: Collection[str] | None = None
+) -> tuple[dict[str, FeedState], datetime | None]:
+    """What a collection is planned on, read in one transaction: every Source's feed state
+    (or those of `source_ids`) as the publishers saw it (`with_uncommitted_fetches`), and the
+    clock of the latest recorded collection."""
     with store.transaction() as con:
-        return with_uncommitted_fetches(con, load_states(con)), last_as_of(con)
+        states = with_uncommitted_fetches(con, load_states(con, source_ids), source_ids)
+        return states, last_as_of(con)
 
 
 def record_fetches(store: Store, collection_id: str, results: Sequence[FetchResult]) -> None:
     """`record_attempts` against the feed states stored now, in a transaction of its own."""
     with store.transaction() as con:
-        record_attempts(con, collection_id, results, load_states(con))
+        states = load_states(con, {r.source_id for r in results})
+        record_attempts(con, collection_id, results, states)
