@@ -6,7 +6,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from radar_pipeline.core.models import FetchResult
 from radar_pipeline.core.store.feed_state import FeedState, load_states, save_state, save_states
+from radar_pipeline.core.store.fetch_attempts import planning_state, record_fetches
 from radar_pipeline.core.vault.index import insert_signal_rows
 from radar_pipeline_tests.conftest import fresh_store
 
@@ -73,3 +75,24 @@ def test_save_states_upserts_and_last_state_wins(tmp_path: Path) -> None:
     assert states["a"] == FeedState("a", etag='"2"', last_success_at=NOW, last_status=304)
     assert states["b"] == FeedState("b", error_state="http-5xx", consecutive_failures=2)
     assert len(states) == 2
+
+
+def test_planning_state_of_some_sources_reads_only_theirs(tmp_path: Path) -> None:
+    """A slice plans on its own Sources' states: with ids, `planning_state` gives those
+    Sources' states (a fetch no commit recorded still counts for them) and no other Source's;
+    without, every Source's."""
+    store = fresh_store(tmp_path)
+    with store.transaction() as con:
+        save_states(con, [FeedState(s, etag=f'"{s}"') for s in "abc"])
+    # Fetches of a and c whose collection never committed (check_outcome stays NULL).
+    url = "https://example.com/feed.xml"
+    record_fetches(store, "killed", [FetchResult(s, url, url, "ok", NOW, status=200) for s in "ac"])
+    some, _ = planning_state(store, {"a", "b"})
+    assert some == {
+        "a": FeedState("a", etag='"a"', last_fetch_at=NOW),
+        "b": FeedState("b", etag='"b"'),
+    }
+    every, _ = planning_state(store)
+    assert every == {**some, "c": FeedState("c", etag='"c"', last_fetch_at=NOW)}
+    with store.transaction() as con:
+        assert load_states(con, ["b", "gone"]) == {"b": FeedState("b", etag='"b"')}
