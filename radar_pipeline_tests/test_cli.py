@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import dagster as dg
 
 from radar_pipeline_tests.vaultkit import rss, signal_files, write_fixture_source, write_source
 
@@ -39,6 +42,15 @@ def test_collect_all_twice_created_then_reused(radar_env: dict[str, Path]) -> No
     assert (second["created"], second["reused"]) == (0, 1)
     assert len(signal_files(vault)) == 1
     assert (radar_env["home"] / "dagster.yaml").exists()
+    # The instance made from the repository's dagster.yaml stores a run's INFO lines and every
+    # Dagster event, and none of Dagster's DEBUG lines (the IO manager's "Loading file from").
+    with dg.DagsterInstance.from_config(str(radar_env["home"])) as instance:
+        records = instance.all_logs(second["dagsterRunId"])
+    events = {r.dagster_event.event_type_value for r in records if r.dagster_event}
+    lines = [r for r in records if r.dagster_event is None]
+    assert {"LOADED_INPUT", "HANDLED_OUTPUT", "STEP_SUCCESS"} <= events, events
+    assert any(r.user_message.startswith("slice 0: ") for r in lines), lines
+    assert {r.level for r in lines} <= {logging.INFO, logging.WARNING, logging.ERROR}, lines
 
     rep = radar("report", "--json", env=radar_env)
     assert rep.returncode == 0, rep.stderr
