@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import ipaddress
+import ssl
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -11,6 +13,10 @@ from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from radar_pipeline.core.acquire.fetch import Fetcher, FetchSettings, fetch_many, looks_like_feed
 from radar_pipeline.core.config import Settings
@@ -358,6 +364,60 @@ def test_host_name_resolving_to_loopback_refused(feed_server: FeedServer, tmp_pa
     assert_failed(result, "policy")
     assert "localhost -> 127.0.0.1" in (result.error_message or "")
     assert feed_server.requests_for("/feed") == []
+
+
+def self_signed_tls(server: FeedServer, tmp_path: Path) -> None:
+    """Serve `server` over TLS with a certificate for 127.0.0.1 that no CA signed."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    pem = tmp_path / "server.pem"
+    pem.write_bytes(
+        cert.public_bytes(serialization.Encoding.PEM)
+        + key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pem)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.handle_error = lambda request, address: None  # type: ignore[method-assign]
+
+
+def test_every_fetcher_verifies_the_certificate(settings: FetchSettings, tmp_path: Path) -> None:
+    """The TLS settings are made once a process and shared by the fetchers of its slices:
+    each of them still refuses a certificate no CA signed, and sends no request."""
+    server = FeedServer()
+    self_signed_tls(server, tmp_path)
+    server.add("/feed", RSS)
+    server.start()
+    try:
+        url = f"https://127.0.0.1:{server.server_address[1]}/feed"
+        for _ in range(2):  # two slices, two fetchers
+            with Fetcher(settings, tmp_path / "vault") as fetcher:
+                result = run(fetcher, url)
+            # A Source's check names the refusal in its message (its class is the request's).
+            assert_failed(result, "network")
+            assert "CERTIFICATE_VERIFY_FAILED" in (result.error_message or "")
+        assert server.requests_for("/feed") == []
+    finally:
+        server.stop()
 
 
 # -- secrets ----------------------------------------------------------------------------------
