@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from radar_pipeline.core.layout import SOURCES_DIR
+from radar_pipeline.core.registry import sources
 from radar_pipeline.core.registry.sources import (
     RegistrySnapshot,
     Source,
     load_registry,
 )
+from radar_pipeline.core.vault.health import HealthUpdate, write_health
 
 VALID = {
     "entityType": "source",
@@ -360,3 +362,36 @@ def test_a_process_reading_the_registry_again_sees_every_edit(vault: Path) -> No
     twice = load_registry(vault)
     assert twice.sources == ()
     assert {i.path for i in twice.issues} == {"Radar/Sources/openai.md", "Radar/Sources/copy.md"}
+
+
+def test_a_source_file_the_health_mirror_wrote_is_read_without_parsing_its_yaml_again(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mirror proves each edit by parsing the new frontmatter; the registry's next read of
+    that text validates the mapping instead of parsing it again, and reads the same snapshot
+    a fresh process reads from the files."""
+    for n in range(3):
+        _put(vault, f"s{n}.md", _source_text(id=f"source-{n}", etag="'\"v0\"'"))
+    health = {
+        "lastAttemptAt": "2026-12-05T05:00:00Z",
+        "httpStatus": 304,
+        "etag": '"v1"',
+        "errorState": None,
+        "nextAttemptAt": "2026-12-05T11:00:00Z",  # a key the file did not have
+    }
+    updates = [
+        HealthUpdate(r.source.id, r.path, r.record_path, health)
+        for r in load_registry(vault).sources
+    ]
+    assert write_health(updates) == []
+    parsed: list[str] = []
+    parse = sources.split_frontmatter
+    monkeypatch.setattr(
+        sources, "split_frontmatter", lambda text: parsed.append(text) or parse(text)
+    )
+    after = load_registry(vault)
+    assert parsed == []
+    assert {(r.source.http_status, r.source.etag) for r in after.sources} == {(304, '"v1"')}
+    monkeypatch.setattr(sources, "_READINGS", sources._Readings(sources.READINGS_KEPT))
+    fresh = load_registry(vault)
+    assert len(parsed) == 3 and fresh == after

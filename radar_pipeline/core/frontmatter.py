@@ -268,6 +268,12 @@ def _value_edit(
 
 def apply_updates(text: str, updates: Mapping[str, str | int | None]) -> str:
     """Return `text` with the frontmatter values of `updates` replaced or appended."""
+    return updated_note(text, updates)[0]
+
+
+def updated_note(text: str, updates: Mapping[str, str | int | None]) -> tuple[str, dict[str, Any]]:
+    """`apply_updates`, and the frontmatter mapping of the new text: what `split_frontmatter`
+    reads from it, parsed once here to prove the edit (the mapping is the caller's)."""
     parts = _cut(text)
     before = _load_mapping(parts.yaml_text)
     pairs = {k.value: (k, v) for k, v in _top_level_pairs(parts.yaml_text)}
@@ -286,8 +292,11 @@ def apply_updates(text: str, updates: Mapping[str, str | int | None]) -> str:
         if name not in pairs:
             scalar = format_scalar(value)
             yaml_text += f"{name}:{' ' + scalar if scalar else ''}{parts.newline}"
-    _check_result(before, _load_mapping(yaml_text), updates)
-    return parts.prefix + yaml_text + parts.suffix + parts.body
+    # The new YAML has no delimiter line (each edit is one `key: value` line), so the new
+    # text cuts into the same parts and `after` is its frontmatter.
+    after = _load_mapping(yaml_text)
+    _check_result(before, after, updates)
+    return parts.prefix + yaml_text + parts.suffix + parts.body, after
 
 
 def _expected(value: str | int | None) -> Any:
@@ -318,8 +327,9 @@ def _read_text(path: Path) -> tuple[bytes, str]:
 
 def update_frontmatter_keys(
     path: Path, updates: Mapping[str, str | int | None], *, retries: int = 5
-) -> None:
-    """Set frontmatter keys of the note at `path` atomically, keeping every other byte.
+) -> FrontmatterUpdate:
+    """Set frontmatter keys of the note at `path` atomically, keeping every other byte; the
+    update that took (the note as written, and its frontmatter).
 
     A key that is missing is appended at the end of the frontmatter; None or "" writes `key:`.
     If the file changes between reading and replacing (a person saving in Obsidian), the update
@@ -329,8 +339,9 @@ def update_frontmatter_keys(
     """
     try:
         for _ in range(retries + 1):
-            if FrontmatterUpdate.read(path, updates).apply():
-                return
+            update = FrontmatterUpdate.read(path, updates)
+            if update.apply():
+                return update
     except OSError as exc:
         raise RegistryError(
             f"{path.name}: cannot write ({exc.strerror}); check the folder"
@@ -349,12 +360,15 @@ class FrontmatterUpdate:
     path: Path
     original: bytes
     new: bytes
+    text: str  # `new` as text
+    frontmatter: dict[str, Any]  # the frontmatter of `text`, as split_frontmatter reads it
 
     @classmethod
     def read(cls, path: Path, updates: Mapping[str, str | int | None]) -> FrontmatterUpdate:
         """Read the note and apply `updates` to its text (nothing written yet)."""
         original, text = _read_text(path)
-        return cls(path, original, apply_updates(text, updates).encode("utf-8"))
+        new_text, frontmatter = updated_note(text, updates)
+        return cls(path, original, new_text.encode("utf-8"), new_text, frontmatter)
 
     def apply(self) -> bool:
         """Write the updated note; False when it changed since `read` (nothing written)."""

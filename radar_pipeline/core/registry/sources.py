@@ -6,9 +6,10 @@ exception and never an active Source. Two files declaring one id are both left o
 
 from __future__ import annotations
 
-import functools
 import re
 import stat
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -387,7 +388,7 @@ def _parse_file(entry: Path, vault: Path, issues: list[RegistryIssue]) -> _Parse
             )
         )
         return parsed
-    reading = _kept_reading(text) if len(text) <= READING_KEPT_CHARS else _read_text(text)
+    reading = _READINGS.reading(text)
     issues.extend(
         RegistryIssue(path=record_path, code=code, message=message)
         for code, message in reading.problems
@@ -411,7 +412,7 @@ class _Reading:
 def _read_text(text: str) -> _Reading:
     """The reading of a Source file's text: a function of the text alone, so a process that
     reads the registry again and again (the code server's schedule and sensors, each minute)
-    keeps it (`_kept_reading`) and parses only the files whose text changed; a changed byte is
+    keeps it (`_Readings`) and parses only the files whose text changed; a changed byte is
     another key."""
     try:
         data, _body = split_frontmatter(text)
@@ -423,12 +424,63 @@ def _read_text(text: str) -> _Reading:
         if code == "broken-frontmatter":
             fix = "fix the YAML between the `---` lines"
         return _Reading(None, None, ((code, f"{exc.message}: {fix}"),), unparsed=True)
+    return _reading_of(data)
+
+
+def _reading_of(data: Frontmatter) -> _Reading:
     source, problems = validate_source(data)
     declared = data.get("id") if data.get("entityType", "source") == "source" else None
     return _Reading(source, declared if isinstance(declared, str) else None, tuple(problems))
 
 
-_kept_reading = functools.lru_cache(maxsize=READINGS_KEPT)(_read_text)
+class _Readings:
+    """The readings of the last `size` Source file texts this process read or wrote, keyed
+    by the whole text (thread-safe). A text the pipeline wrote itself (the health mirror) is
+    kept with the frontmatter its writer parsed to prove the edit (`remember_written`): its
+    reading is validated from that mapping when first asked for, without a second YAML
+    parse. Texts longer than READING_KEPT_CHARS are read each time."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._kept: OrderedDict[str, _Reading | Frontmatter] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def reading(self, text: str) -> _Reading:
+        if len(text) > READING_KEPT_CHARS:
+            return _read_text(text)
+        with self._lock:
+            kept = self._kept.get(text)
+            if kept is not None:
+                self._kept.move_to_end(text)
+        if isinstance(kept, _Reading):
+            return kept
+        reading = _read_text(text) if kept is None else _reading_of(kept)
+        self._keep(text, reading)
+        return reading
+
+    def remember(self, text: str, frontmatter: Frontmatter) -> None:
+        if len(text) <= READING_KEPT_CHARS:
+            self._keep(text, frontmatter)
+
+    def _keep(self, text: str, value: _Reading | Frontmatter) -> None:
+        with self._lock:
+            if isinstance(self._kept.get(text), _Reading):
+                return  # already read: the reading stays
+            self._kept[text] = value
+            self._kept.move_to_end(text)
+            while len(self._kept) > self._size:
+                self._kept.popitem(last=False)
+
+
+_READINGS = _Readings(READINGS_KEPT)
+
+
+def remember_written(text: str, frontmatter: Frontmatter) -> None:
+    """A Source file's text as the pipeline just wrote it, with its frontmatter as the writer
+    parsed it (`FrontmatterUpdate`): the next registry read of that text validates the
+    mapping instead of parsing the YAML again (a collection rewrites every checked Source's
+    health keys, and the checks after it read the registry)."""
+    _READINGS.remember(text, frontmatter)
 
 
 def _duplicate_issues(parsed: Iterable[_Parsed]) -> tuple[set[str], list[RegistryIssue]]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from radar_pipeline.core.errors import RegistryError
 from radar_pipeline.core.frontmatter import update_frontmatter_keys
 from radar_pipeline.core.models import FetchResult
+from radar_pipeline.core.registry.sources import remember_written
 
 # Threads overlap the fsyncs of the files (the YAML work is small).
 WRITE_THREADS = 8
@@ -41,9 +42,12 @@ def write_health(updates: Sequence[HealthUpdate]) -> list[HealthFailure]:
 
     def one(update: HealthUpdate) -> HealthFailure | None:
         try:
-            update_frontmatter_keys(update.path, update.fields)
+            written = update_frontmatter_keys(update.path, update.fields)
         except (RegistryError, OSError) as exc:
             return HealthFailure(update.source_id, update.record_path, str(exc))
+        # The checks after a collection read the registry again: the file's new text is read
+        # from the mapping the update was proven with, not parsed a second time.
+        remember_written(written.text, written.frontmatter)
         return None
 
     if not updates:
