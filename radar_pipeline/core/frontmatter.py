@@ -8,6 +8,7 @@ line endings and the Markdown body byte-for-byte as they were.
 
 from __future__ import annotations
 
+import functools
 import re
 import stat
 from collections.abc import Mapping
@@ -193,6 +194,9 @@ def _reads_back_as(candidate: str, value: str) -> bool:
     return bool(ours == {"k": value} and stock == {"k": value})
 
 
+# A function of its arguments alone: a collection writes the same timestamps into many Source
+# files (every check of one second), and proving how a string reads back costs two YAML loads.
+@functools.lru_cache(maxsize=4096)
 def format_scalar(value: str | int | None, style: str | None = None) -> str:
     """`value` as a one-line YAML scalar: plain when unambiguous, else quoted.
 
