@@ -67,7 +67,12 @@ from radar_pipeline.core.store.accounting import previous_checks, record_account
 from radar_pipeline.core.store.collections import merge_collection, record_metrics
 from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.feed_state import FeedState, load_states
-from radar_pipeline.core.store.fetch_attempts import planning_state, record_fetches
+from radar_pipeline.core.store.fetch_attempts import (
+    PlanningState,
+    planning_state,
+    planning_state_in,
+    record_fetches,
+)
 from radar_pipeline.core.vault import index
 from radar_pipeline.core.vault.folder_state import (
     dir_mtime_ns,
@@ -142,16 +147,21 @@ class Collector:
 
     def _plan(self, spec: CollectionSpec, snapshot: RegistrySnapshot | None) -> CollectionPlan:
         folder = folder_of(self.paths.vault)
-        clean = self.store.atomically(lambda con: holds_no_temp_files(con, folder))
-        removed = remove_stale_temp_files(self.paths.vault, skip_signals=clean)
-        if removed:
-            log.info("removed %d temp files a killed collection left behind", removed)
         # A slice plans on its own Sources' states (the Sources of `snapshot`); its figures
         # are the collection's, from the outline (outline.with_figures), not its own.
         ids = None if snapshot is None else {r.source.id for r in snapshot.sources}
         if snapshot is None:
             snapshot = load_registry(self.paths.vault)
-        states, last = planning_state(self.store, ids)
+
+        def first_read(con: Connection) -> tuple[bool, PlanningState]:
+            # One transaction (opening the store costs ~45 ms of CPU): whether the Signals
+            # folder may hold a writer's temp files, and the states to plan on.
+            return holds_no_temp_files(con, folder), planning_state_in(con, ids)
+
+        clean, (states, last) = self.store.atomically(first_read)
+        removed = remove_stale_temp_files(self.paths.vault, skip_signals=clean)
+        if removed:
+            log.info("removed %d temp files a killed collection left behind", removed)
         tokens = self.settings.tokens
         first = plan_collection(spec, snapshot, states, last, self.locks, tokens)
         if not any(c.request is not None for c in first.source_plans):

@@ -139,15 +139,22 @@ def record_attempts(
     insert_rows(con, "fetch_attempts", ATTEMPT_COLUMN_TYPES, rows, columns=ATTEMPT_COLUMNS)
 
 
-def planning_state(
-    store: Store, source_ids: Collection[str] | None = None
-) -> tuple[dict[str, FeedState], datetime | None]:
+# What a collection is planned on: the Sources' feed states, and the last collection's clock.
+PlanningState = tuple[dict[str, FeedState], datetime | None]
+
+
+def planning_state(store: Store, source_ids: Collection[str] | None = None) -> PlanningState:
     """What a collection is planned on, read in one transaction: every Source's feed state
     (or those of `source_ids`) as the publishers saw it (`with_uncommitted_fetches`), and the
     clock of the latest recorded collection."""
     with store.transaction() as con:
-        states = with_uncommitted_fetches(con, load_states(con, source_ids), source_ids)
-        return states, last_as_of(con)
+        return planning_state_in(con, source_ids)
+
+
+def planning_state_in(con: Connection, source_ids: Collection[str] | None = None) -> PlanningState:
+    """`planning_state` inside a transaction the caller holds (with a check of its own)."""
+    states = with_uncommitted_fetches(con, load_states(con, source_ids), source_ids)
+    return states, last_as_of(con)
 
 
 def record_fetches(store: Store, collection_id: str, results: Sequence[FetchResult]) -> None:
