@@ -75,13 +75,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The tests run on pytest-xdist workers, one more than the cores (TEST_WORKERS=1 runs them in
-# one process); most of their time is spent waiting on Dagster processes and loopback servers,
-# so two workers on two cores take about half the time of one. A few tests wait minutes for the
-# real daemon's ticks (a Source's backoff, a schedule's next minute) with their core idle: the
-# extra worker uses it meanwhile. Each test has its own temp vault, store and DAGSTER_HOME, and
-# takes its ports from the kernel.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+# The tests run on pytest-xdist workers, one per core (TEST_WORKERS=1 runs them in one process);
+# most of their time is spent waiting on Dagster processes and loopback servers, so two workers
+# on two cores take about half the time of one. Each test has its own temp vault, store and
+# DAGSTER_HOME, and takes its ports from the kernel.
+TEST_WORKERS ?= auto
 PYTEST := $(BIN)/pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 test-fast: bytecode
