@@ -1,7 +1,7 @@
-"""The collection job under Dagster's multiprocess executor: a process per step, the slices of
-one run in parallel. Its ops hand each other plain values through the IO manager (no live
-object crosses a step), so the run leaves the same vault files, store rows and partition
-states as the same run in process."""
+"""The collection job under Dagster's multiprocess executor: a process per step, the steps of
+one run in parallel, each checking its slices in turn. Its ops hand each other plain values
+through the IO manager (no live object crosses a step), so the run leaves the same vault files,
+store rows and partition states as the same run in process."""
 
 from __future__ import annotations
 
@@ -25,8 +25,10 @@ from radar_pipeline_tests.vaultkit import rss, write_fixture_source
 
 AS_OF = "2026-03-02T06:00:00Z"
 SOURCES = [f"fix-{n}" for n in range(7)]
-# Small slices, so that seven Sources are four steps, two of them at once.
+# Small slices and steps, so that seven Sources are four slices in two steps (3 slices of two
+# Sources and one of one; the steps run at once).
 SLICE = 2
+STEP_SLICES = 2
 
 
 def _job(executor: dg.ExecutorDefinition) -> dg.JobDefinition:
@@ -38,7 +40,9 @@ def _job(executor: dg.ExecutorDefinition) -> dg.JobDefinition:
             resources={
                 "radar": RadarResource(),
                 "clock": ClockResource(),
-                "collection": CollectionResource(slice_sources=SLICE, parse_workers=1),
+                "collection": CollectionResource(
+                    slice_sources=SLICE, step_slices=STEP_SLICES, parse_workers=1
+                ),
             },
             executor=executor,
         ),
@@ -57,7 +61,7 @@ def in_process_collect_job() -> dg.JobDefinition:
 
 
 def _collect(home: Path, target: Any) -> tuple[bool, list[str], set[Any]]:
-    """One run of `target`'s job over every Source; its success, its slice steps and the
+    """One run of `target`'s job over every Source; its success, its collection steps and the
     partitions' states. The instance is entered (`with`): Dagster reads the definitions'
     state storage from the instance in context while it loads them."""
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -72,9 +76,16 @@ def _collect(home: Path, target: Any) -> tuple[bool, list[str], set[Any]]:
         ) as result:
             success = result.success
             steps = {e.step_key for e in result.all_events if e.step_key}
+            slices = [
+                r.user_message
+                for r in instance.all_logs(result.run_id)
+                if r.step_key and "check_sources" in r.step_key
+            ]
         status = instance.get_status_by_partition(SIGNALS_KEY, SOURCES, sources_partitions)
-    slices = sorted(s for s in steps if "check_sources" in s)
-    return success, slices, set(status.values())
+    checks = sorted(s for s in steps if "check_sources" in s)
+    # Each slice says what it checked, in the step that checked it.
+    assert sum(m.startswith("slice ") for m in slices) == 4, slices
+    return success, checks, set(status.values())
 
 
 def _state(vault: Path, db: Path) -> dict[str, Any]:
@@ -142,7 +153,11 @@ def test_collection_runs_under_the_multiprocess_executor(
             write_fixture_source(vault, sid, rss(items))
         success, steps, states_seen = _collect(home, target)
         assert success
-        assert len(steps) == 4, steps  # one step per slice of two Sources
+        # A step per two slices, named by the plan positions of its Sources.
+        assert steps == [
+            "signals.check_sources[sources_1_4]",
+            "signals.check_sources[sources_5_7]",
+        ], steps
         assert states_seen == {dg.AssetPartitionStatus.MATERIALIZED}
         states.append(_state(vault, db))
     in_process, multiprocess = states

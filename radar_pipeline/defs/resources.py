@@ -190,14 +190,14 @@ def clock_run_config(as_of: str) -> dict[str, object]:
 
 
 class CollectionResource(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """How a collection's steps check their Sources: each slice step opens a Collector of its
-    own (its Source locks and parse workers) and closes it before the step ends, so nothing
-    of a collection lives between its steps (defs/collection/assets.py)."""
+    """How a collection's steps check their Sources: each step opens a Collector of its own
+    (its Source locks and parse workers) for its slices and closes it before the step ends, so
+    nothing of a collection lives between its steps (defs/collection/assets.py)."""
 
     parse_workers: int | None = Field(
         default=None,
         ge=0,
-        description="parse processes per slice of a collection (0: parse in the step's own "
+        description="parse processes per step of a collection (0: parse in the step's own "
         "process); unset: RADAR_PARSE_WORKERS, else one per core (at most 4)",
     )
     slice_sources: int | None = Field(
@@ -205,6 +205,12 @@ class CollectionResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         ge=1,
         description="Sources per slice of a collection (one step each); unset: 100 "
         "(docs/architecture.md, 'A collection in slices')",
+    )
+    step_slices: int | None = Field(
+        default=None,
+        ge=1,
+        description="slices a collection step checks in turn, with one set of parse workers; "
+        "unset: 5 (docs/architecture.md, 'A collection in slices')",
     )
     page_interval_s: float = Field(
         default=PAGE_INTERVAL_S,

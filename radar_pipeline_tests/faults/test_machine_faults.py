@@ -278,3 +278,73 @@ def test_no_process_outlives_radar(tmp_path: Path, feed_server: FeedServer) -> N
     os.truncate(home.db, int(home.db.stat().st_size * 0.9))
     code, left = _survivors(home, "collect", "--all", "--as-of", _stamp(farm))
     assert code == 1 and left == [], left
+
+
+@pytest.mark.slow
+def test_a_step_checks_its_next_slice_after_one_fails_as_a_whole(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    """A step checks its slices in turn (core/collect/slices.check_step). A slice that fails as
+    a whole (its new Signals cannot be written: the Signals folder read-only) records the
+    failure on its own Sources; the step's next slice is still checked and committed, and the
+    step then fails with the first slice's failure."""
+    from radar_pipeline.core.collect.collector import Collector
+    from radar_pipeline.core.collect.outline import outline_collection
+    from radar_pipeline.core.collect.slices import check_step
+    from radar_pipeline.core.config import Settings
+    from radar_pipeline.core.plan.collection import CollectionSpec
+    from radar_pipeline.core.store.collections import report_for
+    from radar_pipeline.core.store.connection import Store
+    from radar_pipeline_tests.conftest import collect_stages, new_collection_id
+    from radar_pipeline_tests.feedserver import conditional
+    from radar_pipeline_tests.vaultkit import rss
+
+    def publish(sid: str, count: int) -> str:
+        items = [
+            {"title": f"{sid} {i}", "guid": f"{sid}-{i}", "link": f"https://e.x/{sid}/{i}"}
+            for i in range(count)
+        ]
+        stamp = f"Mon, 0{count} Nov 2026 08:00:00 GMT"
+        return feed_server.add(f"/{sid}.xml", handler=conditional(rss(items), f'"{count}"', stamp))
+
+    ids = [f"s-{n}" for n in range(4)]
+    for sid in ids:
+        write_source(radar_env["vault"], sid, publish(sid, 2), cadence="manual")
+    settings = Settings.from_env()
+    t0 = epoch_time(0)
+    with Collector(settings, parse_workers=1) as collector:
+        first = collect_stages(collector, CollectionSpec(new_collection_id(), "all", t0))
+    assert first.totals.created == 8
+
+    run = new_collection_id()
+    spec = CollectionSpec(run, "all", t0 + timedelta(hours=1), dagster_run_id=run)
+    store = Store.of(settings.paths)
+    outline = outline_collection(store, settings, spec, size=2, step_slices=2)
+    assert outline.steps == (range(0, 2),) and outline.step_key(0) == "sources_1_4"
+    failing, passing = outline.slices
+    for sid in failing:  # a new item each: their slice must write a Signal file
+        publish(sid, 3)
+    with (
+        _read_only(radar_env["vault"] / SIGNALS_DIR),
+        Collector(settings) as collector,
+        pytest.raises(OSError) as raised,
+    ):
+        check_step(collector, outline, 0)
+    assert raised.value.errno == errno.EROFS, raised.value
+    recorded = report_for(store, run)
+    assert recorded is not None
+    assert {s.id: s.outcome for s in recorded.sources} == dict.fromkeys(passing, "not-modified")
+    with store.transaction() as con:
+        states = dict(con.execute("SELECT source_id, error_state FROM feed_state").fetchall())
+        letters = {
+            row[0]
+            for row in con.execute(
+                "SELECT source_id FROM dead_letters WHERE status = 'open' AND stage = ?",
+                [RUN_FAILURE_STAGE],
+            ).fetchall()
+        }
+    assert {sid: states[sid] for sid in ids} == {
+        **dict.fromkeys(failing, "read-only"),
+        **dict.fromkeys(passing, None),
+    }
+    assert letters == set(failing)

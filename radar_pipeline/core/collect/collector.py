@@ -3,9 +3,9 @@ pages (page extraction for the Sources whose policy allows it, before their lock
 
 Each stage is a method; a Dagster run's slice step calls them in turn for its slice of Sources
 (core/collect/slices.py; whoever launched the run: the CLI, the schedule, a backfill, the UI).
-A Collector belongs to one collection, or one slice
-of it: it holds those Source locks and parse workers, and `close` releases both (it is a
-context manager), before the step that opened it ends.
+A Collector belongs to one collection, or to the slices of one
+step of it, checked in turn: it holds their Source locks and parse workers, and `close`
+releases both (it is a context manager), before the step that opened it ends.
 
 The rules each stage keeps are in docs/architecture.md; the numbers below cite its invariants.
 """
@@ -140,6 +140,9 @@ class Collector:
     ) -> CollectionPlan:
         """Every selected Source's check: gates, cadence, backoff, validators, its lock. First
         records what an earlier collection that failed as a whole could not (run_failure.py)."""
+        # A Collector may check several slices in turn: until this plan is made, a failure
+        # concerns the Sources `spec` names, not the previous slice's.
+        self.planned = None
         replay_run_failures(self.store, self.paths)
         with self._failing_whole(spec):
             self.planned = self._plan(spec, snapshot)

@@ -26,11 +26,16 @@ from radar_pipeline.core.store.fetch_attempts import planning_state
 # Sources per slice. A cold check holds its body, its parse and its rendered Signals until the
 # slice commits: about 0.5 MB a Source on feeds of 20 items of ~7 KB (issue 50: 1.38 GB for a
 # one-batch run of 2,000), so 100 Sources are ~55 MB above the process's floor, whatever the
-# registry's size. Fewer would pay the per-slice costs more often: a Dagster step (its events,
-# ~10 ms each), a registry read, the parse workers' boot (a spawned interpreter each, ~0.5 s of
-# CPU, only when a slice expects bodies) and one store transaction. 100 is also the due rule's
-# wave (core/plan/waves.WAVE_SIZE): a scheduled run of one wave is one slice.
+# registry's size. Fewer would pay the per-slice costs more often: reading its Source files, a
+# plan and a commit (five store transactions, ~45 ms of CPU each to open the store). 100 is also
+# the due rule's wave (core/plan/waves.WAVE_SIZE): a scheduled run of one wave is one slice.
 SLICE_SOURCES = 100
+# Slices per step. A step checks its slices one after another with one Collector: the parse
+# workers boot once a step, not once a slice, and the step's own costs (its Dagster events, the
+# outline loaded from the IO manager) are paid once for 500 Sources. Memory stays one
+# slice's: each slice commits and drops its bodies, parses and rendered notes before the next
+# begins. Several steps still let the multiprocess executor check a large run in parallel.
+STEP_SLICES = 5
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ class CollectionOutline:
     overdue: int
     downtime_from: datetime | None
     clock_behind: datetime | None
+    # Slices per step: step k checks slices k * step_slices up to the next step's first.
+    step_slices: int = STEP_SLICES
 
     def slice_spec(self, index: int) -> CollectionSpec:
         """The collection restricted to slice `index` (an explicit one names exactly it)."""
@@ -68,6 +75,20 @@ class CollectionOutline:
         """Every Source of the collection, in plan order."""
         return tuple(sid for ids in self.slices for sid in ids)
 
+    @property
+    def steps(self) -> tuple[range, ...]:
+        """Each step's slices (indexes), in plan order."""
+        count, size = len(self.slices), self.step_slices
+        return tuple(range(k, min(k + size, count)) for k in range(0, count, size))
+
+    def step_key(self, step: int) -> str:
+        """The step's mapping key, as the run's page shows it: the plan positions of its
+        first and last Source (1-based), e.g. `sources_501_1000`."""
+        indexes = self.steps[step]
+        first = sum(len(ids) for ids in self.slices[: indexes.start])
+        last = first + sum(len(self.slices[i]) for i in indexes)
+        return f"sources_{first + 1}_{last}"
+
 
 @dataclass(frozen=True)
 class SliceSummary:
@@ -81,11 +102,23 @@ class SliceSummary:
     page_sources: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class StepSummary:
+    """What one step hands on: its slices' summaries, in plan order."""
+
+    slices: tuple[SliceSummary, ...]
+
+
 def outline_collection(
-    store: Store, settings: Settings, spec: CollectionSpec, size: int = SLICE_SOURCES
+    store: Store,
+    settings: Settings,
+    spec: CollectionSpec,
+    size: int = SLICE_SOURCES,
+    step_slices: int = STEP_SLICES,
 ) -> CollectionOutline:
-    """Which Sources `spec` concerns, in plan order, cut into slices of at most `size`; taken
-    without locks (each slice takes its own)."""
+    """Which Sources `spec` concerns, in plan order, cut into slices of at most `size`, and
+    those into steps of at most `step_slices`; taken without locks (each slice takes its
+    own)."""
     snapshot = load_registry(settings.paths.vault)
     try:
         states, last = planning_state(store)
@@ -113,4 +146,5 @@ def outline_collection(
         figures.overdue,
         figures.downtime_from,
         figures.clock_behind,
+        step_slices,
     )

@@ -2,14 +2,15 @@
 
 A collection run (one Dagster run over a range of Source partitions) is cut into slices of at
 most `SLICE_SOURCES` Sources (core/collect/outline.py), in the order its plan lists them (recovery
-priority first). Each slice is checked end to end by a Collector of its own: it takes its
-Sources' locks, fetches them concurrently, parses each body on the worker pool as it arrives,
-dedupes, writes the new Signals, commits (watermarks, validators, health: invariant 6 holds per
-slice) and releases the locks and the workers. What a slice hands on is a `SliceSummary` (a few
-counts); its report lands in the store, added to the collection's row by its commit
-(store/collections.merge_collection). So nothing outlives a slice but ids and counts, and a
-collection of 2,000 Sources holds no more bodies, parses and rendered Signals at once than one
-of 100 (docs/architecture.md, "A collection in slices").
+priority first), and the slices into steps of at most `STEP_SLICES`. A step checks its slices one
+after another with one Collector (its fetcher settings and parse workers); each slice end to end:
+it takes its Sources' locks, fetches them concurrently, parses each body on the worker pool as
+it arrives, dedupes, writes the new Signals, commits (watermarks, validators, health: invariant
+6 holds per slice) and releases its locks before the next slice begins. What a slice hands on is
+a `SliceSummary` (a few counts); its report lands in the store, added to the collection's row by
+its commit (store/collections.merge_collection). So nothing outlives a slice but ids and counts,
+and a collection of 2,000 Sources holds no more bodies, parses and rendered Signals at once than
+one of 100 (docs/architecture.md, "A collection in slices").
 
 After the slices, `extract_pages` runs the page pass of the slices' page-extraction Sources
 (their locks taken again, for the pass only), and `finished_report` reads the collection's
@@ -18,12 +19,13 @@ report back from the store, in the plan's order.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from radar_pipeline.core.acquire.fetch import FetchSettings
 from radar_pipeline.core.collect import page_stage
 from radar_pipeline.core.collect.collector import Collector
-from radar_pipeline.core.collect.outline import CollectionOutline, SliceSummary
+from radar_pipeline.core.collect.outline import CollectionOutline, SliceSummary, StepSummary
 from radar_pipeline.core.collect.report import build_report
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.contract.collection import CollectionReport
@@ -34,11 +36,33 @@ from radar_pipeline.core.registry.sources import load_registry, load_sources
 from radar_pipeline.core.store.collections import merge_collection, replace_report, report_for
 from radar_pipeline.core.store.connection import Store
 
+log = logging.getLogger(__name__)
+
+
+def check_step(collector: Collector, outline: CollectionOutline, step: int) -> StepSummary:
+    """Check the slices of step `step` one after another with `collector` (the step's: its
+    parse workers serve every slice of the step); their summaries.
+
+    A slice that fails as a whole has its failure recorded on each of its Sources (the
+    Collector does it, run_failure.py); the step goes on with its other slices, as separate
+    steps would, and then raises the first such failure."""
+    summaries: list[SliceSummary] = []
+    failures: list[Exception] = []
+    for index in outline.steps[step]:
+        try:
+            summaries.append(check_slice(collector, outline, index))
+        except Exception as exc:
+            log.error("slice %d failed as a whole: %s", index, exc)
+            failures.append(exc)
+    if failures:
+        raise failures[0]
+    return StepSummary(tuple(summaries))
+
 
 def check_slice(collector: Collector, outline: CollectionOutline, index: int) -> SliceSummary:
-    """Check slice `index` end to end with `collector` (a Collector of this slice alone: its
-    locks and workers are closed with it): plan under the locks, fetch with parses started as
-    bodies arrive, dedupe, commit; the slice's summary."""
+    """Check slice `index` end to end with `collector`: plan under the slice's locks, fetch
+    with parses started as bodies arrive, dedupe, commit, release the locks; the slice's
+    summary."""
     spec = outline.slice_spec(index)
     # The slice's own Source files: the registry was read whole by the plan step (a full
     # read is ~1.6 s of CPU at 2,000 Sources; per slice it would cost the run that again).

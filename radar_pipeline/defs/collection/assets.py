@@ -1,10 +1,11 @@
-"""The `signals` asset: one partition per Source, a graph of ops plan -> check_slice (one step
-per slice of Sources, mapped) -> pages -> signal_materialize. One run may cover many Sources
-(a partition range); the plan step cuts them into bounded slices (core/collect/slices.py),
-each checked end to end in its own step (locks, fetch, parse as bodies arrive, dedupe, write,
-commit, release). The ops hand each other plain values through the run's IO manager (the plan's
-outline, a few counts per slice): no live object crosses a step, so the job runs under any
-executor, a process per step included. The ops orchestrate; the rules live in core.collect."""
+"""The `signals` asset: one partition per Source, a graph of ops plan -> check_sources (one
+step per few slices of Sources, mapped) -> pages -> signal_materialize. One run may cover many
+Sources (a partition range); the plan step cuts them into bounded slices (core/collect/slices.py)
+and the slices into steps; a step checks each of its slices end to end in turn (locks, fetch,
+parse as bodies arrive, dedupe, write, commit, release). The ops hand each other plain values
+through the run's IO manager (the plan's outline, a few counts per slice): no live object
+crosses a step, so the job runs under any executor, a process per step included. The ops
+orchestrate; the rules live in core.collect."""
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -15,8 +16,9 @@ import dagster as dg
 from radar_pipeline.core.clock import parse_utc
 from radar_pipeline.core.collect.outline import (
     SLICE_SOURCES,
+    STEP_SLICES,
     CollectionOutline,
-    SliceSummary,
+    StepSummary,
     outline_collection,
 )
 from radar_pipeline.core.contract.collection import CollectionReport
@@ -50,7 +52,7 @@ MAX_SOURCES_PER_RUN = 1000
 
 @dg.op(
     ins={"registry": dg.In(dg.Nothing)},
-    out={"outline": dg.Out(), "slices": dg.DynamicOut(int)},
+    out={"outline": dg.Out(), "steps": dg.DynamicOut(int)},
 )
 def plan(
     context: dg.OpExecutionContext,
@@ -59,8 +61,8 @@ def plan(
     collection: CollectionResource,
 ) -> Iterator[dg.Output[CollectionOutline] | dg.DynamicOutput[int]]:
     """Which Sources this run checks (gates, cadence, backoff), in recovery priority order,
-    cut into slices: the outline, and one mapped step per slice (its index). No lock is taken
-    here; each slice takes its own."""
+    cut into slices and the slices into steps: the outline, and one mapped step per few slices
+    (its index). No lock is taken here; each slice takes its own."""
     with failures_as_line():
         # A run without a partition (nothing to check: launch.py) names no Source here.
         partitioned = context.has_partition_key or context.has_partition_key_range
@@ -82,14 +84,15 @@ def plan(
             tick=parse_utc(tick) if (tick := context.run.tags.get(tags.TICK)) else None,
         )
         size = SLICE_SOURCES if collection.slice_sources is None else collection.slice_sources
-        outline = outline_collection(radar.store(), radar.settings(), spec, size)
+        per_step = STEP_SLICES if collection.step_slices is None else collection.step_slices
+        outline = outline_collection(radar.store(), radar.settings(), spec, size, per_step)
         context.log.info(
             f"{len(outline.source_ids)} Sources ({config.mode}) in {len(outline.slices)} "
-            f"slices, overdue {outline.overdue}"
+            f"slices, {len(outline.steps)} steps, overdue {outline.overdue}"
         )
         yield dg.Output(outline, "outline")
-        for index in range(len(outline.slices)):
-            yield dg.DynamicOutput(index, output_name="slices", mapping_key=f"slice_{index:04d}")
+        for step in range(len(outline.steps)):
+            yield dg.DynamicOutput(step, output_name="steps", mapping_key=outline.step_key(step))
 
 
 @dg.op
@@ -98,22 +101,24 @@ def check_sources(
     radar: RadarResource,
     collection: CollectionResource,
     outline: CollectionOutline,
-    index: int,
-) -> SliceSummary:
-    """Check one slice of Sources end to end: take their locks, fetch concurrently, parse
-    each body as it arrives, dedupe, write the new Signals, commit (watermarks, validators,
-    health), release the locks. Its report lands in the store; the step hands on its counts."""
+    step: int,
+) -> StepSummary:
+    """Check the step's slices of Sources in turn, each end to end: take their locks, fetch
+    concurrently, parse each body as it arrives, dedupe, write the new Signals, commit
+    (watermarks, validators, health), release the locks. Their reports land in the store; the
+    step hands on their counts."""
     # Imported here, as the resource imports the Collector: only a collection step needs the
     # fetcher and the parsers, not every process that loads the definitions.
-    from radar_pipeline.core.collect.slices import check_slice
+    from radar_pipeline.core.collect.slices import check_step
 
     with failures_as_line(), collection.collector(radar.settings()) as collector:
-        summary = check_slice(collector, outline, index)
-    context.log.info(
-        f"slice {index}: {summary.checked} of {summary.sources} Sources checked, "
-        f"{summary.failed} failed, {summary.created} Signals created"
-    )
-    return summary
+        checked = check_step(collector, outline, step)
+    for summary in checked.slices:
+        context.log.info(
+            f"slice {summary.index}: {summary.checked} of {summary.sources} Sources checked, "
+            f"{summary.failed} failed, {summary.created} Signals created"
+        )
+    return checked
 
 
 @dg.op(out=dg.Out(dg.Nothing))
@@ -122,13 +127,14 @@ def pages(
     radar: RadarResource,
     collection: CollectionResource,
     outline: CollectionOutline,
-    slices: list[SliceSummary],
+    steps: list[StepSummary],
 ) -> None:
     """Page extraction for the checked `fullText: page-extraction` Sources (their policy and
     legal approval name the pages), each under its Source lock; its figures go into the
     collection's report."""
     from radar_pipeline.core.collect.slices import extract_pages
 
+    slices = [summary for checked in steps for summary in checked.slices]
     wanted = sum(len(s.page_sources) for s in slices)
     with failures_as_line():
         extract_pages(
@@ -269,10 +275,10 @@ def signals(source_registry: Any) -> Any:
     *failed* when it failed (until it next succeeds). A partition's page shows the Source at a
     glance: last outcome, HTTP status, created/reused/duplicates, next due time, backoff and
     last error class. One run may cover many Sources, checked in bounded slices."""
-    outline, slices = plan(source_registry)
-    checked = slices.map(lambda index: check_sources(outline=outline, index=index))
+    outline, steps = plan(source_registry)
+    checked = steps.map(lambda step: check_sources(outline=outline, step=step))
     return signal_materialize(
-        outline=outline, paged=pages(outline=outline, slices=checked.collect())
+        outline=outline, paged=pages(outline=outline, steps=checked.collect())
     )
 
 
