@@ -3,10 +3,10 @@ and in the team profile also the store's advisory lock, which holds across hosts
 
 from __future__ import annotations
 
+import fcntl
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import filelock
 
 if TYPE_CHECKING:  # the embedded profile never loads the PostgreSQL module
     from radar_pipeline.core.store.postgres import SourceLocks
@@ -28,23 +28,32 @@ class LockBook:
     def __init__(self, locks_dir: Path, shared: SourceLocks | None = None) -> None:
         self.locks_dir = locks_dir
         self.shared = shared
-        self._held: dict[tuple[str, str], filelock.FileLock] = {}
+        self._held: dict[tuple[str, str], int] = {}  # the open lock file of each Source held
 
     def try_acquire(self, collection_id: str, source_id: str) -> bool:
         if (collection_id, source_id) in self._held:
             return True  # re-planning under a lock this collection already holds
-        self.locks_dir.mkdir(parents=True, exist_ok=True)
-        lock = filelock.FileLock(
-            self.locks_dir / f"{source_id}.lock", timeout=0, thread_local=False
-        )
+        # flock(2) itself, not the `filelock` package (used for the instance's one-off locks):
+        # its per-lock bookkeeping costs ~0.5 ms of CPU, 1 s for a run of 2,000 Sources; this
+        # is the same lock (an exclusive flock on the same file) for ~20 us. The file stays.
+        path = self.locks_dir / f"{source_id}.lock"
         try:
-            lock.acquire()
-        except filelock.Timeout:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # the first lock of this vault
+            self.locks_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another process holds it
+            os.close(fd)
             return False
+        except BaseException:
+            os.close(fd)
+            raise
         if self.shared is not None and not self.shared.try_lock(source_id):
-            lock.release()  # another host holds the Source
+            _unlock(fd)  # another host holds the Source
             return False
-        self._held[(collection_id, source_id)] = lock
+        self._held[(collection_id, source_id)] = fd
         return True
 
     def release_all(self, collection_id: str | None = None) -> None:
@@ -53,6 +62,14 @@ class LockBook:
         for key in [k for k in self._held if collection_id is None or k[0] == collection_id]:
             if self.shared is not None:
                 self.shared.unlock(key[1])
-            self._held.pop(key).release()
+            _unlock(self._held.pop(key))
         if collection_id is None and self.shared is not None:
             self.shared.close()
+
+
+def _unlock(fd: int) -> None:
+    """Release a Source's flock and close its file."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
