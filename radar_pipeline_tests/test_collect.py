@@ -187,3 +187,48 @@ def test_the_fetch_stage_hands_its_started_parses_on_in_its_value(
         assert handed_over == other.parse(plan, FetchedChecks(fetched.results))
         assert sorted(r.plan.source_id for r in handed_over) == ids
         assert [len(r.parsed.candidates) if r.parsed else 0 for r in handed_over] == [1] * len(ids)
+
+
+def test_a_collection_in_slices_records_each_slice_once_and_its_report_whole_at_the_end(
+    radar_env: dict[str, Path],
+) -> None:
+    """Each slice's commit adds its report as a part of the collection's (the row's counts
+    grow with it; the whole report is never read and written again mid-run): the report reads
+    as every slice committed so far. The last step writes it whole, in plan order, and the
+    parts go."""
+    from radar_pipeline.core.collect.outline import outline_collection
+    from radar_pipeline.core.collect.slices import check_step, finished_report
+    from radar_pipeline.core.store.collections import report_for
+
+    vault = radar_env["vault"]
+    for n in range(3):
+        items = [{"title": f"f{n}", "guid": f"f{n}", "link": f"https://e.x/{n}"}]
+        write_fixture_source(vault, f"f{n}", rss(items))
+    settings = Settings.from_env()
+    store = Store.of(settings.paths)
+    run = new_collection_id()
+    spec = CollectionSpec(run, "all", AS_OF, dagster_run_id=run)
+    outline = outline_collection(store, settings, spec, size=1, step_slices=2)
+    assert [len(step) for step in outline.steps] == [2, 1]
+
+    def recorded() -> tuple[list[str], tuple[int, ...], int]:
+        with store.transaction() as con:
+            [totals] = con.execute(
+                "SELECT passed, created FROM collections WHERE collection_id = $1", [run]
+            ).fetchall()
+            [(parts,)] = con.execute(
+                "SELECT count(*) FROM collection_slices WHERE collection_id = $1", [run]
+            ).fetchall()
+        report = report_for(store, run)
+        assert report is not None
+        assert (report.totals.passed, report.totals.created) == totals
+        return [s.id for s in report.sources], totals, parts
+
+    with Collector(settings, parse_workers=1) as collector:
+        check_step(collector, outline, 0)
+        assert recorded() == (list(outline.source_ids[:2]), (2, 2), 1)
+        check_step(collector, outline, 1)
+    assert recorded() == (list(outline.source_ids), (3, 3), 2)
+    report = finished_report(store, outline)
+    assert recorded() == (list(outline.source_ids), (3, 3), 0)
+    assert report == report_for(store, run) and report.collection_ids is None

@@ -341,6 +341,7 @@ def test_duplicates_decided_under_the_old_rules_stay_duplicates_after_migration_
             "DROP TABLE signals; ALTER TABLE signals_v11 RENAME TO signals"
         )
         con.execute("ALTER TABLE audit_signal_files DROP COLUMN temporary_text")  # 14's
+        con.execute("DROP TABLE collection_slices")  # 15's
         con.execute("DELETE FROM schema_migrations WHERE version >= 7")
     Store.forget_migrations()
 

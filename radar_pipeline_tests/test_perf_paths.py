@@ -556,13 +556,14 @@ def test_migration_6_keeps_the_facts_of_declared_ids_and_reads_the_rest_again(
         )
         con.execute("ALTER TABLE audit_signal_files DROP COLUMN identity")
         con.execute("ALTER TABLE audit_signal_files DROP COLUMN temporary_text")
-        # The tables and columns of migrations 7 to 14 go too, so 6 to 14 are applied again.
+        # The tables and columns of migrations 7 to 15 go too, so 6 to 15 are applied again.
         con.execute("DROP TABLE check_accounting; DROP TABLE duplicate_items")
         con.execute("DROP TABLE source_items")
         con.execute("ALTER TABLE feed_state DROP COLUMN polite_until")
         con.execute("DROP TABLE field_evidence")
         con.execute("DROP TABLE page_state; DROP TABLE robots_cache")
         con.execute("DROP TABLE vault_folder_state")
+        con.execute("DROP TABLE collection_slices")
         con.execute(
             "CREATE TABLE signals_v11 AS SELECT * EXCLUDE (link_fragment) FROM signals; "
             "DROP TABLE signals; ALTER TABLE signals_v11 RENAME TO signals"

@@ -290,7 +290,8 @@ class Collector:
         Source locks; the report of these checks.
 
         The collection's row in the store gets these checks' report; a slice's commit adds it
-        to what the run's earlier slices recorded (store/collections.merge_collection)."""
+        as a part of the report the run's earlier slices recorded
+        (store/collections.merge_collection)."""
         spec = plan.spec
         try:
             # Recorded while the Source locks are still held: no other check of them overlaps.

@@ -7,10 +7,10 @@ after another with one Collector (its fetcher settings and parse workers); each 
 it takes its Sources' locks, fetches them concurrently, parses each body on the worker pool as
 it arrives, dedupes, writes the new Signals, commits (watermarks, validators, health: invariant
 6 holds per slice) and releases its locks before the next slice begins. What a slice hands on is
-a `SliceSummary` (a few counts); its report lands in the store, added to the collection's row by
-its commit (store/collections.merge_collection). So nothing outlives a slice but ids and counts,
-and a collection of 2,000 Sources holds no more bodies, parses and rendered Signals at once than
-one of 100 (docs/architecture.md, "A collection in slices").
+a `SliceSummary` (a few counts); its report lands in the store, a part of the collection's that
+its commit adds (store/collections.merge_collection). So nothing outlives a slice but ids and
+counts, and a collection of 2,000 Sources holds no more bodies, parses and rendered Signals at
+once than one of 100 (docs/architecture.md, "A collection in slices").
 
 After the slices, `extract_pages` runs the page pass of the slices' page-extraction Sources
 (their locks taken again, for the pass only), and `finished_report` reads the collection's
@@ -33,7 +33,7 @@ from radar_pipeline.core.extract.pages import PageSettings
 from radar_pipeline.core.plan.collection import CollectionPlan, CollectionSpec
 from radar_pipeline.core.plan.locks import LockBook
 from radar_pipeline.core.registry.sources import load_registry, load_sources
-from radar_pipeline.core.store.collections import merge_collection, replace_report, report_for
+from radar_pipeline.core.store.collections import record_collection, replace_report, report_for
 from radar_pipeline.core.store.connection import Store
 
 log = logging.getLogger(__name__)
@@ -123,20 +123,23 @@ def finished_report(store: Store, outline: CollectionOutline) -> CollectionRepor
     """The collection's report as its slices recorded it, its Sources in plan order (slices
     that ran in parallel commit in any order). A collection with nothing to check records its
     empty report here, so every collection has one."""
-    recorded = report_for(store, outline.spec.collection_id)
+    spec = outline.spec
+    recorded = report_for(store, spec.collection_id)
     if recorded is None:
-        spec = outline.spec
         empty = CollectionPlan(
             spec, (), outline.overdue, outline.downtime_from, clock_behind=outline.clock_behind
         )
         report = build_report(empty, (), [])
-        return store.atomically(
-            lambda con: merge_collection(con, spec.dagster_run_id, spec.trigger, spec.as_of, report)
+        store.atomically(
+            lambda con: record_collection(
+                con, spec.dagster_run_id, spec.trigger, spec.as_of, report
+            )
         )
+        return report
     position = {sid: i for i, sid in enumerate(outline.source_ids)}
     ordered = tuple(sorted(recorded.sources, key=lambda s: position.get(s.id, len(position))))
-    if ordered == recorded.sources:
-        return recorded
     report = recorded.model_copy(update={"sources": ordered})
-    store.atomically(lambda con: replace_report(con, outline.spec.collection_id, report))
+    # Written whole, once: later reads (the CLI, `radar report`, the checks) parse one report
+    # rather than merging the slices' parts each time.
+    store.atomically(lambda con: replace_report(con, spec.collection_id, report))
     return report

@@ -73,26 +73,33 @@ def merge_collection(
     trigger: str,
     as_of: datetime,
     report: CollectionReport,
-) -> CollectionReport:
+) -> None:
     """Record one slice of a collection (core/collect/slices.py): the collection's row is
-    created by its first slice's commit, and each later slice adds its counts and Sources to
-    it, so the row always holds what is committed. Returns the collection's report so far."""
+    created by its first slice's commit; each later slice adds its counts to that row and its
+    report as a row of `collection_slices`, so the store always holds what is committed, and a
+    slice's commit costs the same however many slices came before it (reading and writing the
+    whole report again at each slice grew with the square of the slices). `report_for` reads
+    the parts as one report; `replace_report` writes it whole again."""
+    collection_id = report.collection_id
     row = con.execute(
-        "SELECT report_json FROM collections WHERE collection_id = $1", [report.collection_id]
+        "SELECT (SELECT count(*) FROM collections WHERE collection_id = $1), "
+        "(SELECT count(*) FROM collection_slices WHERE collection_id = $1)",
+        [collection_id],
     ).fetchone()
-    if row is None or not row[0]:
+    recorded, parts = row if row else (0, 0)
+    if not recorded:
         record_collection(con, dagster_run_id, trigger, as_of, report)
-        return report
-    before = CollectionReport.model_validate_json(row[0])
-    # One collection, not a launch of several: the merge's list of collections stays absent.
-    merged = CollectionReport.merge([before, report]).model_copy(update={"collection_ids": None})
-    assignments = ", ".join(f"{name} = ${i}" for i, name in enumerate(_TOTALS, start=3))
+        return
     con.execute(
-        f"UPDATE collections SET finished_at = now(), due = $2, {assignments}, "
-        f"report_json = ${len(_TOTALS) + 3} WHERE collection_id = $1",
-        [report.collection_id, merged.due, *_totals(merged), report_text(merged)],
+        "INSERT INTO collection_slices VALUES ($1, $2, $3)",
+        [collection_id, parts + 1, report_text(report)],
     )
-    return merged
+    added = ", ".join(f"{name} = {name} + ${i}" for i, name in enumerate(_TOTALS, start=3))
+    con.execute(
+        f"UPDATE collections SET finished_at = now(), due = due + $2, {added} "
+        "WHERE collection_id = $1",
+        [collection_id, report.due, *_totals(report)],
+    )
 
 
 # The eight totals a collection's row carries as columns, in the table's order: the Sources by
@@ -127,11 +134,11 @@ def last_launch_reports(store: Store) -> list[CollectionReport]:
         return [last] if last is not None else []
     with store.transaction() as con:
         rows = con.execute(
-            "SELECT report_json FROM collections "
+            "SELECT collection_id, report_json FROM collections "
             "WHERE report_json::JSON ->> 'launchId' = $1 AND trigger <> $2 ORDER BY finished_at",
             [last.launch_id, RESTATE_TRIGGER],
         ).fetchall()
-    return [CollectionReport.model_validate_json(row[0]) for row in rows]
+        return [_assembled(con, row[0], row[1]) for row in rows]
 
 
 def report_for(store: Store, collection_id: str) -> CollectionReport | None:
@@ -141,8 +148,25 @@ def report_for(store: Store, collection_id: str) -> CollectionReport | None:
 
 def _stored_report(store: Store, clause: str, params: list[object]) -> CollectionReport | None:
     with store.transaction() as con:
-        row = con.execute(f"SELECT report_json FROM collections {clause}", params).fetchone()
-    return CollectionReport.model_validate_json(row[0]) if row and row[0] else None
+        row = con.execute(
+            f"SELECT collection_id, report_json FROM collections {clause}", params
+        ).fetchone()
+        return _assembled(con, row[0], row[1]) if row and row[1] else None
+
+
+def _assembled(con: Connection, collection_id: str, first: str) -> CollectionReport:
+    """A collection's report: its row's (its first slice's), merged with those its later
+    slices added, in the order they committed (merge_collection)."""
+    parts = con.execute(
+        "SELECT report_json FROM collection_slices WHERE collection_id = $1 ORDER BY part",
+        [collection_id],
+    ).fetchall()
+    report = CollectionReport.model_validate_json(first)
+    if not parts:
+        return report
+    reports = [report, *(CollectionReport.model_validate_json(part[0]) for part in parts)]
+    # One collection, not a launch of several: the merge's list of collections stays absent.
+    return CollectionReport.merge(reports).model_copy(update={"collection_ids": None})
 
 
 def last_as_of(con: Connection) -> datetime | None:
@@ -152,11 +176,13 @@ def last_as_of(con: Connection) -> datetime | None:
 
 
 def replace_report(con: Connection, collection_id: str, report: CollectionReport) -> None:
-    """Store the collection's report again (the page stage adds its figures after the commit)."""
+    """Store the collection's whole report again, in its row (the page stage adds its figures
+    after the commit; the last step writes the slices' parts as one): the parts go."""
     con.execute(
         "UPDATE collections SET report_json = $1 WHERE collection_id = $2",
         [report_text(report), collection_id],
     )
+    con.execute("DELETE FROM collection_slices WHERE collection_id = $1", [collection_id])
 
 
 def report_text(report: CollectionReport) -> str:

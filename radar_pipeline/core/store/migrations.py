@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 Engine = Literal["duckdb", "postgresql"]
 
@@ -499,6 +499,23 @@ MIGRATIONS: tuple[Migration, ...] = (
         # file that could not be read (core/store/facts.py).
         """
         ALTER TABLE audit_signal_files ADD COLUMN temporary_text BOOLEAN;
+        """,
+    ),
+    Migration(
+        15,
+        # A collection's report, recorded a slice at a time: each slice's commit after the
+        # first adds its report here (and its counts to the collection's row) instead of
+        # reading and writing the whole report again, which grew with the square of the
+        # slices. The report reads as the row's merged with its parts in order; the
+        # collection's last step writes it whole into the row and drops the parts
+        # (core/store/collections.py).
+        """
+        CREATE TABLE collection_slices (
+            collection_id VARCHAR NOT NULL,
+            part INTEGER NOT NULL,
+            report_json VARCHAR NOT NULL,
+            PRIMARY KEY (collection_id, part)
+        );
         """,
     ),
 )
