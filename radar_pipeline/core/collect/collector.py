@@ -55,6 +55,7 @@ from radar_pipeline.core.identity.dedupe import resolve_pending
 from radar_pipeline.core.identity.keys import make_signal_id
 from radar_pipeline.core.models import FetchRequest, FetchResult
 from radar_pipeline.core.plan.collection import (
+    CollectionFigures,
     CollectionPlan,
     CollectionSpec,
     SourcePlan,
@@ -136,22 +137,31 @@ class Collector:
     # ---- stages ----------------------------------------------------------------------------
 
     def plan(
-        self, spec: CollectionSpec, snapshot: RegistrySnapshot | None = None
+        self,
+        spec: CollectionSpec,
+        snapshot: RegistrySnapshot | None = None,
+        figures: CollectionFigures | None = None,
     ) -> CollectionPlan:
         """Every selected Source's check: gates, cadence, backoff, validators, its lock. First
-        records what an earlier collection that failed as a whole could not (run_failure.py)."""
+        records what an earlier collection that failed as a whole could not (run_failure.py).
+        A slice gives its Sources' records (`snapshot`) and its collection's `figures`."""
         # A Collector may check several slices in turn: until this plan is made, a failure
         # concerns the Sources `spec` names, not the previous slice's.
         self.planned = None
         replay_run_failures(self.store, self.paths)
         with self._failing_whole(spec):
-            self.planned = self._plan(spec, snapshot)
+            self.planned = self._plan(spec, snapshot, figures)
         return self.planned
 
-    def _plan(self, spec: CollectionSpec, snapshot: RegistrySnapshot | None) -> CollectionPlan:
+    def _plan(
+        self,
+        spec: CollectionSpec,
+        snapshot: RegistrySnapshot | None,
+        figures: CollectionFigures | None,
+    ) -> CollectionPlan:
         folder = folder_of(self.paths.vault)
         # A slice plans on its own Sources' states (the Sources of `snapshot`); its figures
-        # are the collection's, from the outline (outline.with_figures), not its own.
+        # are the collection's, from the outline, not read again on its own Sources.
         ids = None if snapshot is None else {r.source.id for r in snapshot.sources}
         if snapshot is None:
             snapshot = load_registry(self.paths.vault)
@@ -166,14 +176,14 @@ class Collector:
         if removed:
             log.info("removed %d temp files a killed collection left behind", removed)
         tokens = self.settings.tokens
-        first = plan_collection(spec, snapshot, states, last, self.locks, tokens)
+        first = plan_collection(spec, snapshot, states, last, self.locks, tokens, figures)
         if not any(c.request is not None for c in first.source_plans):
             return first
         # The locks are held now. Plan again on the state as it is under them: another process
         # may have committed a check of the same Source between our read and our lock, and
         # its fetch time (minIntervalSeconds) and validators must count.
         states, _ = planning_state(self.store, ids)
-        return plan_collection(spec, snapshot, states, last, self.locks, tokens)
+        return plan_collection(spec, snapshot, states, last, self.locks, tokens, figures)
 
     def fetch(self, plan: CollectionPlan) -> FetchedChecks:
         """Fetch every planned request concurrently; record each attempt in DuckDB. With

@@ -13,7 +13,7 @@ from radar_pipeline.core.collect.run_failure import record_run_failure, run_fail
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.errors import explain
 from radar_pipeline.core.plan.collection import (
-    CollectionPlan,
+    CollectionFigures,
     CollectionSpec,
     collection_figures,
     preview_collection,
@@ -61,14 +61,10 @@ class CollectionOutline:
         """The collection restricted to slice `index` (an explicit one names exactly it)."""
         return replace(self.spec, source_ids=self.slices[index], placement=self.placement)
 
-    def with_figures(self, plan: CollectionPlan) -> CollectionPlan:
-        """A slice's plan with the collection's figures in place of its own."""
-        return replace(
-            plan,
-            overdue=self.overdue,
-            downtime_from=self.downtime_from,
-            clock_behind=self.clock_behind,
-        )
+    @property
+    def figures(self) -> CollectionFigures:
+        """The report's figures of the whole Radar, which every slice plans with."""
+        return CollectionFigures(self.overdue, self.downtime_from, self.clock_behind)
 
     @property
     def source_ids(self) -> tuple[str, ...]:

@@ -67,7 +67,7 @@ def check_slice(collector: Collector, outline: CollectionOutline, index: int) ->
     # The slice's own Source files: the registry was read whole by the plan step (a full
     # read is ~1.6 s of CPU at 2,000 Sources; per slice it would cost the run that again).
     snapshot = load_sources(collector.paths.vault, outline.files[index])
-    plan = outline.with_figures(collector.plan(spec, snapshot))
+    plan = collector.plan(spec, snapshot, outline.figures)
     try:
         checks = collector.dedupe(collector.parse(plan, collector.fetch(plan)))
         report = collector.commit(plan, checks, pages=False)

@@ -131,9 +131,12 @@ def plan_collection(
     last_collection_at: datetime | None,
     locks: LockBook,
     tokens: Mapping[str, str] | None = None,
+    figures: CollectionFigures | None = None,
 ) -> CollectionPlan:
     """Decide every Source's check for this collection, in recovery priority order. `tokens`:
-    where the variable a Source's `authTokenEnv` names is looked up (`Settings.tokens`)."""
+    where the variable a Source's `authTokenEnv` names is looked up (`Settings.tokens`).
+    `figures`: the report's figures of the whole Radar when the caller read them already (a
+    slice's are its collection's, core/collect/outline.py); else read here."""
     env = tokens or {}
     records = _selected_records(spec, snapshot)
     placement = placement_of(spec, snapshot)
@@ -145,7 +148,8 @@ def plan_collection(
     for missing in sorted(set(spec.source_ids) - {r.source.id for r in records}):
         if spec.mode == "explicit":
             planned.append(SourcePlan(missing, None, skip_reason="not a valid Source"))
-    figures = collection_figures(spec, snapshot, states, last_collection_at)
+    if figures is None:
+        figures = collection_figures(spec, snapshot, states, last_collection_at)
     return CollectionPlan(
         spec,
         tuple(planned),
