@@ -128,6 +128,30 @@ def test_a_worker_killed_mid_parse_loses_no_feed() -> None:
         assert workers.parse_all(jobs) == [parse_job(job) for job in jobs]
 
 
+def test_a_pool_a_dead_worker_broke_is_renewed_for_the_next_slice() -> None:
+    """A step's parse workers serve its slices in turn: after a worker died, the next slice
+    gets a new pool (not in-process parsing for the rest of the step), whose workers parse
+    exactly as before."""
+    jobs = _jobs()
+    with ParseWorkers(2) as workers:
+        workers.warm_up()
+        before = workers.processes
+        [victim, *_] = before
+        assert victim.pid is not None
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(timeout=30)
+        assert workers.parse_all(jobs) == [parse_job(job) for job in jobs]
+        workers.renew_if_broken()  # between two slices
+        assert all(not p.is_alive() for p in before)
+        workers.warm_up()
+        after = workers.processes
+        assert len(after) == 2 and all(p.is_alive() for p in after), after
+        assert {p.pid for p in after}.isdisjoint({p.pid for p in before})
+        futures = [workers.submit(job) for job in jobs]
+        assert all(f is not None for f in futures)
+        assert [f.result() for f in futures if f is not None] == [parse_job(j) for j in jobs]
+
+
 def test_closing_ends_a_worker_that_does_not_exit_on_the_pools_sigterm() -> None:
     """After a worker dies, the pool ends the others with SIGTERM and joins them without a
     timeout: one that does not exit on it (here: stopped) must not hold the collection.

@@ -148,6 +148,7 @@ class Collector:
         # A Collector may check several slices in turn: until this plan is made, a failure
         # concerns the Sources `spec` names, not the previous slice's.
         self.planned = None
+        self.workers.renew_if_broken()
         replay_run_failures(self.store, self.paths)
         with self._failing_whole(spec):
             self.planned = self._plan(spec, snapshot, figures)

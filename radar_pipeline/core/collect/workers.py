@@ -21,6 +21,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -134,6 +135,8 @@ class ParseWorkers:
         self._pool: ProcessPoolExecutor | None = None
         self._starting = threading.Lock()  # fetch threads may start the pool at once
         self._context: _RecordingSpawnContext | None = None
+        # A worker died: the pool refuses all work from then on (`renew_if_broken`).
+        self._broken = False
 
     def __enter__(self) -> ParseWorkers:
         return self
@@ -163,7 +166,8 @@ class ParseWorkers:
             return None
         try:
             return pool.submit(parse_job, job)
-        except RuntimeError:  # a broken or closed pool: parse_all parses it
+        except RuntimeError as exc:  # a broken or closed pool: parse_all parses it
+            self._note(exc)
             return None
 
     def parse_all(
@@ -188,6 +192,7 @@ class ParseWorkers:
             for i in order:
                 futures[i] = self._pool.submit(parse_job, jobs[i])
         except RuntimeError as exc:  # a broken pool refuses work: parse the rest here
+            self._note(exc)
             log.warning("parse workers unavailable (%r); parsing in-process", exc)
         return [self._outcome(futures.get(i), job) for i, job in enumerate(jobs)]
 
@@ -210,6 +215,19 @@ class ParseWorkers:
                 future = None
             calls.extend(_RenderedText(future, k, doc) for k, doc in enumerate(chunk))
         return calls
+
+    def renew_if_broken(self) -> None:
+        """Shut down a pool a dead worker broke, so the next `warm_up` starts a new one: the
+        slices a step checks after a worker died parse on every core again, not in-process.
+        Call it where no job is in flight (a Collector does, before each slice's plan)."""
+        if self._broken:
+            log.warning("a parse worker died; starting a new pool for the next bodies")
+            self.close()
+            self._broken = False
+
+    def _note(self, exc: BaseException) -> None:
+        if isinstance(exc, BrokenProcessPool):
+            self._broken = True
 
     @property
     def processes(self) -> tuple[multiprocessing.process.BaseProcess, ...]:
@@ -258,13 +276,13 @@ class ParseWorkers:
         for worker in stuck:
             worker.kill()
 
-    @staticmethod
-    def _outcome(future: Future[ParseOutcome] | None, job: ParseJob) -> ParseOutcome:
+    def _outcome(self, future: Future[ParseOutcome] | None, job: ParseJob) -> ParseOutcome:
         if future is None:
             return parse_job(job)
         try:
             return future.result()
         except Exception as exc:  # a worker died: this body is parsed here instead
+            self._note(exc)
             log.warning("parse worker failed on %s (%r); parsing in-process", job.source_id, exc)
             return parse_job(job)
 
