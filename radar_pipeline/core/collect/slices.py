@@ -20,7 +20,7 @@ report back from the store, in the plan's order.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from radar_pipeline.core.acquire.fetch import FetchSettings
 from radar_pipeline.core.collect import page_stage
@@ -39,9 +39,15 @@ from radar_pipeline.core.store.connection import Store
 log = logging.getLogger(__name__)
 
 
-def check_step(collector: Collector, outline: CollectionOutline, step: int) -> StepSummary:
+def check_step(
+    collector: Collector,
+    outline: CollectionOutline,
+    step: int,
+    done: Callable[[SliceSummary], None] | None = None,
+) -> StepSummary:
     """Check the slices of step `step` one after another with `collector` (the step's: its
-    parse workers serve every slice of the step); their summaries.
+    parse workers serve every slice of the step); their summaries, each also handed to `done`
+    as its slice ends (the step's log says it then).
 
     A slice that fails as a whole has its failure recorded on each of its Sources (the
     Collector does it, run_failure.py); the step goes on with its other slices, as separate
@@ -50,10 +56,14 @@ def check_step(collector: Collector, outline: CollectionOutline, step: int) -> S
     failures: list[Exception] = []
     for index in outline.steps[step]:
         try:
-            summaries.append(check_slice(collector, outline, index))
+            summary = check_slice(collector, outline, index)
         except Exception as exc:
             log.error("slice %d failed as a whole: %s", index, exc)
             failures.append(exc)
+            continue
+        summaries.append(summary)
+        if done is not None:
+            done(summary)
     if failures:
         raise failures[0]
     return StepSummary(tuple(summaries))

@@ -18,6 +18,7 @@ from radar_pipeline.core.collect.outline import (
     SLICE_SOURCES,
     STEP_SLICES,
     CollectionOutline,
+    SliceSummary,
     StepSummary,
     outline_collection,
 )
@@ -111,14 +112,14 @@ def check_sources(
     # fetcher and the parsers, not every process that loads the definitions.
     from radar_pipeline.core.collect.slices import check_step
 
-    with failures_as_line(), collection.collector(radar.settings()) as collector:
-        checked = check_step(collector, outline, step)
-    for summary in checked.slices:
+    def done(summary: SliceSummary) -> None:  # as each slice ends: the run's page shows progress
         context.log.info(
             f"slice {summary.index}: {summary.checked} of {summary.sources} Sources checked, "
             f"{summary.failed} failed, {summary.created} Signals created"
         )
-    return checked
+
+    with failures_as_line(), collection.collector(radar.settings()) as collector:
+        return check_step(collector, outline, step, done)
 
 
 @dg.op(out=dg.Out(dg.Nothing))
