@@ -19,7 +19,6 @@ report back from the store, in the plan's order.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 
 from radar_pipeline.core.acquire.fetch import FetchSettings
@@ -36,30 +35,31 @@ from radar_pipeline.core.registry.sources import load_registry, load_sources
 from radar_pipeline.core.store.collections import record_collection, replace_report, report_for
 from radar_pipeline.core.store.connection import Store
 
-log = logging.getLogger(__name__)
-
 
 def check_step(
     collector: Collector,
     outline: CollectionOutline,
     step: int,
     done: Callable[[SliceSummary], None] | None = None,
+    failed: Callable[[int, Exception], None] | None = None,
 ) -> StepSummary:
     """Check the slices of step `step` one after another with `collector` (the step's: its
     parse workers serve every slice of the step); their summaries, each also handed to `done`
     as its slice ends (the step's log says it then).
 
     A slice that fails as a whole has its failure recorded on each of its Sources (the
-    Collector does it, run_failure.py); the step goes on with its other slices, as separate
-    steps would, and then raises the first such failure."""
+    Collector does it, run_failure.py) and handed to `failed` with the slice's index; the step
+    goes on with its other slices, as separate steps would, and then raises the first such
+    failure."""
     summaries: list[SliceSummary] = []
     failures: list[Exception] = []
     for index in outline.steps[step]:
         try:
             summary = check_slice(collector, outline, index)
         except Exception as exc:
-            log.error("slice %d failed as a whole: %s", index, exc)
             failures.append(exc)
+            if failed is not None:
+                failed(index, exc)
             continue
         summaries.append(summary)
         if done is not None:

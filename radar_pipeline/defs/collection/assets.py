@@ -24,6 +24,7 @@ from radar_pipeline.core.collect.outline import (
 )
 from radar_pipeline.core.contract.collection import CollectionReport
 from radar_pipeline.core.contract.outcomes import ItemOutcome
+from radar_pipeline.core.errors import explain
 from radar_pipeline.core.plan.collection import CollectionSpec
 from radar_pipeline.core.store.accounting import read_undated_counts
 from radar_pipeline.core.store.feed_state import read_states
@@ -118,8 +119,11 @@ def check_sources(
             f"{summary.failed} failed, {summary.created} Signals created"
         )
 
+    def failed(index: int, exc: Exception) -> None:  # recorded on its Sources; the step goes on
+        context.log.error(f"slice {index} failed as a whole: {explain(exc).line}")
+
     with failures_as_line(), collection.collector(radar.settings()) as collector:
-        return check_step(collector, outline, step, done)
+        return check_step(collector, outline, step, done, failed)
 
 
 @dg.op(out=dg.Out(dg.Nothing))
