@@ -324,13 +324,23 @@ def test_a_step_checks_its_next_slice_after_one_fails_as_a_whole(
     failing, passing = outline.slices
     for sid in failing:  # a new item each: their slice must write a Signal file
         publish(sid, 3)
+    ended: list[int] = []
+    failed: list[tuple[int, int | None]] = []
     with (
         _read_only(radar_env["vault"] / SIGNALS_DIR),
         Collector(settings) as collector,
         pytest.raises(OSError) as raised,
     ):
-        check_step(collector, outline, 0)
+        check_step(
+            collector,
+            outline,
+            0,
+            done=lambda summary: ended.append(summary.index),
+            failed=lambda index, exc: failed.append((index, getattr(exc, "errno", None))),
+        )
     assert raised.value.errno == errno.EROFS, raised.value
+    # Each slice is said as it ends: the failing one with its error, the next one checked.
+    assert (failed, ended) == ([(0, errno.EROFS)], [1])
     recorded = report_for(store, run)
     assert recorded is not None
     assert {s.id: s.outcome for s in recorded.sources} == dict.fromkeys(passing, "not-modified")
