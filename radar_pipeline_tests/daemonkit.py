@@ -43,6 +43,16 @@ def terminal_like() -> None:
     """What an interactive shell gives a foreground job: SIGINT at its default. (A process
     started in the background by a script inherits SIGINT ignored; docs/testing.md.)"""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    as_a_shell_gives()
+
+
+def as_a_shell_gives() -> None:
+    """SIGTERM at its default and no signal blocked, as a shell starts any job. The test
+    process that starts the child may carry an ignored SIGTERM or a blocked signal from code
+    it ran before (a child inherits both, and make keeps a SIGTERM it was started with
+    ignored), which no user's shell hands on."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
 def group_alive(pgid: int) -> list[int]:

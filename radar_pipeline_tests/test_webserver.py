@@ -16,6 +16,7 @@ import pytest
 
 from radar_pipeline.core.config import REPO_ROOT
 from radar_pipeline_tests.daemonkit import (
+    as_a_shell_gives,
     free_port,
     graphql,
     group_alive,
@@ -93,6 +94,7 @@ def start_ui(
 
 def as_background_job() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    as_a_shell_gives()
 
 
 def ui_graphql(base: str) -> dict[str, Any]:
