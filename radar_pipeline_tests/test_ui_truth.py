@@ -1,7 +1,8 @@
 """What a person sees in the Dagster UI, asked with the very GraphQL documents the UI's pages
 send (captured from the pages of `dagster dev` 1.13 into `ui_queries/`): the Partitions tab
-(`PartitionHealthQuery`), a partition's page (`AssetPartitionDetailQuery`) and the Checks tab
-(`AssetChecksQuery`), against a real `dagster dev` with its daemon in a temp home.
+(`PartitionHealthQuery`), a partition's page (`AssetPartitionDetailQuery`), the Checks tab
+(`AssetChecksQuery`) and a run's page (`RunStepStatsQuery`: its steps, as the Gantt chart and
+the step list draw them), against a real `dagster dev` with its daemon in a temp home.
 
 - A partition's state is its Source's last check: an attempt that checks nothing (a replay in
   the Source's backoff, a backfill that meets a minimum interval or a publisher's wait) leaves
@@ -11,7 +12,9 @@ send (captured from the pages of `dagster dev` 1.13 into `ui_queries/`): the Par
   attempt (the latest run's failure message and the observation the page lists).
 - A backfill from the UI: the Sources it could not check keep their state with the reason on
   their partition; it reads Success when every Source it requested was checked or so skipped,
-  and every check is evaluated after it (none reads "Not evaluated").
+  and every check is evaluated after it (none reads "Not evaluated"). Its run's page lists the
+  step that checked its Sources, named by their plan positions, and the failure on the step
+  that records the partitions (a failing Source is a check's outcome, not a step's crash).
 - After a failed backfill of a failing Source (its run carries every check of `signals`, which
   Dagster records "Execution failed"), each check's newest execution on `signals`, the
   registry and `weekly_cleanup` is an evaluation that agrees with `radar report --json`, name
@@ -80,6 +83,12 @@ def checks_tab(dev: DagsterDev, asset: str) -> dict[str, Any]:
         c["name"]: c["executionForLatestMaterialization"]
         for c in node["assetChecksOrError"]["checks"]
     }
+
+
+def run_steps(dev: DagsterDev, run_id: str) -> dict[str, str]:
+    """A run's page: each step it ran (a row of the Gantt chart) and its status."""
+    run = ui(dev, "RunStepStatsQuery", runId=run_id)["pipelineRunOrError"]
+    return {step["stepKey"]: step["status"] for step in run["stepStats"]}
 
 
 def evaluated_after(dev: DagsterDev, run_id: str) -> dict[str, dict[str, Any]] | None:
@@ -237,6 +246,14 @@ def test_partitions_checks_and_backfills_as_the_ui_shows_them(
         status = wait_for("the backfill's end", lambda: backfill_status(dev, backfill), 240)
         figures["backfill_done_s"] = round(time.time() - launched, 1)
         assert status == "COMPLETED_FAILED"
+        # Its run's page: one step checked the three Sources (plan positions 1 to 3); the
+        # step that records the partitions failed, naming WAIT.
+        assert run_steps(dev, run.run_id) == {
+            "signals.plan": "SUCCESS",
+            "signals.check_sources[sources_1_3]": "SUCCESS",
+            "signals.pages": "SUCCESS",
+            "signals.signal_materialize": "FAILURE",
+        }
         assert partition_health(dev) == {"materialized": [SLOW, OK], "failed": [WAIT]}
         slow = partition_page(dev, SLOW)["events"][0]
         assert slow["__typename"] == "MaterializationEvent"
