@@ -247,7 +247,7 @@ def test_partitions_checks_and_backfills_as_the_ui_shows_them(
         figures["backfill_done_s"] = round(time.time() - launched, 1)
         assert status == "COMPLETED_FAILED"
         # Its run's page: one step checked the three Sources (plan positions 1 to 3); the
-        # step that records the partitions failed, naming WAIT.
+        # step that records the partitions is the one that failed (WAIT's failed check).
         assert run_steps(dev, run.run_id) == {
             "signals.plan": "SUCCESS",
             "signals.check_sources[sources_1_3]": "SUCCESS",
