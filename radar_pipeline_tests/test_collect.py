@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from radar_pipeline.core.collect.results import FetchedChecks
 from radar_pipeline.core.collect.workers import MIN_PARALLEL_BODIES
 from radar_pipeline.core.config import Settings
 from radar_pipeline.core.plan.collection import CollectionSpec
-from radar_pipeline.core.store.connection import Store
+from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.vault.signals import PROVENANCE_FIELDS, read_signal_frontmatter
 from radar_pipeline_tests.conftest import CORPUS_REAL, collect_stages, new_collection_id
 from radar_pipeline_tests.feedserver import FeedServer
@@ -232,3 +234,37 @@ def test_a_collection_in_slices_records_each_slice_once_and_its_report_whole_at_
     report = finished_report(store, outline)
     assert recorded() == (list(outline.source_ids), (3, 3), 0)
     assert report == report_for(store, run) and report.collection_ids is None
+
+
+class _CountingStore(Store):
+    """The DuckDB file, counting the transactions opened on it."""
+
+    opened = 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        self.opened += 1
+        with super().transaction() as con:
+            yield con
+
+
+def test_a_plan_on_the_duckdb_file_is_one_transaction_that_holds_it_through_the_locks(
+    radar_env: dict[str, Path], feed_server: FeedServer
+) -> None:
+    """Planning reads the states, then takes the locks of the Sources it checks. On the DuckDB
+    file both happen in one transaction: while it is open no other process can commit a check
+    of them, so the states need no second read under the locks (on PostgreSQL they get one)."""
+    for source_id in ("feed-a", "feed-b"):
+        url = feed_server.add(f"/{source_id}.xml", rss([{"title": "T", "guid": source_id}]))
+        write_source(radar_env["vault"], source_id, url)
+    settings = Settings.from_env()
+    store = _CountingStore(settings.paths.db)
+    assert store.excludes_other_writers
+    with Collector(settings, store=store) as collector:
+        spec = CollectionSpec(new_collection_id(), "all", AS_OF, ())
+        plan = collector.plan(spec)
+        try:
+            assert [c.source_id for c in plan.source_plans if c.request] == ["feed-a", "feed-b"]
+            assert store.opened == 1
+        finally:
+            collector.locks.release_all(spec.collection_id)

@@ -69,7 +69,6 @@ from radar_pipeline.core.store.collections import merge_collection, record_metri
 from radar_pipeline.core.store.connection import Connection, Store
 from radar_pipeline.core.store.feed_state import FeedState, load_states
 from radar_pipeline.core.store.fetch_attempts import (
-    PlanningState,
     planning_state,
     planning_state_in,
     record_fetches,
@@ -167,23 +166,31 @@ class Collector:
         if snapshot is None:
             snapshot = load_registry(self.paths.vault)
 
-        def first_read(con: Connection) -> tuple[bool, PlanningState]:
-            # One transaction (opening the store costs ~45 ms of CPU): whether the Signals
-            # folder may hold a writer's temp files, and the states to plan on.
-            return holds_no_temp_files(con, folder), planning_state_in(con, ids)
+        tokens = self.settings.tokens
 
-        clean, (states, last) = self.store.atomically(first_read)
+        def plan_on_store(con: Connection) -> tuple[bool, CollectionPlan, bool]:
+            # One transaction (opening the store costs ~45 ms of CPU): whether the Signals
+            # folder may hold a writer's temp files, the states to plan on, and the plan, which
+            # takes the locks of the Sources it checks.
+            clean, (states, last) = holds_no_temp_files(con, folder), planning_state_in(con, ids)
+            plan = plan_collection(spec, snapshot, states, last, self.locks, tokens, figures)
+            # Another process may have committed a check of the same Source between this
+            # read and our lock, and its fetch time (minIntervalSeconds) and validators must
+            # count; not while this transaction holds the DuckDB file, which it did through
+            # both.
+            settled = self.store.excludes_other_writers or not any(
+                c.request is not None for c in plan.source_plans
+            )
+            return clean, plan, settled
+
+        clean, first, settled = self.store.atomically(plan_on_store)
         removed = remove_stale_temp_files(self.paths.vault, skip_signals=clean)
         if removed:
             log.info("removed %d temp files a killed collection left behind", removed)
-        tokens = self.settings.tokens
-        first = plan_collection(spec, snapshot, states, last, self.locks, tokens, figures)
-        if not any(c.request is not None for c in first.source_plans):
+        if settled:
             return first
-        # The locks are held now. Plan again on the state as it is under them: another process
-        # may have committed a check of the same Source between our read and our lock, and
-        # its fetch time (minIntervalSeconds) and validators must count.
-        states, _ = planning_state(self.store, ids)
+        # The locks are held now: plan again on the state as it is under them.
+        states, last = planning_state(self.store, ids)
         return plan_collection(spec, snapshot, states, last, self.locks, tokens, figures)
 
     def fetch(self, plan: CollectionPlan) -> FetchedChecks:

@@ -122,6 +122,13 @@ class Store:
         return SourceLocks(self.url)
 
     @property
+    def excludes_other_writers(self) -> bool:
+        """Whether no other process can commit while one of our transactions is open: true of
+        the DuckDB file (one process holds it at a time), not of PostgreSQL. What a transaction
+        read then stays true until it ends, whatever another process wants to write."""
+        return self._postgres is None
+
+    @property
     def where(self) -> str:
         """The store's place, for messages (a URL without its password)."""
         if self._postgres is None:
