@@ -26,7 +26,7 @@ ERROR when it fails.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -50,7 +50,7 @@ from radar_pipeline.core.config import RadarPaths
 from radar_pipeline.core.contract.evidence import CheckName, Severity
 from radar_pipeline.core.contract.operations import CloseRecord
 from radar_pipeline.core.layout import SIGNALS_DIR
-from radar_pipeline.core.plan.collection import source_timings
+from radar_pipeline.core.plan.collection import SourceTiming, source_timings
 from radar_pipeline.core.registry.sources import RegistrySnapshot, load_registry
 from radar_pipeline.core.store.audits import temporary_text_files
 from radar_pipeline.core.store.closes import last_close
@@ -121,6 +121,12 @@ _QUERY_AUDITS: dict[str, Callable[[Connection], AuditResult]] = {
     "gaps": audit_gaps,
     "silence": audit_silence,
 }
+
+
+def judge_cadence(timings: Sequence[SourceTiming], now: datetime) -> AuditResult:
+    """`on_cadence` from the Sources' timings a caller read already (the check that also
+    shows them), as `run_audits` judges it."""
+    return replace(audit_cadence(timings, now), declared=DECLARED_SEVERITY["on_cadence"])
 
 
 def run_audit(name: str, paths: RadarPaths, now: datetime, full: bool = True) -> AuditResult:

@@ -41,7 +41,7 @@ from typing import Any
 
 import dagster as dg
 
-from radar_pipeline.core.audit.run import CHECK_NAMES, run_audits
+from radar_pipeline.core.audit.run import CHECK_NAMES, judge_cadence, run_audits
 from radar_pipeline.core.clock import format_utc, parse_utc
 from radar_pipeline.defs.check_results import check_result, severity_of
 from radar_pipeline.defs.collection.cadence import cadence_table, is_late, source_timings_now
@@ -190,8 +190,8 @@ def _run_clock(
 def _on_cadence(now: datetime, radar: RadarResource) -> dg.AssetCheckResult:
     """`on_cadence` at `now` (the audit `radar report` lists under the same name): WARN when
     some Source is late; `overdue` counts the late ones, the table lists every Source."""
-    verdict = run_audits(radar.paths(), now, [AUDIT_OF[ON_CADENCE_CHECK]])[ON_CADENCE]
-    timings = list(source_timings_now(radar, now))
+    timings = source_timings_now(radar, now)
+    verdict = judge_cadence(timings, now)
     late = [t for t in timings if is_late(t, now)]
     return dg.AssetCheckResult(
         asset_key=SIGNALS_KEY,
