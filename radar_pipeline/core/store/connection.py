@@ -82,6 +82,14 @@ class Connection(Protocol):
     def executemany(self, query: str, parameters: Any = None) -> Any: ...
 
 
+# One DuckDB thread a connection. Our transactions are small (a slice's rows, set queries over
+# the index): on a store of 40,000 Signals the dedupe's lookups and the audits took as long on
+# one thread as on two, while every extra thread keeps a malloc arena of its own (docs/
+# performance.md: a cold collection of 2,000 Sources peaked about 34 MB lower). During a cold
+# collection the parse workers have the other cores anyway.
+CONNECTION_CONFIG: dict[str, str | bool | int | float | list[str]] = {"threads": 1}
+
+
 @dataclass(frozen=True)
 class StoreSettings:
     lock_timeout_s: float = 120.0  # how long a process waits for another's transaction
@@ -145,7 +153,7 @@ class Store:
         waited = False
         while True:
             try:
-                con = duckdb.connect(str(self.path))
+                con = duckdb.connect(str(self.path), config=CONNECTION_CONFIG)
                 con.execute("SET TimeZone = 'UTC'")
                 if waited:
                     # Structured: `radar_lock_wait_s` is what a reader of the log sums up.
