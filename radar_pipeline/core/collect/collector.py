@@ -176,8 +176,8 @@ class Collector:
             plan = plan_collection(spec, snapshot, states, last, self.locks, tokens, figures)
             # Another process may have committed a check of the same Source between this
             # read and our lock, and its fetch time (minIntervalSeconds) and validators must
-            # count; not while this transaction holds the DuckDB file, which it did through
-            # both.
+            # count. On the DuckDB file it cannot: this transaction held the file through the
+            # read and the locks.
             settled = self.store.excludes_other_writers or not any(
                 c.request is not None for c in plan.source_plans
             )
