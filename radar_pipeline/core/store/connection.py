@@ -85,8 +85,8 @@ class Connection(Protocol):
 # One DuckDB thread a connection. Our transactions are small (a slice's rows, set queries over
 # the index): on a store of 40,000 Signals the dedupe's lookups and the audits took as long on
 # one thread as on two, while every extra thread keeps a malloc arena of its own (docs/
-# performance.md: a cold collection of 2,000 Sources peaked about 34 MB lower). During a cold
-# collection the parse workers have the other cores anyway.
+# performance.md: a cold collection of 2,000 Sources peaked 28 MB lower, run side by side).
+# During a cold collection the parse workers have the other cores anyway.
 CONNECTION_CONFIG: dict[str, str | bool | int | float | list[str]] = {"threads": 1}
 
 
