@@ -201,7 +201,7 @@ def _run_audits(
             elif name == "on_cadence":
                 assert snapshot is not None
                 states = inputs.states if inputs is not None else load_states(con)
-                out[name] = audit_cadence(source_timings(snapshot, states, now), now)
+                out[name] = judge_cadence(source_timings(snapshot, states, now), now)
             elif name == "retention":
                 oversized = oversized_bodies(con)
                 signals = SignalsFolderFacts(
